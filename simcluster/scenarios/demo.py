@@ -1,0 +1,42 @@
+"""The demo scenario: GPU nodes in two pools, Run:ai projects with quotas, a limited user."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .nodes import gpu_nodes
+
+if TYPE_CHECKING:
+    from ..cluster import SimCluster
+
+PROJECTS = {"team-a": 16, "team-b": 8}
+
+
+def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+
+
+def gpu_quota(ns: str, gpus: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "gpu-quota", "namespace": ns},
+        "spec": {"hard": {"requests.nvidia.com/gpu": str(gpus)}},
+        "status": {"hard": {"requests.nvidia.com/gpu": str(gpus)}, "used": {"requests.nvidia.com/gpu": "0"}},
+    }
+
+
+def load_demo(sim: SimCluster) -> None:
+    for node in gpu_nodes(4, 8, pool="h100", product="NVIDIA-H100-80GB-HBM3", prefix="h100-node"):
+        sim.apply(node)
+    for node in gpu_nodes(4, 4, pool="a100", product="NVIDIA-A100-SXM4-80GB", prefix="a100-node"):
+        sim.apply(node)
+    for project, gpus in PROJECTS.items():
+        ns = f"runai-{project}"
+        sim.apply(namespace(ns, {"runai/queue": project}))
+        sim.apply(gpu_quota(ns, gpus))
+    sim.apply(namespace("research"))
+    sim.apply(gpu_quota("research", 8))
+    sim.apply(namespace("gpu-operator"))
+    sim.apply(namespace("monitoring"))
+    sim.add_namespace_reader("alice", ["runai-team-a"], write=True)

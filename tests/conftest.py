@@ -1,0 +1,64 @@
+"""Shared fixtures: simcluster (in-process), the official client, a real kubectl."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["simcluster.pytest_plugin"]
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def k8s(simcluster):
+    """The official kubernetes client configured from simcluster's kubeconfig."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=str(simcluster.sim.kubeconfig_path))
+    yield client, api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def kubectl_bin() -> Path:
+    from tests.kubectl_binary import kubectl_path
+
+    return kubectl_path()
+
+
+class Kubectl:
+    def __init__(self, binary: Path, kubeconfig: Path) -> None:
+        self.binary = binary
+        self.kubeconfig = kubeconfig
+
+    def run(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60,
+            context: str | None = None) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.binary), "--kubeconfig", str(self.kubeconfig)]
+        if context:
+            cmd += ["--context", context]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+        env["HOME"] = str(self.kubeconfig.parent)  # kubectl's discovery cache stays per test
+        proc = subprocess.run([*cmd, *args], input=input, capture_output=True, text=True,
+                              timeout=timeout, env=env)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
+        return proc
+
+    def popen(self, *args: str, context: str | None = None) -> subprocess.Popen[str]:
+        cmd = [str(self.binary), "--kubeconfig", str(self.kubeconfig)]
+        if context:
+            cmd += ["--context", context]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+        env["HOME"] = str(self.kubeconfig.parent)
+        return subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=env)
+
+
+@pytest.fixture
+def kubectl(kubectl_bin: Path, simcluster) -> Iterator[Kubectl]:
+    yield Kubectl(kubectl_bin, simcluster.sim.kubeconfig_path)
