@@ -36,6 +36,8 @@ from .tls import TLSMaterial, make_tls
 T = TypeVar("T")
 
 ADMIN_USER = "admin"
+# Components that make the cluster act: each is a module `simcluster.<name>` with `install(sim)`.
+DEFAULT_COMPONENTS: tuple[str, ...] = ()
 IMPERSONATOR = "ranks-ssh"
 
 
@@ -66,6 +68,7 @@ class SimCluster:
         bookmark_interval: float = 10.0,
         crds: tuple[CrdSpec, ...] = DEFAULT_CRDS,
         seed: int = 0,
+        components: tuple[str, ...] | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -102,6 +105,9 @@ class SimCluster:
         self._stop_hooks: list[Callable[[], Any]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self._populated = False
+        self.components = DEFAULT_COMPONENTS if components is None else tuple(components)
+        self.controllers: list[Any] = []
+        self._installed = False
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -127,6 +133,12 @@ class SimCluster:
         if self.tls and self._tls is None:
             self._tls = make_tls((self.host, "localhost"), self.workdir / "tls")
         await self._listen()
+        if not self._installed:
+            self._installed = True
+            import importlib
+
+            for name in self.components:
+                importlib.import_module(f"simcluster.{name}").install(self)
         self.write_kubeconfig()
         if self.churn > 0:
             self._tasks.append(asyncio.create_task(self._churn_loop()))
@@ -157,7 +169,15 @@ class SimCluster:
             await asyncio.sleep(down_for)
         await self._listen()
 
+    def add_controller(self, ctrl: Any) -> None:
+        """Start a controller (see `simcluster.controllers.Controller`) on the cluster's loop."""
+        self.controllers.append(ctrl)
+        ctrl.start()
+
     async def stop(self) -> None:
+        for ctrl in reversed(self.controllers):
+            await ctrl.stop()
+        self.controllers.clear()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -202,6 +202,8 @@ def openapi_group_version(reg: Registry, group: str, version: str) -> dict[str, 
                 "metadata": {
                     "allOf": [{"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"}]
                 },
+                "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
             },
             "x-kubernetes-group-version-kind": [
                 {"group": rt.group, "version": rt.version, "kind": rt.kind}

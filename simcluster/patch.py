@@ -40,12 +40,29 @@ SUPPORTED_CONTENT_TYPES = (JSON_PATCH, MERGE, APPLY, STRATEGIC)
 
 MAX_JSON_PATCH_OPERATIONS = 10000
 
-BUILTIN_GROUPS = frozenset({
-    "", "apps", "batch", "apiextensions.k8s.io", "rbac.authorization.k8s.io", "coordination.k8s.io",
-    "events.k8s.io", "policy", "networking.k8s.io", "storage.k8s.io", "scheduling.k8s.io",
-    "node.k8s.io", "discovery.k8s.io", "autoscaling", "authorization.k8s.io", "authentication.k8s.io",
-    "certificates.k8s.io", "admissionregistration.k8s.io", "flowcontrol.apiserver.k8s.io",
-})
+BUILTIN_GROUPS = frozenset(
+    {
+        "",
+        "apps",
+        "batch",
+        "apiextensions.k8s.io",
+        "rbac.authorization.k8s.io",
+        "coordination.k8s.io",
+        "events.k8s.io",
+        "policy",
+        "networking.k8s.io",
+        "storage.k8s.io",
+        "scheduling.k8s.io",
+        "node.k8s.io",
+        "discovery.k8s.io",
+        "autoscaling",
+        "authorization.k8s.io",
+        "authentication.k8s.io",
+        "certificates.k8s.io",
+        "admissionregistration.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+    }
+)
 
 
 class PatchError(ValueError):
@@ -245,16 +262,24 @@ def json_patch(obj: Any, ops: list) -> Any:
     """
     if not isinstance(ops, list):
         raise PatchError(
-            f"json: cannot unmarshal {_type_name(ops)} into Go value of type jsonpatch.Patch", 400)
+            f"json: cannot unmarshal {_type_name(ops)} into Go value of type jsonpatch.Patch", 400
+        )
     if len(ops) > MAX_JSON_PATCH_OPERATIONS:
         raise PatchError(
             f"The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got: {len(ops)}",
-            413)
+            413,
+        )
     ops = _clone(ops)  # jsonpatch inserts operation values by reference
     try:
         compiled = [jsonpatch.JsonPatch([op]) for op in ops]
-    except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError,
-            KeyError, AttributeError, ValueError) as exc:
+    except (
+        jsonpatch.JsonPatchException,
+        jsonpointer.JsonPointerException,
+        TypeError,
+        KeyError,
+        AttributeError,
+        ValueError,
+    ) as exc:
         raise PatchError(f"invalid JSON patch: {exc}", 400) from None
     doc = _clone(obj)
     for op, one in zip(ops, compiled, strict=True):
@@ -264,8 +289,16 @@ def json_patch(obj: Any, ops: list) -> Any:
             doc = one.apply(doc, in_place=True)
         except jsonpatch.JsonPatchTestFailed:
             raise PatchError(f"testing value {path} failed: test failed", 422) from None
-        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError,
-                KeyError, IndexError, ValueError) as exc:
+        except jsonpatch.InvalidJsonPatch as exc:
+            raise PatchError(f"invalid JSON patch: operation {name!r} at {path!r}: {exc}", 400) from None
+        except (
+            jsonpatch.JsonPatchException,
+            jsonpointer.JsonPointerException,
+            TypeError,
+            KeyError,
+            IndexError,
+            ValueError,
+        ) as exc:
             raise PatchError(f"{name} operation does not apply: path {path!r}: {exc}", 422) from None
     return doc
 
@@ -368,7 +401,7 @@ def _smp_map(original: dict | None, patch: dict, path: tuple[str, ...]) -> dict:
     ordered: set[str] = set()
     for k, v in patch.items():
         if k.startswith(_SET_ORDER):
-            field = k[len(_SET_ORDER):]
+            field = k[len(_SET_ORDER) :]
             if not isinstance(v, list):
                 raise PatchError("invalid patch format of setElementOrder list", 400)
             _apply_set_element_order(original, patch, field, v, path)
@@ -379,7 +412,7 @@ def _smp_map(original: dict | None, patch: dict, path: tuple[str, ...]) -> dict:
         if k == _RETAIN_KEYS or k.startswith(_SET_ORDER) or k in ordered:
             continue
         if k.startswith(_DELETE_PRIMITIVES):
-            deletions.append((k[len(_DELETE_PRIMITIVES):], pv))
+            deletions.append((k[len(_DELETE_PRIMITIVES) :], pv))
             continue
         if pv is None:
             original.pop(k, None)
@@ -565,8 +598,9 @@ def _order(merged: list, patch_order: dict, server_order: dict, merge_key: str |
     return out
 
 
-def _apply_set_element_order(original: dict, patch: dict, field: str, order: list,
-                             path: tuple[str, ...]) -> None:
+def _apply_set_element_order(
+    original: dict, patch: dict, field: str, order: list, path: tuple[str, ...]
+) -> None:
     """Process ``$setElementOrder/<field>`` together with ``patch[field]``."""
     ov = original.get(field, _MISSING)
     pv = patch.get(field, _MISSING)

@@ -143,8 +143,17 @@ def is_valid_label_value(value: str) -> list[str]:
     return errs
 
 
-_GO_ESCAPES = {'"': '\\"', "\\": "\\\\", "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n",
-               "\r": "\\r", "\t": "\\t", "\v": "\\v"}
+_GO_ESCAPES = {
+    '"': '\\"',
+    "\\": "\\\\",
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}
 
 
 def _go_quote(s: str) -> str:
@@ -214,8 +223,9 @@ class Requirement:
     values: tuple[str, ...] = ()
 
     @classmethod
-    def new(cls, key: str, operator: str, values: Iterable[str] | None = None,
-            path: str | None = None) -> Requirement:
+    def new(
+        cls, key: str, operator: str, values: Iterable[str] | None = None, path: str | None = None
+    ) -> Requirement:
         """labels.NewRequirement: validate and build. Raises SelectorError.
 
         ``path`` prefixes field paths in messages (``None`` = the root, as the parser uses).
@@ -230,26 +240,37 @@ class Requirement:
             errs.append(_invalid(key_path, key, "; ".join(kerrs)))
         if operator in (IN, NOT_IN):
             if not vals:
-                errs.append(_invalid(values_path, raw or None,
-                                     "for 'in', 'notin' operators, values set can't be empty"))
+                errs.append(
+                    _invalid(
+                        values_path, raw or None, "for 'in', 'notin' operators, values set can't be empty"
+                    )
+                )
         elif operator in (EQUALS, DOUBLE_EQUALS, NOT_EQUALS):
             if len(vals) != 1:
                 errs.append(_invalid(values_path, raw, "exact-match compatibility requires one single value"))
         elif operator in (EXISTS, DOES_NOT_EXIST):
             if vals:
-                errs.append(_invalid(values_path, raw, "values set must be empty for exists and does not exist"))
+                errs.append(
+                    _invalid(values_path, raw, "values set must be empty for exists and does not exist")
+                )
         elif operator in (GREATER_THAN, LESS_THAN):
             if len(vals) != 1:
-                errs.append(_invalid(values_path, raw,
-                                     "for 'Gt', 'Lt' operators, exactly one value is required"))
+                errs.append(
+                    _invalid(values_path, raw, "for 'Gt', 'Lt' operators, exactly one value is required")
+                )
             for i, v in enumerate(vals):
                 if not isinstance(v, str) or _parse_int64(v) is None:
-                    errs.append(_invalid(f"{values_path}[{i}]", v,
-                                         "for 'Gt', 'Lt' operators, the value must be an integer"))
+                    errs.append(
+                        _invalid(
+                            f"{values_path}[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer"
+                        )
+                    )
         else:
             supported = ", ".join(_go_quote(o) for o in _VALID_OPERATORS)
-            errs.append(f"{path + '.' if path else ''}operator: Unsupported value: {_go_json(operator)}: "
-                        f"supported values: {supported}")
+            errs.append(
+                f"{path + '.' if path else ''}operator: Unsupported value: {_go_json(operator)}: "
+                f"supported values: {supported}"
+            )
         for i, v in enumerate(vals):
             if not isinstance(v, str):
                 errs.append(_invalid(f"{values_path}[{i}]", str(v), "must be a string"))
@@ -317,8 +338,13 @@ _T_LT = "<"
 _TOKEN_RE = re.compile(r"[ \t\r\n]*(?:(==|!=|[=!(),<>])|([^ \t\r\n=!(),<>]+))?")
 _KEYWORDS = {"in": _T_IN, "notin": _T_NOTIN}
 _OPERATOR_TOKENS = {
-    _T_IN: IN, _T_NOTIN: NOT_IN, _T_EQ: EQUALS, _T_EQEQ: DOUBLE_EQUALS,
-    _T_NE: NOT_EQUALS, _T_GT: GREATER_THAN, _T_LT: LESS_THAN,
+    _T_IN: IN,
+    _T_NOTIN: NOT_IN,
+    _T_EQ: EQUALS,
+    _T_EQEQ: DOUBLE_EQUALS,
+    _T_NE: NOT_EQUALS,
+    _T_GT: GREATER_THAN,
+    _T_LT: LESS_THAN,
 }
 
 
@@ -515,8 +541,9 @@ class LabelSelector:
         match_labels = selector.get("matchLabels") or {}
         exprs = selector.get("matchExpressions") or []
         if not isinstance(match_labels, Mapping) or not isinstance(exprs, list):
-            raise SelectorError("invalid label selector: matchLabels must be an object and "
-                                "matchExpressions a list")
+            raise SelectorError(
+                "invalid label selector: matchLabels must be an object and matchExpressions a list"
+            )
         if not match_labels and not exprs:
             return cls.EVERYTHING
         reqs = [Requirement.new(k, EQUALS, [v]) for k, v in match_labels.items()]
@@ -654,11 +681,11 @@ def _split_terms(text: str) -> list[str]:
 def _split_term(term: str) -> tuple[str, str, str] | None:
     """First occurrence of '!=', '==' or '=' (in that preference at each position)."""
     for i in range(len(term)):
-        rest = term[i:i + 2]
+        rest = term[i : i + 2]
         if rest == "!=" or rest == "==":
-            return term[:i], rest, term[i + 2:]
+            return term[:i], rest, term[i + 2 :]
         if rest[:1] == "=":
-            return term[:i], "=", term[i + 1:]
+            return term[:i], "=", term[i + 1 :]
     return None
 
 
@@ -689,7 +716,8 @@ class FieldSelector:
 
     terms: tuple[tuple[str, str, str], ...] = ()
     _compiled: tuple[tuple[tuple[str, ...], bool, str], ...] = field(
-        default=(), init=False, repr=False, compare=False)
+        default=(), init=False, repr=False, compare=False
+    )
 
     EVERYTHING: ClassVar[FieldSelector]
 

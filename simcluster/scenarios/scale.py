@@ -1009,21 +1009,11 @@ class _Builder:
         team = job.team or job.ns
         env = [
             _env("NCCL_DEBUG", "WARN"),
-            _env("NCCL_SOCKET_IFNAME", "eth0"),
-            _env("NCCL_IB_HCA", "mlx5_0,mlx5_1,mlx5_2,mlx5_3"),
-            _env("OMP_NUM_THREADS", "8"),
-            _env("HF_HOME", "/data/hf-cache"),
             _env("WANDB_PROJECT", team),
-            _env("WANDB_RUN_GROUP", job.name),
-            _env("WANDB_MODE", "offline"),
-            _env("CHECKPOINT_DIR", f"/checkpoints/{job.name}"),
-            _env_field("POD_NAME", "metadata.name"),
-            _env_field("POD_IP", "status.podIP"),
             _env_field("NODE_NAME", "spec.nodeName"),
         ]
         if job.kind == PYTORCHJOB:
             env.append(_env("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"))
-            env.append(_env("CUDA_DEVICE_MAX_CONNECTIONS", "1"))
         elif job.kind == TFJOB:
             env.append(_env("TF_CPP_MIN_LOG_LEVEL", "1"))
         else:
@@ -1034,20 +1024,14 @@ class _Builder:
         if job.kind == PYTORCHJOB:
             return ["torchrun"], [
                 "/workspace/train.py",
-                "--config", f"/workspace/configs/{job.name.rsplit('-', 1)[0]}.yaml",
-                "--output-dir", f"/checkpoints/{job.name}",
-                "--per-device-batch-size", "16",
-                "--learning-rate", "3e-4",
-                "--max-steps", "200000",
-                "--save-every", "1000",
+                "--config", f"configs/{job.name.rsplit('-', 1)[0]}.yaml",
+                "--output-dir", f"/data/ckpt/{job.name}",
                 "--bf16",
             ]
         if job.kind == TFJOB:
             return ["python", "/opt/model/train.py"], [
-                "--model_dir", f"/checkpoints/{job.name}",
-                "--data_dir", "/data/tfrecords",
+                "--model_dir", f"/data/ckpt/{job.name}",
                 "--train_steps", "100000",
-                "--batch_size", "256",
             ]
         if role.rtype == "Launcher":
             n = job.size - 1
@@ -1057,27 +1041,22 @@ class _Builder:
                 "-np", str(n * slots),
                 "-bind-to", "none",
                 "-map-by", "slot",
-                "-x", "NCCL_DEBUG=INFO",
-                "-x", "LD_LIBRARY_PATH",
-                "-x", "PATH",
-                "-mca", "pml", "ob1",
-                "-mca", "btl", "^openib",
+                "-x", "NCCL_DEBUG",
                 "python", "/examples/train.py",
-                "--epochs", "90",
             ]
         return ["/usr/sbin/sshd", "-De"], []
 
     def _user_volumes(self, job: _Job, role: _Role) -> tuple[list[dict], list[dict]]:
+        if role.rtype == "Launcher":
+            return [], []
         team = job.team or job.ns
         vols: list[dict] = [
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
-            {"name": "datasets", "persistentVolumeClaim": {"claimName": f"{team}-datasets", "readOnly": True}},
-            {"name": "checkpoints", "persistentVolumeClaim": {"claimName": f"{team}-checkpoints"}},
+            {"name": "data", "persistentVolumeClaim": {"claimName": f"{team}-data"}},
         ]
         mounts: list[dict] = [
             {"name": "dshm", "mountPath": "/dev/shm"},
-            {"name": "datasets", "readOnly": True, "mountPath": "/data"},
-            {"name": "checkpoints", "mountPath": "/checkpoints"},
+            {"name": "data", "mountPath": "/data"},
         ]
         return vols, mounts
 
@@ -1099,7 +1078,7 @@ class _Builder:
         return c
 
     def _template_labels(self, job: _Job) -> dict:
-        labels = {"app.kubernetes.io/part-of": "training", "owner": job.user}
+        labels = {"owner": job.user}
         if job.team is not None:
             labels["project"] = job.team
         return labels
@@ -1164,8 +1143,13 @@ class _Builder:
             ]
         return [_env("K_MPI_JOB_ROLE", "worker")]
 
-    def _pod_template_bytes(self, job: _Job, role: _Role) -> bytes:
-        """Pod JSON (no status) with placeholder tokens for per-pod values."""
+    def _pod_template(self, job: _Job, role: _Role) -> tuple[bytes, dict, dict]:
+        """Pod JSON (no status) with placeholder tokens for per-pod values.
+
+        Also returns the operator's managedFields tree (without the per-pod
+        kube-api-access volume) and that volume's subtree; ``_emit_job``
+        shares them, read-only, between the pods of one replica type.
+        """
         user = self._template_container(job, role)
         cname = user["name"]
         container = dict(user)
@@ -1320,19 +1304,29 @@ class _Builder:
         else:
             manager = "training-operator"
         op_spec = {k: v for k, v in spec.items() if k != "nodeName"}
-        tree = {"f:metadata": _fields(owned_meta, _POD_LIST_KEYS, root=True), "f:spec": _fields(op_spec, _POD_LIST_KEYS, root=True)}
-        meta["managedFields"] = [_managed(manager, "v1", _T_CTS.decode(), tree)]
+        tree = {
+            "f:metadata": _fields(owned_meta, _POD_LIST_KEYS, root=True),
+            "f:spec": _fields(op_spec, _POD_LIST_KEYS, root=True),
+        }
+        # The tree is the same for every pod of this replica type except for the
+        # per-pod kube-api-access volume key; keep it out of the JSON template.
+        kapi_key = "k:" + json.dumps({"name": kapi}, separators=(",", ":"))
+        vols_tree = tree["f:spec"]["f:volumes"]
+        kapi_tree = vols_tree.pop(kapi_key)
+        meta["managedFields"] = [_managed(manager, "v1", _T_CTS.decode(), {})]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-        return _dumps(pod)
+        return _dumps(pod), tree, kapi_tree
 
     def _emit_job(self, job: _Job) -> None:
         rng = self.rng
         out_pods = self.out.pods
         name_of = self._pod_name
         gpu_req = job.gpus if (job.gpus and not job.frac) else 0
-        pod_start_times: list[int] = []
         for role in job.roles:
-            tmpl = self._pod_template_bytes(job, role)
+            tmpl, op_tree, kapi_tree = self._pod_template(job, role)
+            meta_tree = op_tree["f:metadata"]
+            spec_tree = op_tree["f:spec"]
+            vols_tree = spec_tree["f:volumes"]
             res = self._resources(job, role)
             cname = self._container_name(job, role)
             for k, (idx, state) in enumerate(role.pods):
@@ -1341,24 +1335,29 @@ class _Builder:
                 created = job.created + 1 + rng.randint(0, 2)
                 node_i = role.nodes[k] if state not in ("pending", "unschedulable") else None
                 node = self.node_info[node_i] if node_i is not None else None
+                kapi = _suffix(rng)
                 b = (
                     tmpl.replace(_T_NAME, pname.encode())
                     .replace(_T_UID, _uid(rng).encode())
                     .replace(_T_IDX, str(idx).encode())
                     .replace(_T_RANK, str(rank).encode())
-                    .replace(_T_KAPI, _suffix(rng).encode())
+                    .replace(_T_KAPI, kapi.encode())
                     .replace(_T_CTS, _ts(created).encode())
                     .replace(_T_NODE, node.name.encode() if node else b"")
                 )
                 pod = _loads(b)
                 if node is None:
                     del pod["spec"]["nodeName"]
+                vols = dict(vols_tree)
+                vols[f'k:{{"name":"kube-api-access-{kapi}"}}'] = kapi_tree
+                spec_fields = dict(spec_tree)
+                spec_fields["f:volumes"] = vols
+                mfields = pod["metadata"]["managedFields"]
+                mfields[0]["fieldsV1"] = {"f:metadata": meta_tree, "f:spec": spec_fields}
                 status, kubelet = self._pod_status(job, role, state, created, node, res, cname, pod)
                 pod["status"] = status
-                pod["metadata"]["managedFields"].append(kubelet)
+                mfields.append(kubelet)
                 out_pods.append(pod)
-                if status.get("startTime"):
-                    pod_start_times.append(created)
                 if gpu_req and role.gpu and state not in ("succeeded", "failed"):
                     self.gpu_used_ns[job.ns] = self.gpu_used_ns.get(job.ns, 0) + gpu_req
         self._job_objects(job)
@@ -1519,11 +1518,6 @@ class _Builder:
             started = False
             kubelet_ts = finished + 1
 
-        vms = [
-            {"name": m["name"], "mountPath": m["mountPath"], **({"readOnly": True} if m.get("readOnly") else {}),
-             **({"recursiveReadOnly": "Disabled"} if m.get("readOnly") else {})}
-            for m in pod["spec"]["containers"][0]["volumeMounts"]
-        ]
         cstatus = {
             "name": cname,
             "state": c_state,
@@ -1534,9 +1528,7 @@ class _Builder:
             "imageID": image_id,
             "containerID": cid,
             "started": started,
-            "allocatedResources": dict(res["requests"]),
             "resources": {k: dict(v) for k, v in res.items()},
-            "volumeMounts": vms,
             "user": {"linux": {"uid": 0, "gid": 0, "supplementalGroups": [0]}},
         }
         ip_list = [{"ip": ip}]

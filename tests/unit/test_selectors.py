@@ -117,8 +117,11 @@ def test_label_matches_none_labels():
         (",app", "found ',', expected: !, identifier, or 'end of string'"),
         ("app=a b", "found 'b', expected: ',' or 'end of string'"),
         ("!app=x", "found '=', expected: ',' or 'end of string'"),
-        ("k<abc", "unable to parse requirement: values[0]: Invalid value: \"abc\": "
-                  "for 'Gt', 'Lt' operators, the value must be an integer"),
+        (
+            "k<abc",
+            'unable to parse requirement: values[0]: Invalid value: "abc": '
+            "for 'Gt', 'Lt' operators, the value must be an integer",
+        ),
     ],
 )
 def test_label_syntax_errors(text, message):
@@ -198,12 +201,18 @@ def test_from_match_empty_and_none():
 @pytest.mark.parametrize(
     ("selector", "message"),
     [
-        ({"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["x"]}]},
-         '"Equals" is not a valid label selector operator'),
-        ({"matchExpressions": [{"key": "a", "operator": "In", "values": []}]},
-         "values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty"),
-        ({"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
-         'values: Invalid value: ["x"]: values set must be empty for exists and does not exist'),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Equals", "values": ["x"]}]},
+            '"Equals" is not a valid label selector operator',
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "In", "values": []}]},
+            "values: Invalid value: null: for 'in', 'notin' operators, values set can't be empty",
+        ),
+        (
+            {"matchExpressions": [{"key": "a", "operator": "Exists", "values": ["x"]}]},
+            'values: Invalid value: ["x"]: values set must be empty for exists and does not exist',
+        ),
     ],
 )
 def test_from_match_errors(selector, message):
@@ -245,8 +254,15 @@ POD = {
     "spec": {"nodeName": "node-a", "schedulerName": "default-scheduler", "hostNetwork": True, "priority": 5},
     "status": {"phase": "Running"},
 }
-UNSCHEDULED = {"metadata": {"name": "web-2", "namespace": "default"}, "spec": {}, "status": {"phase": "Pending"}}
-EVENT = {"metadata": {"name": "e1", "namespace": "default"}, "involvedObject": {"kind": "Pod", "name": "web-1"}}
+UNSCHEDULED = {
+    "metadata": {"name": "web-2", "namespace": "default"},
+    "spec": {},
+    "status": {"phase": "Pending"},
+}
+EVENT = {
+    "metadata": {"name": "e1", "namespace": "default"},
+    "involvedObject": {"kind": "Pod", "name": "web-1"},
+}
 
 
 @pytest.mark.parametrize("text", [None, "", ","])
