@@ -34,27 +34,17 @@ import hashlib
 import json
 import random
 import time
-import uuid
 from bisect import bisect
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from itertools import accumulate
 from typing import Any
 
-try:  # orjson is much faster; the stdlib is a functional fallback.
-    import orjson
+import orjson
 
-    def _dumps(obj: Any) -> bytes:
-        return orjson.dumps(obj)
-
-    _loads: Callable[[bytes], Any] = orjson.loads
-except ImportError:  # pragma: no cover - orjson is in the venv
-
-    def _dumps(obj: Any) -> bytes:
-        return json.dumps(obj, separators=(",", ":")).encode()
-
-    _loads = json.loads
+_dumps = orjson.dumps
+_loads = orjson.loads
 
 
 __all__ = ["ScaleObjects", "build_scale", "churn_pod"]
@@ -322,12 +312,28 @@ def _epoch(now: datetime | None) -> int:
     return int(now.timestamp())
 
 
+_DAYS: dict[int, str] = {}
+
+
 def _ts(epoch: int) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch))
+    """RFC 3339 UTC with a ``Z``, as the API server writes timestamps."""
+    day, sec = divmod(epoch, 86400)
+    date = _DAYS.get(day)
+    if date is None:
+        date = _DAYS[day] = time.strftime("%Y-%m-%d", time.gmtime(day * 86400))
+    hour, sec = divmod(sec, 3600)
+    minute, sec = divmod(sec, 60)
+    return f"{date}T{hour:02d}:{minute:02d}:{sec:02d}Z"
+
+
+_UUID_CLEAR = ~((0xF000 << 64) | (0xC000 << 48))
+_UUID_SET = (4 << 76) | (0x8000 << 48)
 
 
 def _uid(rng: random.Random) -> str:
-    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+    """A version-4 UUID string drawn from ``rng`` (same as ``uuid.UUID(int=..., version=4)``)."""
+    h = format((rng.getrandbits(128) & _UUID_CLEAR) | _UUID_SET, "032x")
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def _hex(rng: random.Random, n: int) -> str:
@@ -442,6 +448,18 @@ def _fields(obj: dict, list_keys: dict[str, tuple[str, ...]], *, root: bool = Fa
         else:
             out[fkey] = {}
     return out
+
+
+_COND_FIELDS: dict[tuple[str, ...], dict] = {}
+
+
+def _cond_fields(cond: dict) -> dict:
+    """fieldsV1 of one pod condition; shared (read-only) between equal shapes."""
+    keys = tuple(sorted(cond))
+    tree = _COND_FIELDS.get(keys)
+    if tree is None:
+        tree = _COND_FIELDS[keys] = {".": {}, **{f"f:{k}": {} for k in keys}}
+    return tree
 
 
 def _managed(manager: str, api_version: str, ts: str, tree: dict, subresource: str | None = None) -> dict:
@@ -571,6 +589,37 @@ class _Packer:
         return node
 
 
+def _mpi_volumes(job: _Job, role: _Role) -> tuple[list[dict], list[dict]]:
+    """Volumes and mounts mpi-operator adds (ssh keys; hostfile on the launcher)."""
+    if job.kind != MPIJOB:
+        return [], []
+    ssh_items = [
+        {"key": "ssh-privatekey", "path": "id_rsa"},
+        {"key": "ssh-publickey", "path": "id_rsa.pub"},
+        {"key": "ssh-publickey", "path": "authorized_keys"},
+    ]
+    vols: list[dict] = [
+        {"name": "ssh-auth", "secret": {"secretName": f"{job.name}-ssh", "items": ssh_items, "defaultMode": 384}}
+    ]
+    mounts: list[dict] = [{"name": "ssh-auth", "mountPath": "/root/.ssh"}]
+    if role.rtype == "Launcher":
+        vols.append(
+            {
+                "name": "mpi-job-config",
+                "configMap": {
+                    "name": f"{job.name}-config",
+                    "items": [
+                        {"key": "hostfile", "path": "hostfile", "mode": 292},
+                        {"key": "discover_hosts.sh", "path": "discover_hosts.sh", "mode": 365},
+                    ],
+                    "defaultMode": 420,
+                },
+            }
+        )
+        mounts.append({"name": "mpi-job-config", "mountPath": "/etc/mpi"})
+    return vols, mounts
+
+
 def _gpu_cpu_milli(g: int) -> int:
     return 12000 * g
 
@@ -644,6 +693,7 @@ class _Builder:
         self.gpu_used_ns: dict[str, int] = {}
         self.ns_created: dict[str, int] = {}
         self.image_ids: dict[str, str] = {}
+        self._tree_cache: dict[tuple, tuple[dict, dict, dict, dict]] = {}
 
     # ---- top level
 
@@ -751,6 +801,7 @@ class _Builder:
                 "nvidia.com/mig.strategy": "single",
                 "feature.node.kubernetes.io/pci-10de.present": "true",
             }
+            labels = dict(sorted(labels.items()))
             annotations = {
                 "node.alpha.kubernetes.io/ttl": "0",
                 "volumes.kubernetes.io/controller-managed-attach-detach": "true",
@@ -1073,7 +1124,8 @@ class _Builder:
             c["ports"] = [{"name": "tfjob-port", "containerPort": 2222, "protocol": "TCP"}]
         c["env"] = self._user_env(job, role)
         c["resources"] = self._resources(job, role)
-        c["volumeMounts"] = mounts
+        if mounts:
+            c["volumeMounts"] = mounts
         c["imagePullPolicy"] = "IfNotPresent"
         return c
 
@@ -1096,14 +1148,14 @@ class _Builder:
             labels[KF_OPERATOR] = "mpi-operator"
             if role.rtype == "Worker":
                 labels[KF_REPLICA_INDEX] = _T_IDX.decode()
-            return labels
+            return dict(sorted(labels.items()))
         labels[KF_JOB_NAME] = job.name
         if role.rtype in ("Master", "Chief"):
             labels[KF_JOB_ROLE] = "master"
         labels[KF_OPERATOR] = "pytorchjob-controller" if job.kind == PYTORCHJOB else "tfjob-controller"
         labels[KF_REPLICA_INDEX] = _T_IDX.decode()
         labels[KF_REPLICA_TYPE] = role.rtype.lower()
-        return labels
+        return dict(sorted(labels.items()))
 
     def _operator_env(self, job: _Job, role: _Role) -> list[dict]:
         if job.kind == PYTORCHJOB:
@@ -1148,7 +1200,7 @@ class _Builder:
 
         Also returns the operator's managedFields tree (without the per-pod
         kube-api-access volume) and that volume's subtree; ``_emit_job``
-        shares them, read-only, between the pods of one replica type.
+        shares them, read-only, between pods of the same shape.
         """
         user = self._template_container(job, role)
         cname = user["name"]
@@ -1159,11 +1211,9 @@ class _Builder:
         else:
             env = env + self._operator_env(job, role)
         container["env"] = env
-        mounts = list(user["volumeMounts"])
-        if job.kind == MPIJOB:
-            mounts.append({"name": "ssh-auth", "mountPath": "/root/.ssh"})
-            if role.rtype == "Launcher":
-                mounts.append({"name": "mpi-job-config", "mountPath": "/etc/mpi"})
+        mounts = list(user.get("volumeMounts", []))
+        mpi_vols, mpi_mounts = _mpi_volumes(job, role)
+        mounts.extend(mpi_mounts)
         kapi = "kube-api-access-" + _T_KAPI.decode()
         mounts.append({"name": kapi, "readOnly": True, "mountPath": _SA_MOUNT})
         container["volumeMounts"] = mounts
@@ -1178,30 +1228,7 @@ class _Builder:
         ordered["imagePullPolicy"] = "IfNotPresent"
 
         vols, _ = self._user_volumes(job, role)
-        vols = list(vols)
-        if job.kind == MPIJOB:
-            ssh_items = [
-                {"key": "ssh-privatekey", "path": "id_rsa"},
-                {"key": "ssh-publickey", "path": "id_rsa.pub"},
-                {"key": "ssh-publickey", "path": "authorized_keys"},
-            ]
-            vols.append(
-                {"name": "ssh-auth", "secret": {"secretName": f"{job.name}-ssh", "items": ssh_items, "defaultMode": 384}}
-            )
-            if role.rtype == "Launcher":
-                vols.append(
-                    {
-                        "name": "mpi-job-config",
-                        "configMap": {
-                            "name": f"{job.name}-config",
-                            "items": [
-                                {"key": "hostfile", "path": "hostfile", "mode": 292},
-                                {"key": "discover_hosts.sh", "path": "discover_hosts.sh", "mode": 365},
-                            ],
-                            "defaultMode": 420,
-                        },
-                    }
-                )
+        vols = list(vols) + mpi_vols
         vols.append(
             {
                 "name": kapi,
@@ -1303,19 +1330,31 @@ class _Builder:
             manager = "mpi-operator"
         else:
             manager = "training-operator"
-        op_spec = {k: v for k, v in spec.items() if k != "nodeName"}
-        tree = {
-            "f:metadata": _fields(owned_meta, _POD_LIST_KEYS, root=True),
-            "f:spec": _fields(op_spec, _POD_LIST_KEYS, root=True),
-        }
-        # The tree is the same for every pod of this replica type except for the
-        # per-pod kube-api-access volume key; keep it out of the JSON template.
-        kapi_key = "k:" + json.dumps({"name": kapi}, separators=(",", ":"))
-        vols_tree = tree["f:spec"]["f:volumes"]
-        kapi_tree = vols_tree.pop(kapi_key)
+        # The field set only depends on the pod's shape, which these decide:
+        shape = (
+            job.kind,
+            role.rtype,
+            job.team is not None,
+            job.frac is not None,
+            bool(role.gpu and job.gpus),
+            job.priority_class is not None,
+        )
+        cached = self._tree_cache.get(shape)
+        if cached is None:
+            op_spec = {k: v for k, v in spec.items() if k != "nodeName"}
+            spec_tree = _fields(op_spec, _POD_LIST_KEYS, root=True)
+            # every pod has its own kube-api-access-xxxxx volume; added per pod
+            kapi_key = "k:" + json.dumps({"name": kapi}, separators=(",", ":"))
+            kapi_tree = spec_tree["f:volumes"].pop(kapi_key)
+            meta_tree = _fields(owned_meta, _POD_LIST_KEYS, root=True)
+            owner_tree = next(v for k, v in meta_tree["f:ownerReferences"].items() if k != ".")
+            cached = self._tree_cache[shape] = (meta_tree, owner_tree, spec_tree, kapi_tree)
+        meta_tree, owner_tree, spec_tree, kapi_tree = cached
+        meta_tree = dict(meta_tree)
+        meta_tree["f:ownerReferences"] = {".": {}, f'k:{{"uid":"{owner["uid"]}"}}': owner_tree}
         meta["managedFields"] = [_managed(manager, "v1", _T_CTS.decode(), {})]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-        return _dumps(pod), tree, kapi_tree
+        return _dumps(pod), {"f:metadata": meta_tree, "f:spec": spec_tree}, kapi_tree
 
     def _emit_job(self, job: _Job) -> None:
         rng = self.rng
@@ -1544,22 +1583,13 @@ class _Builder:
             "containerStatuses": [cstatus],
             "qosClass": qos,
         }
-        cond_tree = {
-            ".": {},
-            "f:lastProbeTime": {},
-            "f:lastTransitionTime": {},
-            "f:observedGeneration": {},
-            "f:status": {},
-            "f:type": {},
-        }
+        cond_fields = {}
+        for c in sorted(conds, key=lambda c: c["type"]):
+            if c["type"] != "PodScheduled":  # the scheduler's, not the kubelet's
+                cond_fields[f'k:{{"type":"{c["type"]}"}}'] = _cond_fields(c)
         tree = {
             "f:status": {
-                "f:conditions": {
-                    'k:{"type":"ContainersReady"}': dict(cond_tree),
-                    'k:{"type":"Initialized"}': dict(cond_tree),
-                    'k:{"type":"PodReadyToStartContainers"}': dict(cond_tree),
-                    'k:{"type":"Ready"}': dict(cond_tree),
-                },
+                "f:conditions": cond_fields,
                 "f:containerStatuses": {},
                 "f:hostIP": {},
                 "f:hostIPs": {},
@@ -1592,7 +1622,8 @@ class _Builder:
         for role in job.roles:
             pod_spec: dict[str, Any] = {"containers": [self._template_container(job, role)]}
             vols, _ = self._user_volumes(job, role)
-            pod_spec["volumes"] = vols
+            if vols:
+                pod_spec["volumes"] = vols
             pod_spec["tolerations"] = [dict(_GPU_TOLERATION)]
             if job.team is not None:
                 pod_spec["schedulerName"] = "runai-scheduler"
@@ -1738,7 +1769,7 @@ class _Builder:
                     operator,
                     api,
                     status["lastReconcileTime"],
-                    {"f:status": _fields(status, {})},
+                    {"f:status": _fields(status, {}, root=True)},
                     "status",
                 ),
             ],
@@ -1763,11 +1794,16 @@ class _Builder:
                 KF_OPERATOR: "mpi-operator",
             }
         )
+        tlabels = dict(sorted(tlabels.items()))
         pod_spec = copy.deepcopy(template["spec"])
         pod_spec["hostname"] = lname
         pod_spec["subdomain"] = job.name
         pod_spec["restartPolicy"] = "OnFailure"
-        pod_spec["containers"][0]["env"] = self._operator_env(job, job.roles[0]) + pod_spec["containers"][0]["env"]
+        container = pod_spec["containers"][0]
+        container["env"] = self._operator_env(job, job.roles[0]) + container["env"]
+        mpi_vols, mpi_mounts = _mpi_volumes(job, job.roles[0])
+        container["volumeMounts"] = container.get("volumeMounts", []) + mpi_mounts
+        pod_spec["volumes"] = pod_spec.get("volumes", []) + mpi_vols
         spec = {
             "parallelism": 1,
             "completions": 1,
@@ -1830,7 +1866,7 @@ class _Builder:
                     "kube-controller-manager",
                     "batch/v1",
                     _ts(max(job.created + 2, self.now - rng.randint(0, 600))),
-                    {"f:status": _fields(status, {})},
+                    {"f:status": _fields(status, {}, root=True)},
                     "status",
                 ),
             ],
@@ -1866,7 +1902,7 @@ class _Builder:
                         "kube-controller-manager",
                         "v1",
                         _ts(max(created + 1, self.now - rng.randint(0, 300))),
-                        {"f:status": _fields(status, {})},
+                        {"f:status": _fields(status, {}, root=True)},
                         "status",
                     ),
                 ],
