@@ -283,7 +283,7 @@ class SimCluster:
             ns = meta["namespace"] = "default"
         if self.store.find(rt.key, ns, meta.get("name", "")) is not None:
             return self.store.update(rt, obj).obj
-        return self.store.create(rt, obj, ns or None).obj
+        return self.store.create(rt, obj, ns or None, keep_uid=True).obj
 
     async def _churn_loop(self) -> None:
         from .scenarios.scale import churn_pod

@@ -213,7 +213,9 @@ class Store:
     def generate_name(self, prefix: str) -> str:
         return prefix + "".join(self._rng.choice(_GENERATE_CHARS) for _ in range(5))
 
-    def create(self, rt: ResourceType, obj: dict[str, Any], namespace: str | None = None) -> Stored:
+    def create(
+        self, rt: ResourceType, obj: dict[str, Any], namespace: str | None = None, *, keep_uid: bool = False
+    ) -> Stored:
         meta = obj.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self.generate_name(meta["generateName"])
@@ -228,7 +230,8 @@ class Store:
             raise already_exists(rt.plural, rt.group, name)
         obj["apiVersion"] = rt.api_version
         obj["kind"] = rt.kind
-        meta["uid"] = str(uuid.uuid4())
+        if not (keep_uid and meta.get("uid")):
+            meta["uid"] = str(uuid.uuid4())
         meta.setdefault("creationTimestamp", now_rfc3339())
         meta["generation"] = 1
         for k in ("resourceVersion", "deletionTimestamp", "selfLink"):

@@ -1,21 +1,120 @@
 """The `ranks` command line (also installed as `kubectl-ranks`, so `kubectl ranks ...` works).
 
-Heavy imports happen inside commands, so `ranks --help` and scripted calls start fast.
+Global options (`--kubeconfig`, `--context`, `--prometheus`, `--read-only`) are accepted before
+or after the subcommand, as kubectl accepts its flags. Heavy imports happen inside commands, so
+`ranks --help` and completion start fast.
+
+Exit codes: 0 ok, 1 failed, 2 usage, 3 no/invalid kubeconfig or context, 4 server unreachable,
+5 TLS failure, 6 unauthorized, 7 forbidden, 8 not found, 130 interrupted.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from .errors import EXIT_USAGE, fail
 
+GLOBAL_KEYS = ("kubeconfig", "context", "prometheus", "read_only")
+
+
+def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The global flags, on the group and on every subcommand (a later one wins)."""
+    fn = click.option("--kubeconfig", metavar="PATH", default=None, help="Path to the kubeconfig file.")(fn)
+    fn = click.option("--context", metavar="NAME", default=None, help="The kubeconfig context to use.")(fn)
+    fn = click.option("--prometheus", metavar="URL", default=None,
+                      help="Prometheus URL (default: discovered through the API server).")(fn)
+    fn = click.option("--read-only", "read_only", is_flag=True, default=None,
+                      help="Refuse every action that changes the cluster.")(fn)
+    return fn
+
+
+def _merge_globals(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
+    obj = ctx.ensure_object(dict)
+    merged = dict(obj)
+    for key in GLOBAL_KEYS:
+        value = kwargs.pop(key, None)
+        if value is not None:
+            merged[key] = value
+    return merged
+
+
+OUTPUT = click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table",
+                      show_default=True, help="Output format.")
+PROJECT = click.option("-p", "--project", metavar="PROJECT", default=None,
+                       help="Project name (team-a) or namespace (runai-team-a).")
+ALL = click.option("-A", "--all-projects", "all_projects", is_flag=True, help="All projects.")
+
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="ranks", prog_name="ranks")
-def cli() -> None:
+@global_options
+@click.pass_context
+def cli(ctx: click.Context, **kwargs: Any) -> None:
     """ranks: distributed training workloads on Kubernetes, rank by rank."""
+    ctx.ensure_object(dict)
+    for key in GLOBAL_KEYS:
+        if kwargs.get(key) is not None:
+            ctx.obj[key] = kwargs[key]
+
+
+@cli.command("projects")
+@OUTPUT
+@global_options
+@click.pass_context
+def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
+    """Projects (Run:ai namespaces, or plain namespaces) with GPU quota, allocation and use."""
+    from .cli_commands import run_projects
+
+    sys.exit(run_projects(_merge_globals(ctx, kwargs), output))
+
+
+@cli.command("list")
+@PROJECT
+@ALL
+@click.option("--status", "status", metavar="STATUS", default=None,
+              help="Only workloads with this status (Running, Pending, Degraded, Failed, ...).")
+@click.option("--mine", is_flag=True, help="Only workloads I submitted.")
+@OUTPUT
+@global_options
+@click.pass_context
+def list_command(ctx: click.Context, project: str | None, all_projects: bool, status: str | None, mine: bool,
+                 output: str, **kwargs: Any) -> None:
+    """Distributed workloads of a project (default: the context's) or of all projects."""
+    from .cli_commands import run_list
+
+    sys.exit(run_list(_merge_globals(ctx, kwargs), project, all_projects, status, mine, output))
+
+
+@cli.command("get")
+@click.argument("workload")
+@PROJECT
+@OUTPUT
+@global_options
+@click.pass_context
+def get_command(ctx: click.Context, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
+    """One workload: header, every rank with placement and GPU use, recent events.
+
+    WORKLOAD is a name, or KIND/NAME (pytorchjob/mnist) when names clash.
+    """
+    from .cli_commands import run_get
+
+    sys.exit(run_get(_merge_globals(ctx, kwargs), workload, project, output))
+
+
+@cli.command("top")
+@click.argument("what", type=click.Choice(["nodes", "projects"]), default="nodes")
+@OUTPUT
+@global_options
+@click.pass_context
+def top_command(ctx: click.Context, what: str, output: str, **kwargs: Any) -> None:
+    """GPU allocation and utilisation per node or per project."""
+    from .cli_commands import run_top
+
+    sys.exit(run_top(_merge_globals(ctx, kwargs), what, output))
 
 
 @cli.command("sim")
@@ -50,10 +149,8 @@ def main(argv: list[str] | None = None) -> None:
         cli.main(args=argv, prog_name="ranks", standalone_mode=True)
     except KeyboardInterrupt:
         sys.exit(130)
-    except click.exceptions.Exit as exc:  # pragma: no cover - click handles this in standalone mode
-        sys.exit(exc.exit_code)
     except Exception as exc:  # never a traceback for the user
-        fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_USAGE + 68)
+        fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_USAGE - 1)
 
 
 if __name__ == "__main__":

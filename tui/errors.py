@@ -5,13 +5,15 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-EXIT_OK = 0
-EXIT_ERROR = 1  # the operation failed (the cluster said no, a rank failed, ...)
-EXIT_USAGE = 2  # bad flags or arguments
-EXIT_INTERRUPTED = 130
+from monitors.connection import ExitCode
+
+EXIT_OK = ExitCode.OK
+EXIT_ERROR = ExitCode.ERROR
+EXIT_USAGE = ExitCode.USAGE
+EXIT_INTERRUPTED = ExitCode.INTERRUPTED
 
 
 def fail(message: str, code: int = EXIT_ERROR) -> NoReturn:
     """Print `ranks: error: MESSAGE` on stderr and exit; never a traceback."""
     print(f"ranks: error: {message}", file=sys.stderr)
-    sys.exit(code)
+    sys.exit(int(code))

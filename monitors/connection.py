@@ -1,0 +1,190 @@
+"""Connecting like kubectl: KUBECONFIG / --kubeconfig / --context, in-cluster config, TLS, exec plugins.
+
+Everything that can go wrong becomes a `ConnectionProblem` with a one-line message and an exit code
+(see `ExitCode`); callers print it and exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubernetes.client import Configuration
+from kubernetes.config import ConfigException, incluster_config, kube_config
+
+
+class ExitCode(enum.IntEnum):
+    """The documented exit codes of every `ranks` command."""
+
+    OK = 0
+    ERROR = 1  # the operation failed (a rank failed, the server rejected a request, ...)
+    USAGE = 2  # bad flags or arguments
+    NO_CONFIG = 3  # no kubeconfig, unknown context, unreadable config
+    UNREACHABLE = 4  # the API server (or Prometheus when asked for) cannot be reached
+    TLS = 5  # TLS verification failed
+    UNAUTHORIZED = 6  # 401: credentials rejected or expired
+    FORBIDDEN = 7  # 403: RBAC said no
+    NOT_FOUND = 8  # the named project/workload/pod does not exist
+    INTERRUPTED = 130
+
+
+class ConnectionProblem(Exception):
+    def __init__(self, message: str, code: ExitCode) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+@dataclass
+class ClusterConfig:
+    """What requests need: the server URL, TLS settings and a way to get fresh auth headers."""
+
+    server: str
+    context: str
+    namespace: str
+    user: str
+    verify: bool = True
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    tls_server_name: str | None = None
+    _auth: Callable[[], dict[str, str]] = field(default=lambda: {}, repr=False)
+    impersonate_user: str | None = None
+    impersonate_groups: tuple[str, ...] = ()
+
+    def headers(self) -> dict[str, str]:
+        """Auth headers, refreshed through exec plugins / token files when they expire."""
+        h = dict(self._auth())
+        if self.impersonate_user:
+            h["Impersonate-User"] = self.impersonate_user
+        return h
+
+    def impersonation_groups(self) -> list[tuple[str, str]]:
+        return [("Impersonate-Group", g) for g in self.impersonate_groups]
+
+    def ssl_context(self) -> ssl.SSLContext | bool:
+        if not self.server.startswith("https"):
+            return False
+        if not self.verify:
+            ctx = ssl.create_default_context()
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+        else:
+            ctx = ssl.create_default_context(cafile=self.ca_file) if self.ca_file else ssl.create_default_context()
+        if self.cert_file and self.key_file:
+            ctx.load_cert_chain(self.cert_file, self.key_file)
+        return ctx
+
+    def requests_verify(self) -> str | bool:
+        if not self.verify:
+            return False
+        return self.ca_file or True
+
+    def requests_cert(self) -> tuple[str, str] | None:
+        return (self.cert_file, self.key_file) if self.cert_file and self.key_file else None
+
+
+def _kubeconfig_paths(explicit: str | None) -> list[str]:
+    if explicit:
+        return [explicit]
+    env = os.environ.get("KUBECONFIG")
+    if env:
+        return [p for p in env.split(os.pathsep) if p]
+    return [str(Path("~/.kube/config").expanduser())]
+
+
+def _auth_from(cfg: Configuration) -> Callable[[], dict[str, str]]:
+    def headers() -> dict[str, str]:
+        # the loader keeps "Bearer X" (or "Basic X") under BearerToken; the hook refreshes exec tokens
+        token = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
+        if token:
+            return {"Authorization": token}
+        if cfg.username and cfg.password:
+            return {"Authorization": cfg.get_basic_auth_token()}
+        return {}
+
+    return headers
+
+
+def load_cluster_config(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    *,
+    impersonate_user: str | None = None,
+    impersonate_groups: tuple[str, ...] = (),
+) -> ClusterConfig:
+    """Resolve the cluster to talk to, as kubectl would."""
+    paths = _kubeconfig_paths(kubeconfig)
+    existing = [p for p in paths if Path(p).expanduser().exists()]
+    if kubeconfig and not existing:
+        raise ConnectionProblem(f"kubeconfig {kubeconfig} does not exist", ExitCode.NO_CONFIG)
+    if not existing:
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
+            return _in_cluster(impersonate_user, impersonate_groups)
+        raise ConnectionProblem(
+            "no kubeconfig found (looked at " + ", ".join(paths) + "); set KUBECONFIG or pass --kubeconfig",
+            ExitCode.NO_CONFIG,
+        )
+    cfg = Configuration()
+    config_file = kubeconfig if kubeconfig else None
+    try:
+        contexts, current = kube_config.list_kube_config_contexts(config_file=config_file)
+    except ConfigException as exc:
+        raise ConnectionProblem(f"invalid kubeconfig: {_first_line(exc)}", ExitCode.NO_CONFIG) from None
+    except Exception as exc:  # unreadable YAML, wrong types...
+        raise ConnectionProblem(f"cannot read kubeconfig: {_first_line(exc)}", ExitCode.NO_CONFIG) from None
+    names = [c.get("name") for c in contexts or []]
+    if context and context not in names:
+        raise ConnectionProblem(
+            f'context "{context}" not found in kubeconfig (have: {", ".join(map(str, names)) or "none"})',
+            ExitCode.NO_CONFIG,
+        )
+    chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
+    if not chosen:
+        raise ConnectionProblem("kubeconfig has no current context; pass --context", ExitCode.NO_CONFIG)
+    try:
+        kube_config.load_kube_config(
+            config_file=config_file, context=context, client_configuration=cfg, persist_config=False
+        )
+    except ConfigException as exc:
+        raise ConnectionProblem(f"invalid kubeconfig: {_first_line(exc)}", ExitCode.NO_CONFIG) from None
+    except Exception as exc:
+        raise ConnectionProblem(f"cannot load kubeconfig: {_first_line(exc)}", ExitCode.NO_CONFIG) from None
+    ctx = chosen.get("context") or {}
+    return ClusterConfig(
+        server=cfg.host,
+        context=str(chosen.get("name")),
+        namespace=ctx.get("namespace") or "default",
+        user=str(ctx.get("user") or ""),
+        verify=bool(cfg.verify_ssl),
+        ca_file=cfg.ssl_ca_cert,
+        cert_file=cfg.cert_file,
+        key_file=cfg.key_file,
+        tls_server_name=getattr(cfg, "tls_server_name", None),
+        _auth=_auth_from(cfg),
+        impersonate_user=impersonate_user,
+        impersonate_groups=impersonate_groups,
+    )
+
+
+def _in_cluster(user: str | None, groups: tuple[str, ...]) -> ClusterConfig:
+    cfg = Configuration()
+    try:
+        incluster_config.load_incluster_config(client_configuration=cfg)
+    except ConfigException as exc:
+        raise ConnectionProblem(f"in-cluster config: {_first_line(exc)}", ExitCode.NO_CONFIG) from None
+    ns_file = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+    namespace = ns_file.read_text().strip() if ns_file.exists() else "default"
+    return ClusterConfig(
+        server=cfg.host, context="in-cluster", namespace=namespace, user="serviceaccount",
+        ca_file=cfg.ssl_ca_cert, _auth=_auth_from(cfg), impersonate_user=user, impersonate_groups=groups,
+    )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]

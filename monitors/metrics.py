@@ -1,0 +1,659 @@
+"""GPU metrics per pod and per node from DCGM exporter series: the poller and its states.
+
+No UI imports. Typical use::
+
+    gm = GpuMetrics(api=ApiEndpoint(server, {"Authorization": "Bearer ..."}, verify=ca_path),
+                    interval=15.0)                    # or GpuMetrics("http://prometheus:9090")
+    await gm.resolve_source()                         # -> MetricsSource (str(): "prometheus(URL)"...)
+    gm.set_shown([("team-a", "mnist-worker-0"), ...], namespaces=["team-a"], nodes=["gpu-node-1"])
+    snap = await gm.refresh()                         # one MetricsSnapshot
+    snap.pods[("team-a", "mnist-worker-0")]           # PodMetrics(state, sample, reason)
+    gm.history("team-a", "mnist-worker-0")            # [(unix time, util %), ...] for sparklines
+    await gm.run(on_snapshot, stop_event)             # periodic; returns when stop is set
+    await gm.aclose()
+
+Sources (`MetricsSource`, decided by `resolve_source`):
+
+- ``prometheus(URL)``: a URL given by the user (``--prometheus URL`` or config);
+- ``prometheus-via-apiserver(ns/service)``: found through the API server (`prom_discovery`) and
+  queried through its service proxy with the user's credentials;
+- ``exporter-scrape``: no Prometheus answers, so every DCGM exporter pod's ``/metrics`` is fetched
+  through the pod proxy and parsed (`monitors.exposition`); history then builds up from refreshes;
+- ``none``: neither was found (discovery is retried every `rediscover_after` seconds).
+
+Queries (`monitors.promql`): per refresh one aggregated instant query per field for all pods of
+the shown namespaces (both ``namespace``/``pod`` and ``exported_*`` spellings), the same per node
+when nodes are shown, and one ``query_range`` (step = `interval`, over `history_window`) of the
+utilisation of the shown pods. The util query goes first: when it fails the source is down and
+the rest is not sent. Requests run in a private thread pool (prometheus-api-client and requests
+are blocking), `timeout` seconds each; the asyncio loop is never blocked.
+
+Refreshes never overlap: `refresh()` called while one runs returns that one's result, and `run()`
+skips ticks that fall due while a refresh is still running (counted in `skipped`).
+
+States (`MetricState`), per pod and per node, describing the utilisation value:
+
+- ``OK``: a fresh, valid value; or, while the source fails, the last good value when it is at
+  most `stale_after` (3 intervals) old (reason says so);
+- ``NO_DATA``: the source answered but has no usable value for this pod: no series at all
+  (sample None), or only NaN/±Inf/out-of-range utilisation (sample with util None, other fields
+  as valid as they are, reason says why);
+- ``STALE``: the source fails (or answered partially) and the last good value is older than
+  `stale_after`; the old sample is kept for display, marked stale;
+- ``UNAVAILABLE``: the source fails and there is no last good value younger than `expire_after`
+  (default `history_window`); sample None, reason = why (connection refused, HTTP 503, timed out).
+
+The snapshot's own `state` is ``OK`` when the source answered (``reason`` lists warnings of a
+partial answer), ``UNAVAILABLE`` with the reason when it did not or when there is no source,
+``NO_DATA`` when nothing is shown. A missing value is None, never 0; the XID is the last non-zero code
+seen for the pod while polling (0 when none, None without series).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import requests
+from prometheus_api_client import PrometheusConnect
+from urllib3.util.retry import Retry
+
+from . import exposition, promql
+from .prom_discovery import (
+    ApiEndpoint,
+    ExporterPod,
+    PromService,
+    describe_request_error,
+    find_exporter_pods,
+    locate_prometheus,
+    status_message,
+)
+from .promql import Answer, PodKey, PromError, Reading
+
+log = logging.getLogger("ranks.monitors.metrics")
+
+__all__ = [
+    "GpuMetrics",
+    "GpuSample",
+    "MetricState",
+    "MetricsSnapshot",
+    "MetricsSource",
+    "NodeGpu",
+    "PodMetrics",
+    "SourceKind",
+]
+
+MIN_INTERVAL = 0.2
+MAX_POD_REGEX = 4000  # longer pod alternations make the history query filter by namespace only
+
+
+class MetricState(enum.Enum):
+    OK = "ok"
+    NO_DATA = "no-data"
+    STALE = "stale"
+    UNAVAILABLE = "unavailable"
+
+
+class SourceKind(enum.Enum):
+    PROMETHEUS = "prometheus"
+    PROMETHEUS_VIA_APISERVER = "prometheus-via-apiserver"
+    EXPORTER_SCRAPE = "exporter-scrape"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class MetricsSource:
+    """Where metrics come from; ``str()`` is the short form, `description` the human one."""
+
+    kind: SourceKind
+    url: str = ""  # the Prometheus base URL (through the proxy for PROMETHEUS_VIA_APISERVER)
+    service: PromService | None = None
+    exporters: tuple[ExporterPod, ...] = ()
+    notes: tuple[str, ...] = ()  # what discovery tried
+
+    def __str__(self) -> str:
+        if self.kind is SourceKind.PROMETHEUS:
+            return f"prometheus({self.url})"
+        if self.kind is SourceKind.PROMETHEUS_VIA_APISERVER and self.service is not None:
+            return f"prometheus-via-apiserver({self.service.namespace}/{self.service.name})"
+        return self.kind.value
+
+    @property
+    def description(self) -> str:
+        if self.kind is SourceKind.PROMETHEUS:
+            return f"Prometheus at {self.url}"
+        if self.kind is SourceKind.PROMETHEUS_VIA_APISERVER and self.service is not None:
+            return f"Prometheus service {self.service} through the API server's service proxy"
+        if self.kind is SourceKind.EXPORTER_SCRAPE:
+            n = len(self.exporters)
+            return (f"DCGM exporters scraped through the API server's pod proxy "
+                    f"({n} pod{'s' if n != 1 else ''}; no Prometheus found)")
+        why = "; ".join(self.notes[-3:])
+        return "no GPU metrics: no Prometheus service or DCGM exporter pod found" + (f" ({why})" if why else "")
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """Values averaged over the pod's (or node's) GPUs; None = no usable value (never 0)."""
+
+    util: float | None  # %
+    sm_active: float | None  # % (DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100)
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+    power_w: float | None
+    temp_c: float | None
+    xid: int | None  # last non-zero XID code seen (0: none)
+    gpus: int  # GPUs seen
+    at: float  # unix time of the refresh that produced it
+
+
+@dataclass(frozen=True)
+class PodMetrics:
+    state: MetricState
+    sample: GpuSample | None
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class NodeGpu(PodMetrics):
+    """The same as `PodMetrics`, for a node (keyed by the exporter's Hostname/hostname)."""
+
+
+@dataclass(frozen=True)
+class MetricsSnapshot:
+    source: MetricsSource
+    state: MetricState
+    reason: str
+    pods: Mapping[PodKey, PodMetrics]
+    nodes: Mapping[str, NodeGpu]
+    at: float
+    warnings: tuple[str, ...] = ()
+    queries: int = 0  # requests sent for this refresh
+    duration: float = 0.0  # seconds
+
+
+# -- backends (synchronous; run in the pool) -----------------------------------------------------
+
+
+class _PromClient(PrometheusConnect):
+    """PrometheusConnect reading whole answers: ``custom_query`` drops ``warnings`` and turns
+    every failure into one exception type, so `fetch` uses the same session, headers, retry
+    adapter and timeout but returns an `Answer` or raises `PromError`."""
+
+    def fetch(self, endpoint: str, params: Mapping[str, Any]) -> Answer:
+        try:
+            resp = self._session.request(
+                method="GET", url=f"{self.url}/api/v1/{endpoint}", params=dict(params),
+                headers=self.headers, auth=self.auth, verify=self._session.verify,
+                cert=self._session.cert, timeout=self._timeout, allow_redirects=False,
+            )
+        except requests.RequestException as exc:
+            raise PromError("unavailable", describe_request_error(exc, self._timeout)) from None
+        return promql.parse_response(resp.status_code, resp.content)
+
+
+def _no_retry() -> Retry:
+    return Retry(total=0, connect=0, read=0, redirect=0, status=0, raise_on_status=False)
+
+
+@dataclass
+class _Scrape:
+    exporter: ExporterPod
+    samples: list[exposition.Sample] = field(default_factory=list)
+    error: str = ""
+
+
+def _scrape(session: requests.Session, api: ApiEndpoint, exp: ExporterPod, timeout: float) -> _Scrape:
+    try:
+        resp = session.get(api.url(exp.path), timeout=timeout, allow_redirects=False)
+    except requests.RequestException as exc:
+        return _Scrape(exp, error=f"{exp.namespace}/{exp.name}: {describe_request_error(exc, timeout)}")
+    if resp.status_code != 200:
+        return _Scrape(exp, error=f"{exp.namespace}/{exp.name}: HTTP {resp.status_code}: "
+                                  f"{status_message(resp.content)}")
+    parsed = exposition.parse(resp.content)
+    samples = parsed.samples
+    if exp.node:  # an exporter without NODE_NAME has no Hostname: use the pod's node
+        samples = [
+            s if ("Hostname" in s.labels or "hostname" in s.labels)
+            else exposition.Sample(s.name, {**s.labels, "Hostname": exp.node}, s.value, s.timestamp_ms)
+            for s in samples
+        ]
+    return _Scrape(exp, samples)
+
+
+# -- the poller ---------------------------------------------------------------------------------
+
+
+class GpuMetrics:
+    """Polls GPU metrics for what is shown; see the module docstring."""
+
+    def __init__(
+        self,
+        prometheus_url: str | None = None,
+        api: ApiEndpoint | None = None,
+        *,
+        prometheus_headers: Mapping[str, str] | None = None,
+        prometheus_verify: str | bool = True,
+        interval: float = 15.0,
+        timeout: float = 5.0,
+        history_window: float = 600.0,
+        metric_names: Mapping[str, str] | None = None,
+        exclude_pods: str | None = promql.DEFAULT_EXCLUDE_PODS,
+        discovery_namespaces: Iterable[str] = (),
+        stale_after: float | None = None,
+        expire_after: float | None = None,
+        rediscover_after: float = 120.0,
+        clock: Callable[[], float] = time.time,
+        max_workers: int = 8,
+    ) -> None:
+        self.prometheus_url = prometheus_url.rstrip("/") if prometheus_url else None
+        self.api = api
+        self.prometheus_headers = dict(prometheus_headers or {})
+        self.prometheus_verify = prometheus_verify
+        self.interval = max(MIN_INTERVAL, float(interval))
+        self.timeout = float(timeout)
+        self.history_window = float(history_window)
+        self.names = promql.metric_names(metric_names)
+        self.exclude_pods = exclude_pods
+        self.discovery_namespaces = tuple(discovery_namespaces)
+        self.stale_after = 3 * self.interval if stale_after is None else float(stale_after)
+        self.expire_after = self.history_window if expire_after is None else float(expire_after)
+        self.rediscover_after = rediscover_after
+        self.clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=max(2, max_workers), thread_name_prefix="gpu-metrics")
+        self._source: MetricsSource | None = None
+        self._resolved_at = 0.0
+        self._client: _PromClient | None = None
+        self._session: requests.Session | None = None
+        self._pods: frozenset[PodKey] = frozenset()
+        self._namespaces: frozenset[str] = frozenset()
+        self._nodes: frozenset[str] = frozenset()
+        self._all_nodes = False
+        self._good: dict[PodKey, GpuSample] = {}
+        self._good_nodes: dict[str, GpuSample] = {}
+        self._xid: dict[Any, int] = {}
+        self._history: dict[PodKey, list[tuple[float, float]]] = {}
+        self._task: asyncio.Future[MetricsSnapshot] | None = None
+        self._failing_since: float | None = None
+        self.last: MetricsSnapshot | None = None
+        self.refreshes = 0  # refreshes actually run
+        self.joined = 0  # refresh() calls that joined a running refresh
+        self.skipped = 0  # run() ticks skipped because a refresh overran
+
+    # -- configuration -------------------------------------------------------------------------
+    @property
+    def source(self) -> MetricsSource | None:
+        return self._source
+
+    def set_shown(self, pods: Iterable[tuple[str, str]], namespaces: Iterable[str] = (),
+                  nodes: Iterable[str] = (), *, all_nodes: bool = False) -> None:
+        """What is on screen: pods (their namespaces are added to `namespaces`), and nodes for the
+        node view (`all_nodes` for every node). Takes effect at the next refresh."""
+        self._pods = frozenset((str(ns), str(p)) for ns, p in pods)
+        self._namespaces = frozenset(namespaces) | {ns for ns, _ in self._pods}
+        self._nodes = frozenset(nodes)
+        self._all_nodes = all_nodes
+        for key in [k for k in self._history if k not in self._pods]:
+            del self._history[key]
+
+    def history(self, namespace: str, pod: str) -> list[tuple[float, float]]:
+        """Utilisation history [(unix time, %), ...] of a shown pod, oldest first."""
+        return list(self._history.get((namespace, pod), ()))
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+
+    async def __aenter__(self) -> GpuMetrics:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, fn, *args)
+
+    # -- source --------------------------------------------------------------------------------
+    def _prom_client(self, url: str, session: requests.Session, headers: Mapping[str, str] | None) -> _PromClient:
+        return _PromClient(url=url, headers=dict(headers) if headers else None, session=session,
+                           retry=_no_retry(), timeout=self.timeout)  # type: ignore[arg-type]
+
+    async def resolve_source(self) -> MetricsSource:
+        """Decide the source: the given URL, else discovery through the API server, else the
+        exporter-scrape fallback, else none."""
+        self._resolved_at = self.clock()
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                self._client.close()
+            self._client = None
+        if self.prometheus_url:
+            session = requests.Session()
+            session.verify = self.prometheus_verify
+            self._client = self._prom_client(self.prometheus_url, session, self.prometheus_headers)
+            self._source = MetricsSource(SourceKind.PROMETHEUS, url=self.prometheus_url)
+            return self._source
+        if self.api is None:
+            self._source = MetricsSource(SourceKind.NONE, notes=("no Prometheus URL and no API server",))
+            return self._source
+        api = self.api
+        namespaces = tuple(dict.fromkeys([*self.discovery_namespaces, *sorted(self._namespaces)]))
+        svc, _candidates, notes = await self._call(
+            lambda: locate_prometheus(api, namespaces, timeout=self.timeout)
+        )
+        if svc is not None:
+            url = api.url(svc.path)
+            self._session = api.new_session()
+            self._client = self._prom_client(url, self._session, None)
+            self._source = MetricsSource(SourceKind.PROMETHEUS_VIA_APISERVER, url=url, service=svc,
+                                         notes=tuple(notes))
+            return self._source
+        try:
+            exporters, enotes = await self._call(
+                lambda: find_exporter_pods(api, namespaces, timeout=self.timeout)
+            )
+        except requests.RequestException as exc:
+            exporters, enotes = [], [f"API server: {describe_request_error(exc, self.timeout)}"]
+        notes = [*notes, *enotes]
+        if exporters:
+            self._session = api.new_session()
+            self._source = MetricsSource(SourceKind.EXPORTER_SCRAPE, exporters=tuple(exporters),
+                                         notes=tuple(notes))
+        else:
+            self._source = MetricsSource(SourceKind.NONE, notes=tuple(notes))
+        return self._source
+
+    def _should_rediscover(self, now: float) -> bool:
+        src = self._source
+        if src is None:
+            return True
+        if self.prometheus_url or self.api is None:
+            return False
+        if now - self._resolved_at < self.rediscover_after:
+            return False
+        if src.kind in (SourceKind.NONE, SourceKind.EXPORTER_SCRAPE):
+            return True
+        return self._failing_since is not None and now - self._failing_since >= self.rediscover_after
+
+    # -- refreshing ----------------------------------------------------------------------------
+    async def refresh(self) -> MetricsSnapshot:
+        """One refresh; a call made while one is running gets that one's result."""
+        task = self._task
+        if task is not None and not task.done():
+            self.joined += 1
+        else:
+            task = self._task = asyncio.ensure_future(self._refresh_once())
+        return await asyncio.shield(task)
+
+    async def run(self, on_snapshot: Callable[[MetricsSnapshot], Any], stop: asyncio.Event) -> None:
+        """Refresh every `interval` until `stop` is set; ticks due during a refresh are skipped."""
+        loop = asyncio.get_running_loop()
+        next_due = loop.time()
+        while not stop.is_set():
+            snap = await self.refresh()
+            if stop.is_set():
+                break
+            try:
+                on_snapshot(snap)
+            except Exception:  # a consumer bug must not kill the poller
+                log.exception("on_snapshot failed")
+            next_due += self.interval
+            now = loop.time()
+            if now > next_due:
+                missed = int((now - next_due) // self.interval) + 1
+                self.skipped += missed
+                next_due += missed * self.interval
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), max(0.0, next_due - now))
+
+    async def _refresh_once(self) -> MetricsSnapshot:
+        start = time.monotonic()
+        self.refreshes += 1
+        now = self.clock()
+        if self._should_rediscover(now):
+            await self.resolve_source()
+        src = self._source
+        assert src is not None
+        if src.kind in (SourceKind.PROMETHEUS, SourceKind.PROMETHEUS_VIA_APISERVER):
+            snap = await self._refresh_prometheus(src, now)
+        elif src.kind is SourceKind.EXPORTER_SCRAPE:
+            snap = await self._refresh_scrape(src, now)
+        else:
+            snap = self._failed(src, now, src.description, queries=0)
+        if snap.state is MetricState.UNAVAILABLE:
+            if self._failing_since is None:
+                self._failing_since = now
+        else:
+            self._failing_since = None
+        snap = MetricsSnapshot(snap.source, snap.state, snap.reason, snap.pods, snap.nodes, snap.at,
+                               snap.warnings, snap.queries, time.monotonic() - start)
+        self.last = snap
+        return snap
+
+    # -- Prometheus ----------------------------------------------------------------------------
+    async def _fetch(self, endpoint: str, params: Mapping[str, Any]) -> Answer | PromError:
+        client = self._client
+        assert client is not None
+        try:
+            return await asyncio.wait_for(self._call(client.fetch, endpoint, params), self.timeout + 1.0)
+        except PromError as exc:
+            return exc
+        except TimeoutError:
+            return PromError("unavailable", f"timed out after {self.timeout:g} s")
+        except Exception as exc:  # a bug or an odd answer must become a state, not a crash
+            return PromError("unavailable", f"{type(exc).__name__}: {exc}")
+
+    async def _refresh_prometheus(self, src: MetricsSource, now: float) -> MetricsSnapshot:
+        pods, namespaces = self._pods, self._namespaces
+        node_filter = None if self._all_nodes else self._nodes
+        pod_q = promql.pod_queries(self.names, namespaces, exclude_pods=self.exclude_pods)
+        node_q = promql.node_queries(self.names, node_filter)
+        jobs: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+        for k, q in pod_q.items():
+            jobs[("pod", k)] = ("query", {"query": q})
+        for k, q in node_q.items():
+            jobs[("node", k)] = ("query", {"query": q})
+        if pods:
+            shown = sorted({p for _, p in pods})
+            pod_filter = shown if len(promql.alternation(shown)) <= MAX_POD_REGEX else None
+            hq = promql.history_query(self.names, {ns for ns, _ in pods}, pod_filter,
+                                      exclude_pods=self.exclude_pods)
+            step = self.interval
+            end = (now // step) * step
+            jobs[("history", "util")] = ("query_range", {
+                "query": hq, "start": f"{end - self.history_window:.3f}", "end": f"{end:.3f}", "step": f"{step:g}",
+            })
+        if not jobs:
+            return MetricsSnapshot(src, MetricState.NO_DATA, "nothing shown", {}, {}, now)
+        primary = ("pod", "util") if ("pod", "util") in jobs else next(iter(jobs))
+        first = await self._fetch(*jobs[primary])
+        answers: dict[tuple[str, str], Answer | PromError] = {primary: first}
+        if isinstance(first, PromError) and first.kind == "unavailable":
+            return self._failed(src, now, f"{src.description}: {first.message}", queries=1)
+        rest = [k for k in jobs if k != primary]
+        results = await asyncio.gather(*(self._fetch(*jobs[k]) for k in rest))
+        answers.update(zip(rest, results, strict=True))
+
+        warnings: list[str] = []
+        partial_pods = partial_nodes = False
+        pod_fields: dict[str, dict[Any, Reading]] = {}
+        node_fields: dict[str, dict[Any, Reading]] = {}
+        for (scope, fkey), ans in answers.items():
+            if isinstance(ans, PromError):
+                warnings.append(f"{scope} {fkey}: {ans.message}")
+                if fkey == "util" and scope in ("pod", "node"):
+                    partial_pods |= scope == "pod"
+                    partial_nodes |= scope == "node"
+                continue
+            for w in ans.warnings:
+                if w not in warnings:
+                    warnings.append(w)
+            if ans.warnings and scope == "pod":
+                partial_pods = True
+            if ans.warnings and scope == "node":
+                partial_nodes = True
+            if scope == "history":
+                self._set_history(promql.parse_matrix(ans.result, promql.pod_key, promql.HISTORY_FIELD), pods)
+                continue
+            f = promql.FIELDS_BY_KEY[fkey]
+            target = pod_fields if scope == "pod" else node_fields
+            key = promql.pod_key if scope == "pod" else promql.node_key
+            target[fkey] = promql.parse_vector(ans.result, key, f)
+        partial_reason = "partial answer: " + "; ".join(warnings) if warnings else ""
+        pod_out = self._assemble(
+            pod_fields, pods, self._good, now, partial_reason if partial_pods else "",
+            extra=lambda k: k[0] in namespaces, cls=PodMetrics,
+        ) if pod_q else {}
+        node_out = self._assemble(
+            node_fields, self._nodes, self._good_nodes, now, partial_reason if partial_nodes else "",
+            extra=lambda k: True, cls=NodeGpu,
+        ) if node_q else {}
+        return MetricsSnapshot(src, MetricState.OK, "; ".join(warnings), pod_out, node_out, now,
+                               tuple(warnings), queries=len(answers))
+
+    def _set_history(self, series: dict[Any, list[tuple[float, float]]], pods: frozenset[PodKey]) -> None:
+        for key in pods:
+            self._history[key] = series.get(key, [])
+
+    def _append_history(self, out: Mapping[Any, PodMetrics], pods: frozenset[PodKey]) -> None:
+        """Without range queries (exporter scrape), history is built from our own refreshes."""
+        cutoff = self.clock() - self.history_window
+        for key in pods:
+            pm = out.get(key)
+            hist = self._history.setdefault(key, [])
+            if pm is not None and pm.state is MetricState.OK and pm.sample is not None \
+                    and pm.sample.util is not None and (not hist or hist[-1][0] < pm.sample.at):
+                hist.append((pm.sample.at, pm.sample.util))
+            while hist and hist[0][0] < cutoff:
+                hist.pop(0)
+
+    # -- exporter scrape -----------------------------------------------------------------------
+    async def _refresh_scrape(self, src: MetricsSource, now: float) -> MetricsSnapshot:
+        api, session = self.api, self._session
+        assert api is not None and session is not None
+        pods, namespaces = self._pods, self._namespaces
+        exporters = list(src.exporters)
+        try:
+            scrapes: list[_Scrape] = await asyncio.wait_for(
+                asyncio.gather(*(self._call(_scrape, session, api, e, self.timeout) for e in exporters)),
+                self.timeout * 2 + 1.0,
+            )
+        except TimeoutError:
+            return self._failed(src, now, f"{src.description}: timed out", queries=len(exporters))
+        errors = [s.error for s in scrapes if s.error]
+        if exporters and len(errors) == len(exporters):
+            return self._failed(src, now, f"DCGM exporter scrape failed: {errors[0]}", queries=len(exporters))
+        samples = [s for sc in scrapes for s in sc.samples]
+        pod_fields = self._transpose(promql.aggregate_samples(samples, self.names, promql.pod_key))
+        node_fields = self._transpose(promql.aggregate_samples(samples, self.names, promql.node_key))
+        warnings = tuple(errors)
+        partial = "partial answer: " + "; ".join(errors) if errors else ""
+        pod_out = self._assemble(pod_fields, pods, self._good, now, partial,
+                                 extra=lambda k: k[0] in namespaces, cls=PodMetrics) if namespaces else {}
+        want_nodes = self._all_nodes or bool(self._nodes)
+        node_out = self._assemble(node_fields, self._nodes, self._good_nodes, now, partial,
+                                  extra=(lambda k: self._all_nodes), cls=NodeGpu) if want_nodes else {}
+        self._append_history(pod_out, pods)
+        return MetricsSnapshot(src, MetricState.OK, "; ".join(errors), pod_out, node_out, now, warnings,
+                               queries=len(exporters))
+
+    @staticmethod
+    def _transpose(per_key: Mapping[Any, Mapping[str, Reading]]) -> dict[str, dict[Any, Reading]]:
+        out: dict[str, dict[Any, Reading]] = {}
+        for key, fields in per_key.items():
+            for fkey, r in fields.items():
+                out.setdefault(fkey, {})[key] = r
+        return out
+
+    # -- states --------------------------------------------------------------------------------
+    def _sample(self, key: Any, fields: Mapping[str, Mapping[Any, Reading]], now: float) -> GpuSample | None:
+        readings = {fkey: m[key] for fkey, m in fields.items() if key in m}
+        if not readings:
+            return None
+
+        def val(fkey: str) -> float | None:
+            r = readings.get(fkey)
+            return r.value if r is not None else None
+
+        gpus = val("gpus")
+        xid_now = val("xid")
+        xid: int | None = None
+        if xid_now is not None:
+            xid = int(xid_now)
+            if xid > 0:
+                self._xid[key] = xid
+            else:
+                xid = self._xid.get(key, 0)
+        elif key in self._xid:
+            xid = self._xid[key]
+        return GpuSample(
+            util=val("util"), sm_active=val("sm_active"), mem_used_mib=val("mem_used_mib"),
+            mem_total_mib=val("mem_total_mib"), power_w=val("power_w"), temp_c=val("temp_c"),
+            xid=xid, gpus=int(gpus) if gpus is not None else 0, at=now,
+        )
+
+    def _fallback(self, last: GpuSample | None, now: float, reason: str, cls: type[PodMetrics]) -> PodMetrics:
+        """The state of something without a fresh value while the source fails (or is partial)."""
+        if last is None:
+            return cls(MetricState.UNAVAILABLE, None, reason)
+        age = now - last.at
+        if age <= self.stale_after:
+            return cls(MetricState.OK, last, f"{reason}; showing the value from {_ago(age)}")
+        if age <= self.expire_after:
+            return cls(MetricState.STALE, last, f"{reason}; last value from {_ago(age)}")
+        return cls(MetricState.UNAVAILABLE, None, reason)
+
+    def _assemble(self, fields: Mapping[str, Mapping[Any, Reading]], shown: Iterable[Any],
+                  good: dict[Any, GpuSample], now: float, partial: str, *,
+                  extra: Callable[[Any], bool], cls: type[PodMetrics]) -> dict[Any, PodMetrics]:
+        keys = set(shown)
+        for m in fields.values():
+            keys.update(k for k in m if extra(k))
+        out: dict[Any, PodMetrics] = {}
+        for key in sorted(keys):
+            sample = self._sample(key, fields, now)
+            if sample is None:
+                if partial:
+                    out[key] = self._fallback(good.get(key), now, partial, cls)
+                else:
+                    out[key] = cls(MetricState.NO_DATA, None, "no DCGM series for this pod"
+                                   if cls is PodMetrics else "no DCGM series for this node")
+                continue
+            if sample.util is None:
+                util = fields.get("util", {}).get(key)
+                why = util.problem if util is not None and util.problem else "NaN, Inf or out of range"
+                out[key] = cls(MetricState.NO_DATA, sample,
+                               f"no valid GPU utilisation ({why}) on {sample.gpus} GPU(s)")
+                continue
+            good[key] = sample
+            out[key] = cls(MetricState.OK, sample)
+        return out
+
+    def _failed(self, src: MetricsSource, now: float, reason: str, *, queries: int) -> MetricsSnapshot:
+        pods = {key: self._fallback(self._good.get(key), now, reason, PodMetrics) for key in sorted(self._pods)}
+        node_keys = set(self._nodes) | (set(self._good_nodes) if self._all_nodes else set())
+        nodes = {n: self._fallback(self._good_nodes.get(n), now, reason, NodeGpu)  # type: ignore[misc]
+                 for n in sorted(node_keys)}
+        return MetricsSnapshot(src, MetricState.UNAVAILABLE, reason, pods, nodes, now, (), queries)  # type: ignore[arg-type]
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s ago"
+    return f"{seconds / 60:.0f} min ago"

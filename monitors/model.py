@@ -1,0 +1,456 @@
+"""The live model: records in, views out, as keyed diffs.
+
+Informers hand it record changes; it marks the workloads and projects they touch as dirty and,
+on `flush()`, rebuilds only those views and reports what changed. The caller decides when to
+flush (the monitor coalesces a burst of events into one flush).
+
+It also keeps what later diagnostics need per rank: GPU utilisation history and the time of the
+last log line.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+
+from .records import EventRec, JobRec, NamespaceRec, NodeRec, PodRec, QuotaRec
+from .views import (
+    ConditionView,
+    FirstFailure,
+    KeyedDiff,
+    ModelDiff,
+    NodeView,
+    ProjectView,
+    RankView,
+    WorkloadView,
+    diff,
+)
+from .workloads import WorkloadKey, framework_of, lead_order, placement, workload_of
+
+PodKey = tuple[str, str]
+SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
+USER_KEYS = ("ranks/user", "user", "runai/user", "run.ai/user", "createdBy", "app.kubernetes.io/created-by")
+TERMINAL = {"Succeeded", "Failed"}
+HISTORY = 240  # GPU samples kept per rank
+
+
+@dataclass(frozen=True, slots=True)
+class GpuReading:
+    state: str  # ok / no data / stale / unavailable
+    util: float | None
+    mem_used_mib: float | None
+    mem_total_mib: float | None
+
+
+def project_of(ns: NamespaceRec | None, namespace: str) -> tuple[str, bool]:
+    """(project name, is Run:ai) for a namespace."""
+    if ns is not None:
+        for key in ("runai/queue", "kai.scheduler/queue"):
+            v = ns.label(key)
+            if v:
+                return v, True
+    if namespace.startswith("runai-"):
+        return namespace[len("runai-"):], True
+    return namespace, False
+
+
+def is_sleep_infinity(command: Iterable[str]) -> bool:
+    command = tuple(command)
+    if not any("sleep" in part for part in command):
+        return False
+    words: list[str] = []
+    for part in command:
+        try:
+            words += shlex.split(part)
+        except ValueError:
+            words += part.split()
+    for i, w in enumerate(words):
+        if w.rsplit("/", 1)[-1] == "sleep" and i + 1 < len(words) and words[i + 1] in ("infinity", "inf"):
+            return True
+    return False
+
+
+class LiveModel:
+    def __init__(self, now: Callable[[], float] = time.time) -> None:
+        self.now = now
+        self.pods: dict[PodKey, PodRec] = {}
+        self.jobs: dict[WorkloadKey, JobRec] = {}
+        self.jobs_by_uid: dict[str, JobRec] = {}
+        self.job_names: dict[tuple[str, str], set[str]] = {}
+        self.namespaces: dict[str, NamespaceRec] = {}
+        self.quotas: dict[tuple[str, str], QuotaRec] = {}
+        self.node_recs: dict[str, NodeRec] = {}
+        self.events: dict[tuple[str, str], EventRec] = {}
+        self.pod_workload: dict[PodKey, WorkloadKey] = {}
+        self.workload_pods: dict[WorkloadKey, set[PodKey]] = {}
+        self.workloads: dict[WorkloadKey, WorkloadView] = {}
+        self.projects: dict[str, ProjectView] = {}
+        self.nodes: dict[str, NodeView] = {}
+        self.gpu: dict[PodKey, GpuReading] = {}
+        self.node_gpu: dict[str, tuple[float | None, float | None]] = {}
+        self.gpu_history: dict[PodKey, deque[tuple[float, float]]] = {}
+        self.last_log: dict[PodKey, float] = {}
+        self.status_changed = False
+        self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
+        self._dirty: set[WorkloadKey] = set()
+        self._projects_dirty = True
+        self._nodes_dirty = True
+
+    # -- input ---------------------------------------------------------------------------------
+    def apply_pods(self, changes: Iterable[tuple[Hashable, PodRec | None]]) -> None:
+        for key, rec in changes:
+            pk: PodKey = key  # type: ignore[assignment]
+            old_wl = self.pod_workload.get(pk)
+            prev = self.pods.get(pk)
+            if prev is not None:
+                for h in _hints(prev):
+                    members = self._by_hint.get(h)
+                    if members is not None:
+                        members.discard(pk)
+                        if not members:
+                            del self._by_hint[h]
+            if rec is None:
+                self.pods.pop(pk, None)
+                self.gpu_history.pop(pk, None)
+                self.last_log.pop(pk, None)
+            else:
+                self.pods[pk] = rec
+                for h in _hints(rec):
+                    self._by_hint.setdefault(h, set()).add(pk)
+            self._regroup(pk, old_wl)
+        self._projects_dirty = self._nodes_dirty = True
+
+    def _regroup(self, pk: PodKey, old_wl: WorkloadKey | None) -> None:
+        rec = self.pods.get(pk)
+        new_wl = workload_of(rec, self.jobs_by_uid, self.job_names) if rec is not None else None
+        if old_wl is not None and old_wl != new_wl:
+            members = self.workload_pods.get(old_wl)
+            if members is not None:
+                members.discard(pk)
+                if not members:
+                    del self.workload_pods[old_wl]
+            self.pod_workload.pop(pk, None)
+        if new_wl is not None:
+            self.pod_workload[pk] = new_wl
+            self.workload_pods.setdefault(new_wl, set()).add(pk)
+            self._dirty.add(new_wl)
+        if old_wl is not None:
+            self._dirty.add(old_wl)
+
+    def apply_jobs(self, changes: Iterable[tuple[Hashable, JobRec | None]]) -> None:
+        affected: set[PodKey] = set()
+        for key, rec in changes:
+            prev = self.jobs.get(key)  # type: ignore[arg-type]
+            if prev is not None:
+                self.jobs.pop(prev.key, None)
+                self.jobs_by_uid.pop(prev.uid, None)
+                names = self.job_names.get((prev.namespace, prev.name))
+                if names is not None:
+                    names.discard(prev.kind)
+                    if not names:
+                        del self.job_names[(prev.namespace, prev.name)]
+                self._dirty.add(prev.key)
+            for j in (prev, rec):
+                if j is not None and (prev is None or rec is None or prev.uid != rec.uid or prev.owner != rec.owner):
+                    for h in ((j.namespace, j.name), (j.namespace, j.uid)):
+                        affected |= self._by_hint.get(h, set())
+            if rec is not None:
+                self.jobs[rec.key] = rec
+                self.jobs_by_uid[rec.uid] = rec
+                self.job_names.setdefault((rec.namespace, rec.name), set()).add(rec.kind)
+                self._dirty.add(rec.key)
+        # a job appearing or going can change how its pods group (launcher owners, DW wrappers)
+        for pk in affected:
+            self._regroup(pk, self.pod_workload.get(pk))
+        self._projects_dirty = True
+
+    def apply_namespaces(self, changes: Iterable[tuple[Hashable, NamespaceRec | None]]) -> None:
+        for key, rec in changes:
+            if rec is None:
+                self.namespaces.pop(str(key), None)
+            else:
+                self.namespaces[rec.name] = rec
+            for wl in self.workload_pods:
+                if wl[0] == key:
+                    self._dirty.add(wl)
+        self._projects_dirty = True
+
+    def apply_quotas(self, changes: Iterable[tuple[Hashable, QuotaRec | None]]) -> None:
+        for key, rec in changes:
+            if rec is None:
+                self.quotas.pop(key, None)  # type: ignore[arg-type]
+            else:
+                self.quotas[(rec.namespace, rec.name)] = rec
+        self._projects_dirty = True
+
+    def apply_nodes(self, changes: Iterable[tuple[Hashable, NodeRec | None]]) -> None:
+        for key, rec in changes:
+            if rec is None:
+                self.node_recs.pop(str(key), None)
+            else:
+                self.node_recs[rec.name] = rec
+        self._nodes_dirty = True
+
+    def apply_events(self, changes: Iterable[tuple[Hashable, EventRec | None]]) -> None:
+        for key, rec in changes:
+            if rec is None:
+                self.events.pop(key, None)  # type: ignore[arg-type]
+            else:
+                self.events[(rec.namespace, rec.name)] = rec
+
+    def set_gpu(self, pods: Mapping[PodKey, GpuReading], nodes: Mapping[str, tuple[float | None, float | None]]
+                ) -> None:
+        now = self.now()
+        touched = set(pods) | set(self.gpu)
+        self.gpu = dict(pods)
+        self.node_gpu = dict(nodes)
+        for pk, reading in pods.items():
+            if reading.util is not None and reading.state == "ok":
+                hist = self.gpu_history.setdefault(pk, deque(maxlen=HISTORY))
+                hist.append((now, reading.util))
+        for pk in touched:
+            wl = self.pod_workload.get(pk)
+            if wl is not None:
+                self._dirty.add(wl)
+        self._projects_dirty = self._nodes_dirty = True
+
+    def note_log(self, namespace: str, pod: str, at: float) -> None:
+        """The log engine reports each rank's last log line time (for hang diagnostics)."""
+        pk = (namespace, pod)
+        if at > self.last_log.get(pk, 0.0):
+            self.last_log[pk] = at
+
+    # -- output --------------------------------------------------------------------------------
+    def flush(self) -> ModelDiff:
+        new_wl = dict(self.workloads)
+        for key in self._dirty:
+            view = self._build_workload(key)
+            if view is None:
+                new_wl.pop(key, None)
+            else:
+                new_wl[key] = view
+        self._dirty.clear()
+        wdiff = diff(self.workloads, new_wl)
+        self.workloads = new_wl
+        pdiff: KeyedDiff[str, ProjectView] = KeyedDiff()
+        if self._projects_dirty or wdiff:
+            new_p = self._build_projects()
+            pdiff = diff(self.projects, new_p)
+            self.projects = new_p
+            self._projects_dirty = False
+        ndiff: KeyedDiff[str, NodeView] = KeyedDiff()
+        if self._nodes_dirty:
+            new_n = self._build_nodes()
+            ndiff = diff(self.nodes, new_n)
+            self.nodes = new_n
+            self._nodes_dirty = False
+        status, self.status_changed = self.status_changed, False
+        return ModelDiff(wdiff, pdiff, ndiff, status)
+
+    def _build_workload(self, key: WorkloadKey) -> WorkloadView | None:
+        ns, kind, name = key
+        job = self.jobs.get(key)
+        pods = [self.pods[pk] for pk in self.workload_pods.get(key, ()) if pk in self.pods]
+        if job is None and not pods:
+            return None
+        if job is None and kind in ("Job",) and not pods:
+            return None
+        if job is not None and job.kind == "Job" and job.owner is not None and job.owner.uid in self.jobs_by_uid:
+            return None  # a child Job (MPI launcher, JobSet child) is part of its owner's workload
+        if job is None and any(j for j in self.job_names.get((ns, name), ()) if j == "DistributedWorkload"):
+            job = self.jobs.get((ns, "DistributedWorkload", name))
+        placed = [(placement(kind, p, job), p) for p in pods]
+        placed.sort(key=lambda pp: (lead_order(pp[0]), pp[1].name))
+        lead_pod = placed[0][1] if placed else None  # launcher, else master, else chief, else worker 0
+        ranks = []
+        for pl, p in placed:
+            g = self.gpu.get(p.key)
+            ranks.append(RankView(
+                namespace=ns, pod=p.name, role=pl.role, rank=pl.rank, replica_index=pl.replica_index,
+                label=pl.label, phase=p.phase, reason=p.reason, message=p.message or p.unschedulable,
+                restarts=p.restarts, ready=(p.phase == "Running" and p.ready == p.total and p.total > 0),
+                node=p.node, pod_ip=p.pod_ip, gpus=p.gpus, lead=(p is lead_pod), created=p.created,
+                gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
+                gpu_mem_total_mib=g.mem_total_mib if g else None,
+                gpu_state=g.state if g else "unknown", last_log=self.last_log.get(p.key),
+            ))
+        status, reason = derive_status(job, ranks)
+        expected = sum(r.replicas for r in job.replicas) if job and job.replicas else 0
+        total = max(expected, len(ranks))
+        ready = sum(1 for r in ranks if r.ready)
+        requested = (
+            sum(r.replicas * r.gpus_per_replica for r in job.replicas) if job and job.replicas
+            else sum(p.gpus for p in pods)
+        )
+        allocated = sum(p.gpus for p in pods if p.node and not p.terminated and not p.deleting)
+        utils = [(r.gpu_util, r.gpus or 1.0) for r in ranks if r.gpu_util is not None and r.gpu_state in ("ok", "stale")]
+        gpu_util = sum(u * w for u, w in utils) / sum(w for _, w in utils) if utils else None
+        project, _ = project_of(self.namespaces.get(ns), ns)
+        command = ()
+        if job is not None and job.replicas:
+            lead_spec = sorted(job.replicas, key=lambda r: (
+                {"launcher": 0, "master": 1, "chief": 2, "node": 3}.get(r.rtype.lower(), 5), r.rtype))[0]
+            command = lead_spec.command
+        if not command and lead_pod is not None:
+            command = lead_pod.command
+        interactive = is_sleep_infinity(command)
+        marker_src = job or lead_pod
+        if marker_src is not None:
+            ann = marker_src.annotation("ranks/interactive") or marker_src.label("ranks/interactive")
+            if ann in ("true", "false"):
+                interactive = ann == "true"
+            if marker_src.label("priorityClassName") == "build":
+                interactive = True
+        if job is not None and job.kind == "InteractiveWorkload":
+            interactive = True
+        user = ""
+        for src in (job, lead_pod):
+            if src is None:
+                continue
+            for k in USER_KEYS:
+                user = src.label(k) or src.annotation(k)
+                if user:
+                    break
+            if user:
+                break
+        conditions = tuple(ConditionView(c.type, c.status, c.reason, c.message, c.at) for c in job.conditions) if job else ()
+        created = job.created if job else min((p.created for p in pods if p.created), default=None)
+        return WorkloadView(
+            namespace=ns, name=name, project=project, kind=kind, framework=framework_of(job, kind),
+            status=status, reason=reason, interactive=interactive, ranks_ready=ready, ranks_total=total,
+            gpus_requested=requested, gpus_allocated=allocated, gpu_util=gpu_util, created=created,
+            user=user, command=shlex.join(command) if command else "", conditions=conditions,
+            labels=job.labels if job else (), ranks=tuple(ranks), first_failure=first_failure(placed),
+            uid=job.uid if job else "",
+            api_version=f"{job.group}/{job.version}" if job and job.group else (job.version if job else ""),
+        )
+
+    def _build_projects(self) -> dict[str, ProjectView]:
+        per_ns: dict[str, list[WorkloadView]] = {}
+        for wl in self.workloads.values():
+            per_ns.setdefault(wl.namespace, []).append(wl)
+        namespaces = set(self.namespaces) | set(per_ns) | {q[0] for q in self.quotas}
+        runai_any = any(project_of(self.namespaces.get(n), n)[1] for n in namespaces)
+        alloc: dict[str, float] = {}
+        utils_by_ns: dict[str, list[tuple[float, float]]] = {}
+        for pk, p in self.pods.items():
+            if not p.node or p.terminated or p.deleting:
+                continue
+            alloc[pk[0]] = alloc.get(pk[0], 0.0) + p.gpus
+            g = self.gpu.get(pk)
+            if g is not None and g.util is not None and g.state in ("ok", "stale"):
+                utils_by_ns.setdefault(pk[0], []).append((g.util, p.gpus or 1.0))
+        out: dict[str, ProjectView] = {}
+        for ns in sorted(namespaces):
+            if ns in SYSTEM_NAMESPACES:
+                continue
+            name, runai = project_of(self.namespaces.get(ns), ns)
+            quotas = [q.gpu_hard for (qns, _), q in self.quotas.items() if qns == ns and q.gpu_hard is not None]
+            wls = per_ns.get(ns, [])
+            if not runai and runai_any and not wls and not quotas:
+                continue
+            allocated = alloc.get(ns, 0.0)
+            utils = utils_by_ns.get(ns, [])
+            out[ns] = ProjectView(
+                name=name, namespace=ns, gpu_quota=sum(quotas) if quotas else None,
+                gpus_allocated=allocated,
+                gpu_util=sum(u * w for u, w in utils) / sum(w for _, w in utils) if utils else None,
+                running=sum(1 for w in wls if w.status in ("Running", "Degraded", "Restarting")),
+                pending=sum(1 for w in wls if w.status == "Pending"),
+                runai=runai,
+            )
+        return out
+
+    def _build_nodes(self) -> dict[str, NodeView]:
+        alloc: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for p in self.pods.values():
+            if p.node and not p.terminated:
+                alloc[p.node] = alloc.get(p.node, 0.0) + p.gpus
+                count[p.node] = count.get(p.node, 0) + 1
+        out = {}
+        for n in self.node_recs.values():
+            util, mem = self.node_gpu.get(n.name, (None, None))
+            out[n.name] = NodeView(n.name, n.pool, n.product, n.ready, n.unschedulable, n.gpus,
+                                   alloc.get(n.name, 0.0), util, mem, count.get(n.name, 0))
+        return out
+
+    # -- queries -------------------------------------------------------------------------------
+    def events_for(self, wl: WorkloadView, limit: int = 20) -> list[EventRec]:
+        uids = {wl.uid} if wl.uid else set()
+        names = {wl.name} | {r.pod for r in wl.ranks}
+        out = [
+            e for e in self.events.values()
+            if e.namespace == wl.namespace and (e.object_uid in uids or e.object_name in names)
+        ]
+        out.sort(key=lambda e: e.last or 0.0)
+        return out[-limit:]
+
+
+def _hints(p: PodRec) -> list[tuple[str, str]]:
+    """Names and uids a pod's grouping depends on: a job with one of these may regroup it."""
+    out = []
+    for key in ("training.kubeflow.org/job-name", "job-name", "jobset.sigs.k8s.io/jobset-name"):
+        v = p.label(key)
+        if v:
+            out.append((p.namespace, v))
+    if p.owner is not None:
+        out.append((p.namespace, p.owner.uid))
+    return out
+
+
+def first_failure(placed: list[tuple[object, PodRec]]) -> FirstFailure | None:
+    best: FirstFailure | None = None
+    for pl, p in placed:
+        for ex in p.exits:
+            if ex.exit_code == 0 and ex.reason not in ("OOMKilled", "Error"):
+                continue
+            at = ex.finished_at
+            if best is None or (at or float("inf")) < (best.at or float("inf")):
+                best = FirstFailure(pl.label, pl.role, pl.rank, p.name, ex.container,  # type: ignore[attr-defined]
+                                    ex.exit_code, ex.reason, at, ex.message)
+    return best
+
+
+def derive_status(job: JobRec | None, ranks: list[RankView]) -> tuple[str, str]:
+    """Status as the operators mean it (the last True condition), plus Degraded and Pending reasons."""
+    last = None
+    if job is not None:
+        for c in job.conditions:
+            if c.status == "True":
+                last = c
+    ctype = last.type if last else ""
+    ctype = {"Complete": "Succeeded", "Completed": "Succeeded"}.get(ctype, ctype)
+    if ctype in ("Succeeded", "Failed"):
+        return ctype, (last.message or last.reason) if last else ""
+    if ctype == "Suspended" or (job is not None and job.suspended and not any(r.phase == "Running" for r in ranks)):
+        return "Suspended", last.message if last else ""
+    unscheduled = [r for r in ranks if r.phase == "Pending" and not r.node]
+    if unscheduled:
+        msg = next((r.message for r in unscheduled if r.message), "") or "waiting to be scheduled"
+        return "Pending", msg
+    if ctype == "Restarting":
+        return "Restarting", last.message if last else ""
+    live = [r for r in ranks if r.phase not in TERMINAL]
+    running = [r for r in ranks if r.phase == "Running"]
+    if job is None and ranks and not live:
+        return ("Failed", "") if any(r.phase == "Failed" for r in ranks) else ("Succeeded", "")
+    if running or ctype == "Running":
+        bad = [r for r in ranks if not r.ready and r.phase != "Succeeded"]
+        if bad:
+            worst = sorted(bad, key=lambda r: (r.reason not in ("CrashLoopBackOff", "Error", "OOMKilled"), r.label))[0]
+            why = worst.reason or worst.phase
+            if len(bad) == 1:
+                return "Degraded", f"{worst.label}: {why}"
+            return "Degraded", f"{len(ranks) - len(bad)}/{len(ranks)} ranks ready; {worst.label}: {why}"
+        if running:
+            return "Running", ""
+    waiting = [r.reason for r in ranks if r.reason]
+    if waiting:
+        return "Pending", waiting[0]
+    if job is not None and not ranks:
+        return "Pending", "no pods yet" if ctype in ("", "Created") else (last.message if last else "")
+    return "Pending", ""

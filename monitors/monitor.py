@@ -1,0 +1,252 @@
+"""The Monitor: connection + discovery + informers + model, with coalesced diffs to subscribers.
+
+    monitor = Monitor(cfg, namespaces=...)
+    await monitor.start()          # discovery, access check, informers (LIST then WATCH)
+    await monitor.wait_synced()
+    monitor.subscribe(callback)    # callback(ModelDiff), at most once per coalescing window
+    await monitor.stop()
+
+`once=True` lists without watching (the CLI's one-shot commands).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .connection import ClusterConfig, ConnectionProblem
+from .informer import Change, Informer, InformerState
+from .kube import ApiProblem, Kind, KubeClient
+from .model import LiveModel
+from .parse import parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
+from .views import ModelDiff
+
+# (group, plural, kind) of the workload kinds watched when the server offers them
+WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
+    ("kubeflow.org", "pytorchjobs", "PyTorchJob"),
+    ("kubeflow.org", "tfjobs", "TFJob"),
+    ("kubeflow.org", "xgboostjobs", "XGBoostJob"),
+    ("kubeflow.org", "jaxjobs", "JAXJob"),
+    ("kubeflow.org", "paddlejobs", "PaddleJob"),
+    ("kubeflow.org", "mpijobs", "MPIJob"),
+    ("trainer.kubeflow.org", "trainjobs", "TrainJob"),
+    ("jobset.x-k8s.io", "jobsets", "JobSet"),
+    ("run.ai", "distributedworkloads", "DistributedWorkload"),
+    ("batch", "jobs", "Job"),
+)
+
+
+@dataclass
+class MonitorStatus:
+    cluster_wide: bool = True
+    namespaces: tuple[str, ...] = ()
+    forbidden: dict[str, str] = field(default_factory=dict)  # informer name -> message
+    retrying: dict[str, str] = field(default_factory=dict)
+    served: tuple[str, ...] = ()
+
+    @property
+    def connected(self) -> bool:
+        return not self.retrying
+
+
+class Monitor:
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        *,
+        namespaces: Iterable[str] = (),
+        once: bool = False,
+        coalesce: float = 0.05,
+        events: bool = True,
+        nodes: bool = True,
+        read_timeout: float = 75.0,
+        backoff: tuple[float, float] = (0.5, 30.0),
+        client: KubeClient | None = None,
+        scope: tuple[str, ...] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.client = client or KubeClient(cfg)
+        self.model = LiveModel()
+        self.once = once
+        self.coalesce = coalesce
+        self.want_events = events
+        self.want_nodes = nodes
+        self.read_timeout = read_timeout
+        self.backoff = backoff
+        self.extra_namespaces = tuple(dict.fromkeys(n for n in namespaces if n))
+        self.scope = scope  # watch only these namespaces, even when cluster-wide is allowed
+        self.metrics_note = ""  # which GPU metrics source is in use, for display
+        self.metrics_problem = ""
+        self.status = MonitorStatus()
+        self.informers: list[Informer[Any]] = []
+        self.kinds: dict[tuple[str, str], Kind] = {}
+        self._subscribers: list[Callable[[ModelDiff], None]] = []
+        self._flush_handle: asyncio.TimerHandle | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        self.kinds = await self.client.served_kinds()
+        self.status.served = tuple(sorted(f"{p}.{g}" if g else p for g, p in self.kinds))
+        cluster_wide = self.scope is None and await self._can_list_cluster_wide()
+        self.status.cluster_wide = cluster_wide
+        scopes: list[str | None]
+        if cluster_wide:
+            scopes = [None]
+        else:
+            scopes = list(self.scope) if self.scope is not None else list(await self._visible_namespaces())
+            if self.scope is not None:
+                await self._read_namespaces(scopes)
+            self.status.namespaces = tuple(s for s in scopes if s)
+        core = lambda plural: self.kinds.get(("", plural))  # noqa: E731
+        if cluster_wide:
+            self._add(core("namespaces"), None, parse_namespace, lambda r: r.name, self.model.apply_namespaces)
+        if self.want_nodes:
+            self._add(core("nodes"), None, parse_node, lambda r: r.name, self.model.apply_nodes)
+        for ns in scopes:
+            self._add(core("pods"), ns, parse_pod, lambda r: r.key, self.model.apply_pods)
+            self._add(core("resourcequotas"), ns, parse_quota, lambda r: (r.namespace, r.name),
+                      self.model.apply_quotas)
+            if self.want_events:
+                self._add(core("events"), ns, parse_event, lambda r: (r.namespace, r.name), self.model.apply_events)
+            for group, plural, kind_name in WORKLOAD_KINDS:
+                kind = self.kinds.get((group, plural))
+                if kind is not None:
+                    self._add(kind, ns, parse_job(kind_name, group, kind.version), lambda r: r.key,
+                              self.model.apply_jobs)
+        for inf in self.informers:
+            inf.start()
+
+    def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], Any],
+             key: Callable[[Any], Hashable], apply: Callable[[Iterable[tuple[Hashable, Any]]], None]) -> None:
+        if kind is None:
+            return
+
+        def sink(inf: Informer[Any], changes: list[Change[Any]]) -> None:
+            apply([(c.key, c.new) for c in changes])
+            self._schedule_flush()
+
+        inf = Informer(
+            self.client, kind, parse, key, sink, namespace=ns, watch=not self.once,
+            read_timeout=self.read_timeout, backoff_min=self.backoff[0], backoff_max=self.backoff[1],
+            on_state=self._on_state,
+        )
+        self.informers.append(inf)
+
+    async def _can_list_cluster_wide(self) -> bool:
+        try:
+            await self.client.request("GET", "/api/v1/pods", params={"limit": 1})
+            return True
+        except ApiProblem as exc:
+            if exc.status == 403:
+                return False
+            raise
+
+    async def _visible_namespaces(self) -> list[str]:
+        """Namespaces to watch when the user may not list cluster-wide."""
+        names = list(self.extra_namespaces)
+        if self.cfg.namespace and self.cfg.namespace not in names:
+            names.append(self.cfg.namespace)
+        with contextlib.suppress(ApiProblem):
+            doc = await self.client.get("/api/v1/namespaces")
+            for item in doc.get("items", []):
+                n = item["metadata"]["name"]
+                labels = item["metadata"].get("labels") or {}
+                if (n.startswith("runai-") or "runai/queue" in labels or "kai.scheduler/queue" in labels) \
+                        and n not in names:
+                    names.append(n)
+        visible = []
+        for n in names:
+            try:
+                raw = await self.client.get(f"/api/v1/namespaces/{n}")
+                self.model.apply_namespaces([(n, parse_namespace(raw))])
+                visible.append(n)
+            except ApiProblem as exc:
+                if exc.status == 404:
+                    continue
+                if exc.status == 403:
+                    # may read inside it without reading the Namespace object itself
+                    visible.append(n)
+                    continue
+                raise
+        return visible
+
+    async def _read_namespaces(self, names: list[str]) -> None:
+        for n in names:
+            try:
+                raw = await self.client.get(f"/api/v1/namespaces/{n}")
+                self.model.apply_namespaces([(n, parse_namespace(raw))])
+            except ApiProblem as exc:
+                if exc.status not in (403, 404):
+                    raise
+
+    def _on_state(self, inf: Informer[Any]) -> None:
+        name = inf.name
+        changed = False
+        if inf.state == InformerState.FORBIDDEN:
+            changed = self.status.forbidden.get(name) != inf.error
+            self.status.forbidden[name] = inf.error
+        else:
+            changed = self.status.forbidden.pop(name, None) is not None
+        if inf.state in (InformerState.RETRYING, InformerState.UNAUTHORIZED):
+            changed = changed or self.status.retrying.get(name) != inf.error
+            self.status.retrying[name] = inf.error or inf.state.value
+        else:
+            changed = changed or self.status.retrying.pop(name, None) is not None
+        if changed:
+            self.model.status_changed = True
+            self._schedule_flush()
+
+    async def wait_synced(self, timeout: float | None = None) -> None:
+        """Until every informer has its first LIST (or knows it is forbidden); raises what kills one."""
+        waits = {asyncio.ensure_future(i.synced.wait()) for i in self.informers}
+        tasks = {i._task for i in self.informers if i._task is not None}
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        try:
+            while waits:
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                done, _ = await asyncio.wait(waits | tasks, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                if not done:
+                    raise TimeoutError("timed out waiting for the first LIST of every kind")
+                for t in done & tasks:
+                    tasks.discard(t)
+                    if not t.cancelled() and t.exception() is not None:
+                        raise t.exception()  # type: ignore[misc]
+                waits -= done
+        finally:
+            for w in waits:
+                w.cancel()
+        self.flush()
+
+    async def stop(self) -> None:
+        if self._flush_handle is not None:
+            self._flush_handle.cancel()
+            self._flush_handle = None
+        await asyncio.gather(*(i.stop() for i in self.informers), return_exceptions=True)
+        await self.client.close()
+
+    # -- diffs ---------------------------------------------------------------------------------
+    def subscribe(self, fn: Callable[[ModelDiff], None]) -> None:
+        self._subscribers.append(fn)
+
+    def _schedule_flush(self) -> None:
+        if self._flush_handle is None:
+            self._flush_handle = asyncio.get_running_loop().call_later(self.coalesce, self.flush)
+
+    def flush(self) -> ModelDiff:
+        self._flush_handle = None
+        d = self.model.flush()
+        if d:
+            for fn in list(self._subscribers):
+                fn(d)
+        return d
+
+    @property
+    def list_requests(self) -> int:
+        return sum(i.lists for i in self.informers)
+
+
+__all__ = ["ConnectionProblem", "Monitor", "MonitorStatus"]

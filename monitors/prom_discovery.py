@@ -1,0 +1,358 @@
+"""Finding Prometheus (or the DCGM exporters) through the Kubernetes API server, GET only.
+
+The user's own credentials are used (`ApiEndpoint`: server URL, headers such as a bearer token,
+CA path / verify flag, client certificate), or a ready `requests.Session` given by the caller.
+All functions here are synchronous (requests); `monitors.metrics` runs them in a thread.
+
+Prometheus services (conventions §5.5), in this order:
+
+1. ``monitoring/prometheus-k8s`` (kube-prometheus), port 9090 or the port named ``web``;
+2. any ``prometheus-operated`` (prometheus-operator's governing service), port 9090 / ``web``;
+3. any service named ``*-prometheus`` (kube-prometheus-stack) with port 9090 or a port named
+   ``http-web`` / ``web``;
+4. any ``prometheus-server`` (the community chart; its first port, 80 by default).
+
+Services are listed cluster-wide (``GET /api/v1/services``); on 403, namespace by namespace
+(the namespaces the caller names, ``monitoring``, and those ``GET /api/v1/namespaces`` returns
+when allowed); and where listing is forbidden the well-known names are fetched directly.
+`locate_prometheus` then checks the candidates in order through the service proxy
+(``/api/v1/namespaces/<ns>/services/<svc>:<port>/proxy/api/v1/query?query=1``) and returns the
+first that answers, with notes on what was tried.
+
+DCGM exporter pods (the fallback): label ``app=nvidia-dcgm-exporter`` (GPU Operator) or
+``app.kubernetes.io/name=dcgm-exporter`` (the exporter's chart), cluster-wide or, on 403, in the
+usual namespaces; each is scraped through the pod proxy
+``/api/v1/namespaces/<ns>/pods/<pod>:9400/proxy/metrics``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import requests
+
+__all__ = [
+    "EXPORTER_SELECTORS",
+    "ApiEndpoint",
+    "ExporterPod",
+    "PromService",
+    "describe_request_error",
+    "find_exporter_pods",
+    "find_prometheus_services",
+    "locate_prometheus",
+    "probe_prometheus",
+    "rank_services",
+]
+
+PROM_PORT = 9090
+EXPORTER_PORT = 9400
+EXPORTER_SELECTORS = ("app=nvidia-dcgm-exporter", "app.kubernetes.io/name=dcgm-exporter")
+EXPORTER_NAMESPACES = ("gpu-operator", "nvidia-gpu-operator", "dcgm-exporter", "monitoring", "kube-system")
+PROM_NAMESPACES = ("monitoring", "prometheus", "kube-prometheus-stack", "observability")
+KNOWN_PROM_NAMES = ("prometheus-k8s", "prometheus-operated", "kube-prometheus-stack-prometheus",
+                    "prometheus-kube-prometheus-prometheus", "monitoring-kube-prometheus-prometheus",
+                    "prometheus-server")
+MAX_NAMESPACES = 50
+
+
+@dataclass(frozen=True)
+class ApiEndpoint:
+    """How to reach the API server as the user: base URL, headers (``Authorization``), `verify`
+    (CA bundle path or bool), client certificate ``(cert, key)``; or a ready `session`."""
+
+    server: str
+    headers: dict[str, str] = field(default_factory=dict)
+    verify: str | bool = True
+    cert: tuple[str, str] | None = None
+    session: requests.Session | None = field(default=None, compare=False, repr=False)
+
+    def new_session(self) -> requests.Session:
+        """The caller's session if given, else a new one carrying headers, verify and cert."""
+        if self.session is not None:
+            return self.session
+        s = requests.Session()
+        s.headers.update(self.headers)
+        s.verify = self.verify
+        s.cert = self.cert
+        return s
+
+    def url(self, path: str) -> str:
+        return self.server.rstrip("/") + path
+
+
+@dataclass(frozen=True)
+class PromService:
+    """A Prometheus service reached through the API server's service proxy."""
+
+    namespace: str
+    name: str
+    port: str  # number or port name
+    scheme: str = ""  # "" (http) or "https"
+
+    @property
+    def path(self) -> str:
+        ident = (f"{self.scheme}:" if self.scheme else "") + self.name + (f":{self.port}" if self.port else "")
+        return f"/api/v1/namespaces/{quote(self.namespace)}/services/{quote(ident, safe=':')}/proxy"
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}:{self.port}" if self.port else f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ExporterPod:
+    namespace: str
+    name: str
+    node: str = ""
+    port: int = EXPORTER_PORT
+
+    @property
+    def path(self) -> str:
+        return f"/api/v1/namespaces/{quote(self.namespace)}/pods/{quote(self.name)}:{self.port}/proxy/metrics"
+
+
+# -- HTTP --------------------------------------------------------------------------------------
+
+
+def describe_request_error(exc: BaseException, timeout: float | None = None) -> str:
+    """A short, human reason for a requests exception (no 300-character urllib3 chains)."""
+    text = str(exc)
+    if isinstance(exc, requests.Timeout) or "timed out" in text or "TimeoutError" in text:
+        return f"timed out after {timeout:g} s" if timeout else "timed out"
+    if isinstance(exc, requests.exceptions.SSLError):
+        return "TLS error: " + (text.split("SSLError(", 1)[-1][:160] if "SSLError(" in text else text[:160])
+    for marker in ("[Errno", "Errno"):
+        i = text.find(marker)
+        if i >= 0:
+            tail = text[i:].split("]", 1)[-1].strip().rstrip("'\")").strip()
+            if tail:
+                return tail[0].lower() + tail[1:] if tail[:1].isupper() else tail
+    if isinstance(exc, requests.ConnectionError):
+        if "Connection refused" in text:
+            return "connection refused"
+        if "RemoteDisconnected" in text or "Connection aborted" in text:
+            return "connection closed by the server"
+        return "cannot connect"
+    return f"{type(exc).__name__}: {text[:160]}"
+
+
+def _get(session: requests.Session, api: ApiEndpoint, path: str, timeout: float,
+         params: Mapping[str, str] | None = None) -> tuple[int, Any]:
+    """GET a JSON document; (status, parsed body or None). Raises requests exceptions."""
+    resp = session.get(api.url(path), params=params, timeout=timeout, allow_redirects=False)
+    try:
+        doc = resp.json()
+    except ValueError:
+        doc = None
+    return resp.status_code, doc
+
+
+def _items(doc: Any) -> list[dict[str, Any]]:
+    if isinstance(doc, dict) and isinstance(doc.get("items"), list):
+        return [i for i in doc["items"] if isinstance(i, dict)]
+    return []
+
+
+# -- Prometheus services ------------------------------------------------------------------------
+
+
+def _ports(svc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    spec = svc.get("spec") or {}
+    return [p for p in spec.get("ports") or () if isinstance(p, dict)]
+
+
+def _port_for(svc: Mapping[str, Any], names: tuple[str, ...], number: int | None = PROM_PORT) -> str | None:
+    ports = _ports(svc)
+    for p in ports:
+        if number is not None and p.get("port") == number:
+            return str(number)
+    for p in ports:
+        if p.get("name") in names and isinstance(p.get("port"), int):
+            return str(p["port"])
+    return None
+
+
+def _tier(svc: Mapping[str, Any]) -> tuple[int, str] | None:
+    meta = svc.get("metadata") or {}
+    name, ns = meta.get("name") or "", meta.get("namespace") or ""
+    if name == "prometheus-k8s" and ns == "monitoring":
+        port = _port_for(svc, ("web",))
+        return (0, port) if port else None
+    if name == "prometheus-operated":
+        port = _port_for(svc, ("web",))
+        return (1, port) if port else None
+    if name.endswith("-prometheus"):
+        port = _port_for(svc, ("http-web", "web"))
+        return (2, port) if port else None
+    if name == "prometheus-server":
+        ports = _ports(svc)
+        port = _port_for(svc, ("http", "web"), number=80)
+        if port is None and ports and isinstance(ports[0].get("port"), int):
+            port = str(ports[0]["port"])
+        return (3, port) if port else None
+    return None
+
+
+def rank_services(services: Iterable[Mapping[str, Any]]) -> list[PromService]:
+    """Prometheus candidates among Service objects, best first (see the module docstring)."""
+    ranked: list[tuple[int, int, str, str, PromService]] = []
+    seen: set[tuple[str, str]] = set()
+    for svc in services:
+        meta = svc.get("metadata") or {}
+        ns, name = meta.get("namespace") or "", meta.get("name") or ""
+        if not ns or not name or (ns, name) in seen:
+            continue
+        t = _tier(svc)
+        if t is None:
+            continue
+        seen.add((ns, name))
+        ranked.append((t[0], 0 if ns == "monitoring" else 1, ns, name, PromService(ns, name, t[1])))
+    ranked.sort(key=lambda r: r[:4])
+    return [r[4] for r in ranked]
+
+
+def find_prometheus_services(api: ApiEndpoint, namespaces: Iterable[str] = (), *, timeout: float = 5.0,
+                             session: requests.Session | None = None) -> tuple[list[PromService], list[str]]:
+    """Candidate Prometheus services, best first, and notes on what was tried (GET only).
+
+    Raises requests exceptions when the API server cannot be reached at all."""
+    s = session or api.new_session()
+    notes: list[str] = []
+    status, doc = _get(s, api, "/api/v1/services", timeout)
+    if status == 200:
+        return rank_services(_items(doc)), notes
+    notes.append(f"listing services in all namespaces: HTTP {status}")
+    wanted = list(dict.fromkeys([*namespaces, *PROM_NAMESPACES]))
+    st, nsdoc = _get(s, api, "/api/v1/namespaces", timeout)
+    if st == 200:
+        names = [(i.get("metadata") or {}).get("name") for i in _items(nsdoc)]
+        wanted += [n for n in names if n and n not in wanted]
+    wanted = wanted[:MAX_NAMESPACES]
+    services: list[dict[str, Any]] = []
+    unlisted: list[str] = []
+    for ns in wanted:
+        st, sdoc = _get(s, api, f"/api/v1/namespaces/{quote(ns)}/services", timeout)
+        if st == 200:
+            services.extend(_items(sdoc))
+        else:
+            unlisted.append(ns)
+    if unlisted:
+        notes.append(f"cannot list services in {len(unlisted)} namespace(s); trying well-known names")
+        for ns in unlisted:
+            for name in KNOWN_PROM_NAMES:
+                if name == "prometheus-k8s" and ns != "monitoring":
+                    continue
+                st, sdoc = _get(s, api, f"/api/v1/namespaces/{quote(ns)}/services/{quote(name)}", timeout)
+                if st == 200 and isinstance(sdoc, dict):
+                    services.append(sdoc)
+    return rank_services(services), notes
+
+
+def probe_prometheus(api: ApiEndpoint, svc: PromService, *, timeout: float = 5.0,
+                     session: requests.Session | None = None) -> str | None:
+    """None when the service answers a trivial query through the proxy, else the reason."""
+    s = session or api.new_session()
+    try:
+        resp = s.get(api.url(svc.path + "/api/v1/query"), params={"query": "1"}, timeout=timeout,
+                     allow_redirects=False)
+    except requests.RequestException as exc:
+        return describe_request_error(exc, timeout)
+    try:
+        doc = resp.json()
+    except ValueError:
+        doc = None
+    if resp.status_code == 200 and isinstance(doc, dict) and doc.get("status") == "success":
+        return None
+    msg = doc.get("message") or doc.get("error") if isinstance(doc, dict) else None
+    return f"HTTP {resp.status_code}" + (f": {str(msg)[:200]}" if msg else "")
+
+
+def locate_prometheus(api: ApiEndpoint, namespaces: Iterable[str] = (), *, timeout: float = 5.0
+                      ) -> tuple[PromService | None, list[PromService], list[str]]:
+    """(the first candidate that answers or None, all candidates, notes). GET only."""
+    s = api.new_session()
+    try:
+        candidates, notes = find_prometheus_services(api, namespaces, timeout=timeout, session=s)
+    except requests.RequestException as exc:
+        return None, [], [f"API server: {describe_request_error(exc, timeout)}"]
+    if not candidates:
+        notes.append("no Prometheus service found")
+    for svc in candidates:
+        why = probe_prometheus(api, svc, timeout=timeout, session=s)
+        if why is None:
+            return svc, candidates, notes
+        notes.append(f"{svc}: {why}")
+    return None, candidates, notes
+
+
+# -- DCGM exporter pods -------------------------------------------------------------------------
+
+
+def _exporter_port(pod: Mapping[str, Any]) -> int:
+    ports: list[dict[str, Any]] = []
+    for c in (pod.get("spec") or {}).get("containers") or ():
+        if isinstance(c, dict):
+            ports.extend(p for p in c.get("ports") or () if isinstance(p, dict))
+    for p in ports:
+        if p.get("name") in ("metrics", "gpu-metrics") and isinstance(p.get("containerPort"), int):
+            return int(p["containerPort"])
+    for p in ports:
+        if p.get("containerPort") == EXPORTER_PORT:
+            return EXPORTER_PORT
+    return EXPORTER_PORT
+
+
+def _exporter(pod: Mapping[str, Any]) -> ExporterPod | None:
+    meta = pod.get("metadata") or {}
+    status = pod.get("status") or {}
+    if meta.get("deletionTimestamp") or status.get("phase") not in (None, "Running"):
+        return None
+    ns, name = meta.get("namespace"), meta.get("name")
+    if not ns or not name:
+        return None
+    node = (pod.get("spec") or {}).get("nodeName") or ""
+    return ExporterPod(ns, name, node, _exporter_port(pod))
+
+
+def find_exporter_pods(api: ApiEndpoint, namespaces: Iterable[str] = (), *, timeout: float = 5.0,
+                       session: requests.Session | None = None) -> tuple[list[ExporterPod], list[str]]:
+    """Running DCGM exporter pods, sorted by (namespace, name), and notes. GET only.
+
+    Raises requests exceptions when the API server cannot be reached at all."""
+    s = session or api.new_session()
+    notes: list[str] = []
+    found: dict[tuple[str, str], ExporterPod] = {}
+    for selector in EXPORTER_SELECTORS:
+        status, doc = _get(s, api, "/api/v1/pods", timeout, {"labelSelector": selector})
+        if status == 200:
+            for pod in _items(doc):
+                e = _exporter(pod)
+                if e is not None:
+                    found[(e.namespace, e.name)] = e
+            continue
+        notes.append(f"listing pods {selector} in all namespaces: HTTP {status}")
+        for ns in dict.fromkeys([*EXPORTER_NAMESPACES, *namespaces]):
+            st, ndoc = _get(s, api, f"/api/v1/namespaces/{quote(ns)}/pods", timeout, {"labelSelector": selector})
+            if st == 200:
+                for pod in _items(ndoc):
+                    e = _exporter(pod)
+                    if e is not None:
+                        found[(e.namespace, e.name)] = e
+    if not found:
+        notes.append("no DCGM exporter pod found")
+    return [found[k] for k in sorted(found)], notes
+
+
+def status_message(body: bytes | str) -> str:
+    """The ``message`` of an API server Status body, or a short excerpt of the body."""
+    text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("message"):
+        return str(doc["message"])[:200]
+    return " ".join(text.split())[:200]

@@ -1,0 +1,210 @@
+"""Slim immutable records of what the views need, parsed from raw API JSON.
+
+A 7 KB pod becomes a few hundred bytes: no `V1Pod`, no managedFields, no env. Strings that
+repeat across thousands of objects (label keys, node names, phases) are interned.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+_intern = sys.intern
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def parse_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _labels(d: dict[str, str] | None) -> Labels:
+    if not d:
+        return ()
+    return tuple(sorted((_intern(str(k)), _intern(str(v))) for k, v in d.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    kind: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, slots=True)
+class Exit:
+    """A terminated container instance."""
+
+    container: str
+    exit_code: int
+    reason: str
+    finished_at: float | None
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodRec:
+    namespace: str
+    name: str
+    uid: str
+    labels: Labels
+    owner: Owner | None
+    node: str
+    phase: str
+    reason: str  # what kubectl's STATUS column would show (ContainerCreating, CrashLoopBackOff, OOMKilled...)
+    message: str
+    restarts: int
+    ready: int
+    total: int
+    pod_ip: str
+    gpus: float
+    created: float | None
+    started: float | None
+    deleting: bool
+    unschedulable: str  # the scheduler's message while PodScheduled=False
+    command: tuple[str, ...]  # the first container's command + args
+    containers: tuple[str, ...]
+    exits: tuple[Exit, ...]  # terminated states: current and last, per container
+    annotations: Labels
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.namespace, self.name)
+
+    def label(self, key: str, default: str = "") -> str:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return default
+
+    def annotation(self, key: str, default: str = "") -> str:
+        for k, v in self.annotations:
+            if k == key:
+                return v
+        return default
+
+    @property
+    def terminated(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpec:
+    rtype: str  # as in the spec (Master, Worker, Launcher, Chief, PS...) or a replicatedJob name
+    replicas: int
+    gpus_per_replica: float
+    command: tuple[str, ...]
+    restart_policy: str
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    type: str
+    status: str
+    reason: str
+    message: str
+    at: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class JobRec:
+    """A workload object: a Kubeflow job, TrainJob, JobSet, Run:ai workload, or a batch Job."""
+
+    kind: str
+    group: str
+    version: str
+    namespace: str
+    name: str
+    uid: str
+    labels: Labels
+    annotations: Labels
+    owner: Owner | None
+    created: float | None
+    conditions: tuple[Condition, ...]
+    replicas: tuple[ReplicaSpec, ...]
+    suspended: bool
+    min_available: int | None
+    started: float | None
+    completed: float | None
+    extra: tuple[tuple[str, Any], ...] = ()  # kind-specific bits (slotsPerWorker, completion mode...)
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.namespace, self.kind, self.name)
+
+    def label(self, key: str, default: str = "") -> str:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return default
+
+    def annotation(self, key: str, default: str = "") -> str:
+        for k, v in self.annotations:
+            if k == key:
+                return v
+        return default
+
+    def get_extra(self, key: str, default: Any = None) -> Any:
+        for k, v in self.extra:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class NamespaceRec:
+    name: str
+    labels: Labels
+    phase: str
+
+    def label(self, key: str, default: str = "") -> str:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaRec:
+    namespace: str
+    name: str
+    gpu_hard: float | None
+    gpu_used: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRec:
+    name: str
+    labels: Labels
+    gpus: float
+    ready: bool
+    unschedulable: bool
+    pool: str
+    product: str
+
+    def label(self, key: str, default: str = "") -> str:
+        for k, v in self.labels:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True, slots=True)
+class EventRec:
+    namespace: str
+    name: str
+    kind: str
+    object_name: str
+    object_uid: str
+    type: str
+    reason: str
+    message: str
+    count: int
+    last: float | None
