@@ -221,7 +221,8 @@ class Informer(Generic[R]):
         }
         self.watches += 1
         async for line in self.client.stream_lines(
-            self.kind.path(self.namespace), params, read_timeout=self.read_timeout
+            self.kind.path(self.namespace), params, read_timeout=self.read_timeout,
+            on_open=lambda: self._set_state(InformerState.SYNCED),
         ):
             try:
                 ev = orjson.loads(line)

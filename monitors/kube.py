@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,6 +143,7 @@ class KubeClient:
         *,
         read_timeout: float = 75.0,
         connect_timeout: float = 15.0,
+        on_open: Callable[[], None] | None = None,
     ) -> AsyncIterator[bytes]:
         """Yield newline-delimited chunks of a streaming response (watch, follow logs).
 
@@ -156,6 +157,8 @@ class KubeClient:
             ) as resp:
                 if resp.status >= 400:
                     raise problem_from_body(resp.status, await resp.read())
+                if on_open is not None:
+                    on_open()
                 buf = b""
                 async for chunk in resp.content.iter_any():
                     buf += chunk

@@ -23,13 +23,16 @@ Sources (`MetricsSource`, decided by `resolve_source`):
 
 Queries (`monitors.promql`): per refresh one aggregated instant query per field for all pods of
 the shown namespaces (both ``namespace``/``pod`` and ``exported_*`` spellings), the same per node
-when nodes are shown, and one ``query_range`` (step = `interval`, over `history_window`) of the
-utilisation of the shown pods. The util query goes first: when it fails the source is down and
-the rest is not sent. Requests run in a private thread pool (prometheus-api-client and requests
+when nodes are shown, and one ``query_range`` (step = `interval`, over `history_window`; none when
+`history_window` is 0, e.g. for one-shot CLI reads) of the utilisation of the shown pods. The util
+query goes first: when it fails the source is down and the rest is not sent. Requests run in a private thread pool (prometheus-api-client and requests
 are blocking), `timeout` seconds each; the asyncio loop is never blocked.
 
 Refreshes never overlap: `refresh()` called while one runs returns that one's result, and `run()`
-skips ticks that fall due while a refresh is still running (counted in `skipped`).
+skips ticks that fall due while a refresh is still running (counted in `skipped`); an explicit
+`resolve_source()` waits for a running refresh. The source is resolved again every
+`rediscover_after` seconds while it is ``exporter-scrape``/``none`` or while a discovered
+Prometheus keeps failing (never for a URL given by the user).
 
 States (`MetricState`), per pod and per node, describing the utilisation value:
 
@@ -41,12 +44,12 @@ States (`MetricState`), per pod and per node, describing the utilisation value:
 - ``STALE``: the source fails (or answered partially) and the last good value is older than
   `stale_after`; the old sample is kept for display, marked stale;
 - ``UNAVAILABLE``: the source fails and there is no last good value younger than `expire_after`
-  (default `history_window`); sample None, reason = why (connection refused, HTTP 503, timed out).
+  (default: `history_window`, at least 2 x `stale_after`); sample None, reason = why (connection refused, HTTP 503, timed out).
 
 The snapshot's own `state` is ``OK`` when the source answered (``reason`` lists warnings of a
 partial answer), ``UNAVAILABLE`` with the reason when it did not or when there is no source,
-``NO_DATA`` when nothing is shown. A missing value is None, never 0; the XID is the last non-zero code
-seen for the pod while polling (0 when none, None without series).
+``NO_DATA`` when nothing is shown. A missing value is None, never 0; the XID is the last non-zero
+code seen for the pod while polling (0 when none, None without series).
 """
 
 from __future__ import annotations
@@ -72,6 +75,7 @@ from .prom_discovery import (
     PromService,
     describe_request_error,
     find_exporter_pods,
+    http_get,
     locate_prometheus,
     status_message,
 )
@@ -212,7 +216,7 @@ class _Scrape:
 
 def _scrape(session: requests.Session, api: ApiEndpoint, exp: ExporterPod, timeout: float) -> _Scrape:
     try:
-        resp = session.get(api.url(exp.path), timeout=timeout, allow_redirects=False)
+        resp = http_get(session, api.url(exp.path), timeout)
     except requests.RequestException as exc:
         return _Scrape(exp, error=f"{exp.namespace}/{exp.name}: {describe_request_error(exc, timeout)}")
     if resp.status_code != 200:
@@ -265,10 +269,12 @@ class GpuMetrics:
         self.exclude_pods = exclude_pods
         self.discovery_namespaces = tuple(discovery_namespaces)
         self.stale_after = 3 * self.interval if stale_after is None else float(stale_after)
-        self.expire_after = self.history_window if expire_after is None else float(expire_after)
+        self.expire_after = (max(self.history_window, 2 * self.stale_after) if expire_after is None
+                             else float(expire_after))
         self.rediscover_after = rediscover_after
         self.clock = clock
-        self._pool = ThreadPoolExecutor(max_workers=max(2, max_workers), thread_name_prefix="gpu-metrics")
+        self._workers = max(2, max_workers)
+        self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="gpu-metrics")
         self._source: MetricsSource | None = None
         self._resolved_at = 0.0
         self._client: _PromClient | None = None
@@ -337,7 +343,14 @@ class GpuMetrics:
 
     async def resolve_source(self) -> MetricsSource:
         """Decide the source: the given URL, else discovery through the API server, else the
-        exporter-scrape fallback, else none."""
+        exporter-scrape fallback, else none. Waits for a running refresh first."""
+        task = self._task
+        if task is not None and not task.done():
+            with contextlib.suppress(Exception):
+                await asyncio.shield(task)
+        return await self._resolve()
+
+    async def _resolve(self) -> MetricsSource:
         self._resolved_at = self.clock()
         if self._client is not None:
             with contextlib.suppress(Exception):
@@ -427,7 +440,7 @@ class GpuMetrics:
         self.refreshes += 1
         now = self.clock()
         if self._should_rediscover(now):
-            await self.resolve_source()
+            await self._resolve()
         src = self._source
         assert src is not None
         if src.kind in (SourceKind.PROMETHEUS, SourceKind.PROMETHEUS_VIA_APISERVER):
@@ -436,6 +449,7 @@ class GpuMetrics:
             snap = await self._refresh_scrape(src, now)
         else:
             snap = self._failed(src, now, src.description, queries=0)
+        self._prune(now)
         if snap.state is MetricState.UNAVAILABLE:
             if self._failing_since is None:
                 self._failing_since = now
@@ -445,6 +459,14 @@ class GpuMetrics:
                                snap.warnings, snap.queries, time.monotonic() - start)
         self.last = snap
         return snap
+
+    def _prune(self, now: float) -> None:
+        """Forget last good values (and remembered XIDs) older than `expire_after`."""
+        cutoff = now - self.expire_after
+        for good in (self._good, self._good_nodes):
+            for key in [k for k, v in good.items() if v.at < cutoff]:
+                del good[key]
+                self._xid.pop(key, None)
 
     # -- Prometheus ----------------------------------------------------------------------------
     async def _fetch(self, endpoint: str, params: Mapping[str, Any]) -> Answer | PromError:
@@ -469,7 +491,7 @@ class GpuMetrics:
             jobs[("pod", k)] = ("query", {"query": q})
         for k, q in node_q.items():
             jobs[("node", k)] = ("query", {"query": q})
-        if pods:
+        if pods and self.history_window > 0:
             shown = sorted({p for _, p in pods})
             pod_filter = shown if len(promql.alternation(shown)) <= MAX_POD_REGEX else None
             hq = promql.history_query(self.names, {ns for ns, _ in pods}, pod_filter,
@@ -549,10 +571,11 @@ class GpuMetrics:
         assert api is not None and session is not None
         pods, namespaces = self._pods, self._namespaces
         exporters = list(src.exporters)
+        budget = self.timeout * (2 + len(exporters) / self._workers)  # each scrape has `timeout`
         try:
             scrapes: list[_Scrape] = await asyncio.wait_for(
                 asyncio.gather(*(self._call(_scrape, session, api, e, self.timeout) for e in exporters)),
-                self.timeout * 2 + 1.0,
+                budget,
             )
         except TimeoutError:
             return self._failed(src, now, f"{src.description}: timed out", queries=len(exporters))

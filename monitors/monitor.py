@@ -160,17 +160,13 @@ class Monitor:
         visible = []
         for n in names:
             try:
-                raw = await self.client.get(f"/api/v1/namespaces/{n}")
-                self.model.apply_namespaces([(n, parse_namespace(raw))])
-                visible.append(n)
+                await self.client.request("GET", f"/api/v1/namespaces/{n}/pods", params={"limit": 1})
             except ApiProblem as exc:
-                if exc.status == 404:
-                    continue
-                if exc.status == 403:
-                    # may read inside it without reading the Namespace object itself
-                    visible.append(n)
-                    continue
+                if exc.status in (403, 404):
+                    continue  # cannot read inside it: not one of ours
                 raise
+            visible.append(n)
+        await self._read_namespaces(visible)
         return visible
 
     async def _read_namespaces(self, names: list[str]) -> None:

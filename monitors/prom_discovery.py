@@ -43,6 +43,7 @@ __all__ = [
     "describe_request_error",
     "find_exporter_pods",
     "find_prometheus_services",
+    "http_get",
     "locate_prometheus",
     "probe_prometheus",
     "rank_services",
@@ -57,6 +58,7 @@ KNOWN_PROM_NAMES = ("prometheus-k8s", "prometheus-operated", "kube-prometheus-st
                     "prometheus-kube-prometheus-prometheus", "monitoring-kube-prometheus-prometheus",
                     "prometheus-server")
 MAX_NAMESPACES = 50
+MAX_PROBES = 5
 
 
 @dataclass(frozen=True)
@@ -139,10 +141,18 @@ def describe_request_error(exc: BaseException, timeout: float | None = None) -> 
     return f"{type(exc).__name__}: {text[:160]}"
 
 
+def http_get(session: requests.Session, url: str, timeout: float,
+             params: Mapping[str, str] | None = None) -> requests.Response:
+    """GET with the session's own `verify`/`cert` passed explicitly: requests lets
+    ``REQUESTS_CA_BUNDLE`` override a session's CA otherwise, and the kubeconfig's CA must win."""
+    return session.get(url, params=params, timeout=timeout, allow_redirects=False,
+                       verify=session.verify, cert=session.cert)
+
+
 def _get(session: requests.Session, api: ApiEndpoint, path: str, timeout: float,
          params: Mapping[str, str] | None = None) -> tuple[int, Any]:
     """GET a JSON document; (status, parsed body or None). Raises requests exceptions."""
-    resp = session.get(api.url(path), params=params, timeout=timeout, allow_redirects=False)
+    resp = http_get(session, api.url(path), timeout, params)
     try:
         doc = resp.json()
     except ValueError:
@@ -256,8 +266,7 @@ def probe_prometheus(api: ApiEndpoint, svc: PromService, *, timeout: float = 5.0
     """None when the service answers a trivial query through the proxy, else the reason."""
     s = session or api.new_session()
     try:
-        resp = s.get(api.url(svc.path + "/api/v1/query"), params={"query": "1"}, timeout=timeout,
-                     allow_redirects=False)
+        resp = http_get(s, api.url(svc.path + "/api/v1/query"), timeout, {"query": "1"})
     except requests.RequestException as exc:
         return describe_request_error(exc, timeout)
     try:
@@ -280,7 +289,7 @@ def locate_prometheus(api: ApiEndpoint, namespaces: Iterable[str] = (), *, timeo
         return None, [], [f"API server: {describe_request_error(exc, timeout)}"]
     if not candidates:
         notes.append("no Prometheus service found")
-    for svc in candidates:
+    for svc in candidates[:MAX_PROBES]:
         why = probe_prometheus(api, svc, timeout=timeout, session=s)
         if why is None:
             return svc, candidates, notes

@@ -98,6 +98,7 @@ class SimCluster:
             rules=(Rule.of(["impersonate"], ["users", "groups", "serviceaccounts"], [""]),),
         )
         self.user_tokens: dict[str, str] = {ADMIN_USER: self.admin_token}
+        self.user_namespaces: dict[str, str] = {}  # a user's context namespace in the kubeconfig
         self._crds = crds
         self._runner: web.AppRunner | None = None
         self._tls: TLSMaterial | None = None
@@ -215,6 +216,8 @@ class SimCluster:
         """A user limited to some namespaces: may not list namespaces or nodes cluster-wide."""
         verbs = ("*",) if write else READ_VERBS
         rules = [Rule.of(verbs, namespaces=namespaces)]
+        if namespaces:
+            self.user_namespaces[name] = namespaces[0]
         for ns in namespaces:
             rules.append(Rule.of(("get",), ["namespaces"], [""], namespaces=[ns]))
         return self.add_user(name, rules=tuple(rules))
@@ -228,7 +231,8 @@ class SimCluster:
         for uname, tok in self.user_tokens.items():
             ctx_name = "ranks-sim" if uname == ADMIN_USER else f"ranks-sim-{uname}"
             contexts.append(
-                {"name": ctx_name, "context": {"cluster": "ranks-sim", "user": uname, "namespace": "default"}}
+                {"name": ctx_name, "context": {"cluster": "ranks-sim", "user": uname,
+                                                "namespace": self.user_namespaces.get(uname, "default")}}
             )
             users.append({"name": uname, "user": {"token": tok}})
         current = "ranks-sim" if user == ADMIN_USER else f"ranks-sim-{user}"
@@ -282,7 +286,7 @@ class SimCluster:
         if rt.namespaced and not ns:
             ns = meta["namespace"] = "default"
         if self.store.find(rt.key, ns, meta.get("name", "")) is not None:
-            return self.store.update(rt, obj).obj
+            return self.store.update(rt, obj, whole=True).obj
         return self.store.create(rt, obj, ns or None, keep_uid=True).obj
 
     async def _churn_loop(self) -> None:
@@ -304,7 +308,7 @@ class SimCluster:
             cur = self.store.find(rt.key, ns, name)
             if cur is None:
                 continue
-            self.store.update(rt, churn_pod(cur.obj, rng))
+            self.store.update(rt, churn_pod(cur.obj, rng), whole=True)
 
     # -- admin endpoint ------------------------------------------------------------------------
     async def _admin(self, who: Identity, action: str, p: dict[str, Any]) -> Any:

@@ -249,8 +249,10 @@ class Store:
         *,
         expect_rv: str | None = None,
         subresource: str | None = None,
+        whole: bool = False,
     ) -> Stored:
-        """Replace an object. With the status subresource, `status` and the rest are split."""
+        """Replace an object. With the status subresource, `status` and the rest are split
+        (unless `whole`: internal writers replace spec and status together)."""
         meta = obj.setdefault("metadata", {})
         ns = meta.get("namespace", "") if rt.namespaced else ""
         key = (ns, meta.get("name", ""))
@@ -267,7 +269,7 @@ class Store:
                 new["status"] = obj["status"]
             else:
                 new.pop("status", None)
-        elif "status" in rt.subresources and rt.key != NS_KEY:
+        elif "status" in rt.subresources and rt.key != NS_KEY and not whole:
             if "status" in old:
                 new["status"] = copy.deepcopy(old["status"])
             else:

@@ -146,8 +146,18 @@ def sim_command(port: int, kubeconfig: str | None, scenario: str, nodes: int, gp
 
 def main(argv: list[str] | None = None) -> None:
     try:
-        cli.main(args=argv, prog_name="ranks", standalone_mode=True)
-    except KeyboardInterrupt:
+        rc = cli.main(args=argv, prog_name="ranks", standalone_mode=False)
+        sys.exit(rc if isinstance(rc, int) else 0)
+    except click.UsageError as exc:  # one line, not click's usage block
+        path = exc.ctx.command_path if exc.ctx is not None else "ranks"
+        hint = f" (see '{path} --help')"
+        fail(exc.format_message() + hint, EXIT_USAGE)
+    except click.ClickException as exc:
+        fail(exc.format_message(), exc.exit_code)
+    except click.exceptions.Abort:
+        print(file=sys.stderr)
+        sys.exit(130)
+    except (KeyboardInterrupt, EOFError):
         sys.exit(130)
     except Exception as exc:  # never a traceback for the user
         fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_USAGE - 1)

@@ -95,9 +95,13 @@ async def _load(cfg: ClusterConfig, opts: dict[str, Any], namespaces: tuple[str,
                 *, nodes: bool = True, events: bool = False, metrics_for: str = "pods") -> Monitor:
     """List everything needed once, then read GPU metrics once."""
     monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=namespaces)
-    await monitor.start()
-    await monitor.wait_synced(timeout=300)
-    await _read_metrics(cfg, opts, monitor, metrics_for)
+    try:
+        await monitor.start()
+        await monitor.wait_synced(timeout=300)
+        await _read_metrics(cfg, opts, monitor, metrics_for)
+    except BaseException:
+        await monitor.stop()
+        raise
     return monitor
 
 
