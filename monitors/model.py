@@ -14,7 +14,7 @@ import shlex
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .records import EventRec, JobRec, NamespaceRec, NodeRec, PodRec, QuotaRec
 from .views import (
@@ -28,7 +28,7 @@ from .views import (
     WorkloadView,
     diff,
 )
-from .workloads import WorkloadKey, framework_of, lead_order, placement, workload_of
+from .workloads import Placement, WorkloadKey, framework_of, lead_order, placement, workload_of
 
 PodKey = tuple[str, str]
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
@@ -95,9 +95,21 @@ class LiveModel:
         self.last_log: dict[PodKey, float] = {}
         self.status_changed = False
         self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
+        self._rank_cache: dict[PodKey, tuple[PodRec, JobRec | None, GpuReading | None, float | None,
+                                             Placement, RankView]] = {}
         self._dirty: set[WorkloadKey] = set()
-        self._projects_dirty = True
-        self._nodes_dirty = True
+        # incremental aggregates, so a flush costs what changed, not the cluster's size
+        self._ns_alloc: dict[str, float] = {}
+        self._node_alloc: dict[str, float] = {}
+        self._node_pods: dict[str, int] = {}
+        self._ns_util: dict[str, float | None] = {}
+        self._dirty_ns: set[str] = set()
+        self._dirty_nodes: set[str] = set()
+        self._all_ns_dirty = True
+        self._all_nodes_dirty = True
+        self._ns_workloads: dict[str, list[WorkloadKey]] = {}
+        self._ns_workloads_stale = True
+        self._runai_any = False
 
     # -- input ---------------------------------------------------------------------------------
     def apply_pods(self, changes: Iterable[tuple[Hashable, PodRec | None]]) -> None:
@@ -105,6 +117,8 @@ class LiveModel:
             pk: PodKey = key  # type: ignore[assignment]
             old_wl = self.pod_workload.get(pk)
             prev = self.pods.get(pk)
+            self._account(prev, -1)
+            self._account(rec, +1)
             if prev is not None:
                 for h in _hints(prev):
                     members = self._by_hint.get(h)
@@ -114,6 +128,7 @@ class LiveModel:
                             del self._by_hint[h]
             if rec is None:
                 self.pods.pop(pk, None)
+                self._rank_cache.pop(pk, None)
                 self.gpu_history.pop(pk, None)
                 self.last_log.pop(pk, None)
             else:
@@ -121,7 +136,17 @@ class LiveModel:
                 for h in _hints(rec):
                     self._by_hint.setdefault(h, set()).add(pk)
             self._regroup(pk, old_wl)
-        self._projects_dirty = self._nodes_dirty = True
+
+    def _account(self, p: PodRec | None, sign: int) -> None:
+        if p is None:
+            return
+        if p.node and not p.terminated:
+            self._node_alloc[p.node] = self._node_alloc.get(p.node, 0.0) + sign * p.gpus
+            self._node_pods[p.node] = self._node_pods.get(p.node, 0) + sign
+            self._dirty_nodes.add(p.node)
+            if not p.deleting:
+                self._ns_alloc[p.namespace] = self._ns_alloc.get(p.namespace, 0.0) + sign * p.gpus
+        self._dirty_ns.add(p.namespace)
 
     def _regroup(self, pk: PodKey, old_wl: WorkloadKey | None) -> None:
         rec = self.pods.get(pk)
@@ -162,10 +187,12 @@ class LiveModel:
                 self.jobs_by_uid[rec.uid] = rec
                 self.job_names.setdefault((rec.namespace, rec.name), set()).add(rec.kind)
                 self._dirty.add(rec.key)
+                self._dirty_ns.add(rec.namespace)
+            if prev is not None:
+                self._dirty_ns.add(prev.namespace)
         # a job appearing or going can change how its pods group (launcher owners, DW wrappers)
         for pk in affected:
             self._regroup(pk, self.pod_workload.get(pk))
-        self._projects_dirty = True
 
     def apply_namespaces(self, changes: Iterable[tuple[Hashable, NamespaceRec | None]]) -> None:
         for key, rec in changes:
@@ -176,7 +203,7 @@ class LiveModel:
             for wl in self.workload_pods:
                 if wl[0] == key:
                     self._dirty.add(wl)
-        self._projects_dirty = True
+            self._dirty_ns.add(str(key))
 
     def apply_quotas(self, changes: Iterable[tuple[Hashable, QuotaRec | None]]) -> None:
         for key, rec in changes:
@@ -184,7 +211,7 @@ class LiveModel:
                 self.quotas.pop(key, None)  # type: ignore[arg-type]
             else:
                 self.quotas[(rec.namespace, rec.name)] = rec
-        self._projects_dirty = True
+            self._dirty_ns.add(key[0])  # type: ignore[index]
 
     def apply_nodes(self, changes: Iterable[tuple[Hashable, NodeRec | None]]) -> None:
         for key, rec in changes:
@@ -192,7 +219,7 @@ class LiveModel:
                 self.node_recs.pop(str(key), None)
             else:
                 self.node_recs[rec.name] = rec
-        self._nodes_dirty = True
+            self._dirty_nodes.add(str(key))
 
     def apply_events(self, changes: Iterable[tuple[Hashable, EventRec | None]]) -> None:
         for key, rec in changes:
@@ -215,7 +242,14 @@ class LiveModel:
             wl = self.pod_workload.get(pk)
             if wl is not None:
                 self._dirty.add(wl)
-        self._projects_dirty = self._nodes_dirty = True
+        per_ns: dict[str, list[tuple[float, float]]] = {}
+        for pk, g in self.gpu.items():
+            p = self.pods.get(pk)
+            if p is None or g.util is None or g.state not in ("ok", "stale"):
+                continue
+            per_ns.setdefault(pk[0], []).append((g.util, p.gpus or 1.0))
+        self._ns_util = {ns: sum(u * w for u, w in v) / sum(w for _, w in v) for ns, v in per_ns.items()}
+        self._all_ns_dirty = self._all_nodes_dirty = True
 
     def note_log(self, namespace: str, pod: str, at: float) -> None:
         """The log engine reports each rank's last log line time (for hang diagnostics)."""
@@ -235,18 +269,24 @@ class LiveModel:
         self._dirty.clear()
         wdiff = diff(self.workloads, new_wl)
         self.workloads = new_wl
+        if wdiff.added or wdiff.removed:
+            self._ns_workloads_stale = True
+        for key in wdiff.added.keys() | wdiff.changed.keys() | wdiff.removed.keys():
+            self._dirty_ns.add(key[0])
         pdiff: KeyedDiff[str, ProjectView] = KeyedDiff()
-        if self._projects_dirty or wdiff:
-            new_p = self._build_projects()
+        if self._dirty_ns or self._all_ns_dirty:
+            new_p = self._build_projects(None if self._all_ns_dirty else self._dirty_ns)
             pdiff = diff(self.projects, new_p)
             self.projects = new_p
-            self._projects_dirty = False
+            self._dirty_ns = set()
+            self._all_ns_dirty = False
         ndiff: KeyedDiff[str, NodeView] = KeyedDiff()
-        if self._nodes_dirty:
-            new_n = self._build_nodes()
+        if self._dirty_nodes or self._all_nodes_dirty:
+            new_n = self._build_nodes(None if self._all_nodes_dirty else self._dirty_nodes)
             ndiff = diff(self.nodes, new_n)
             self.nodes = new_n
-            self._nodes_dirty = False
+            self._dirty_nodes = set()
+            self._all_nodes_dirty = False
         status, self.status_changed = self.status_changed, False
         return ModelDiff(wdiff, pdiff, ndiff, status)
 
@@ -262,21 +302,13 @@ class LiveModel:
             return None  # a child Job (MPI launcher, JobSet child) is part of its owner's workload
         if job is None and any(j for j in self.job_names.get((ns, name), ()) if j == "DistributedWorkload"):
             job = self.jobs.get((ns, "DistributedWorkload", name))
-        placed = [(placement(kind, p, job), p) for p in pods]
-        placed.sort(key=lambda pp: (lead_order(pp[0]), pp[1].name))
+        built = [self._rank(kind, p, job) for p in pods]
+        built.sort(key=lambda b: (lead_order(b[0]), b[1].pod))
+        placed = [(pl, p) for pl, _, p in built]
         lead_pod = placed[0][1] if placed else None  # launcher, else master, else chief, else worker 0
-        ranks = []
-        for pl, p in placed:
-            g = self.gpu.get(p.key)
-            ranks.append(RankView(
-                namespace=ns, pod=p.name, role=pl.role, rank=pl.rank, replica_index=pl.replica_index,
-                label=pl.label, phase=p.phase, reason=p.reason, message=p.message or p.unschedulable,
-                restarts=p.restarts, ready=(p.phase == "Running" and p.ready == p.total and p.total > 0),
-                node=p.node, pod_ip=p.pod_ip, gpus=p.gpus, lead=(p is lead_pod), created=p.created,
-                gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
-                gpu_mem_total_mib=g.mem_total_mib if g else None,
-                gpu_state=g.state if g else "unknown", last_log=self.last_log.get(p.key),
-            ))
+        ranks = [rv for _, rv, _ in built]
+        if ranks:
+            ranks[0] = replace(ranks[0], lead=True)
         status, reason = derive_status(job, ranks)
         expected = sum(r.replicas for r in job.replicas) if job and job.replicas else 0
         total = max(expected, len(ranks))
@@ -328,54 +360,70 @@ class LiveModel:
             api_version=f"{job.group}/{job.version}" if job and job.group else (job.version if job else ""),
         )
 
-    def _build_projects(self) -> dict[str, ProjectView]:
-        per_ns: dict[str, list[WorkloadView]] = {}
-        for wl in self.workloads.values():
-            per_ns.setdefault(wl.namespace, []).append(wl)
-        namespaces = set(self.namespaces) | set(per_ns) | {q[0] for q in self.quotas}
+    def _rank(self, kind: str, p: PodRec, job: JobRec | None) -> tuple[Placement, RankView, PodRec]:
+        """A rank's view, cached until its pod, job, GPU reading or last-log time changes."""
+        g = self.gpu.get(p.key)
+        last = self.last_log.get(p.key)
+        hit = self._rank_cache.get(p.key)
+        if hit is not None and hit[0] is p and hit[1] is job and hit[2] == g and hit[3] == last:
+            return hit[4], hit[5], p
+        pl = placement(kind, p, job)
+        rv = RankView(
+            namespace=p.namespace, pod=p.name, role=pl.role, rank=pl.rank, replica_index=pl.replica_index,
+            label=pl.label, phase=p.phase, reason=p.reason, message=p.message or p.unschedulable,
+            restarts=p.restarts, ready=(p.phase == "Running" and p.ready == p.total and p.total > 0),
+            node=p.node, pod_ip=p.pod_ip, gpus=p.gpus, lead=False, created=p.created,
+            gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
+            gpu_mem_total_mib=g.mem_total_mib if g else None,
+            gpu_state=g.state if g else "unknown", last_log=last,
+        )
+        self._rank_cache[p.key] = (p, job, g, last, pl, rv)
+        return pl, rv, p
+
+    def _build_projects(self, only: set[str] | None) -> dict[str, ProjectView]:
+        """Rebuild the projects of `only` namespaces (None: all)."""
+        if only is None or self._ns_workloads_stale:
+            self._ns_workloads = {}
+            for key in self.workloads:
+                self._ns_workloads.setdefault(key[0], []).append(key)
+            self._ns_workloads_stale = False
+            only = None
+        namespaces = set(self.namespaces) | set(self._ns_workloads) | {q[0] for q in self.quotas}
         runai_any = any(project_of(self.namespaces.get(n), n)[1] for n in namespaces)
-        alloc: dict[str, float] = {}
-        utils_by_ns: dict[str, list[tuple[float, float]]] = {}
-        for pk, p in self.pods.items():
-            if not p.node or p.terminated or p.deleting:
-                continue
-            alloc[pk[0]] = alloc.get(pk[0], 0.0) + p.gpus
-            g = self.gpu.get(pk)
-            if g is not None and g.util is not None and g.state in ("ok", "stale"):
-                utils_by_ns.setdefault(pk[0], []).append((g.util, p.gpus or 1.0))
-        out: dict[str, ProjectView] = {}
-        for ns in sorted(namespaces):
-            if ns in SYSTEM_NAMESPACES:
+        if runai_any != self._runai_any:
+            self._runai_any = runai_any
+            only = None
+        out = dict(self.projects) if only is not None else {}
+        for ns in sorted(namespaces if only is None else only):
+            out.pop(ns, None)
+            if ns in SYSTEM_NAMESPACES or ns not in namespaces:
                 continue
             name, runai = project_of(self.namespaces.get(ns), ns)
             quotas = [q.gpu_hard for (qns, _), q in self.quotas.items() if qns == ns and q.gpu_hard is not None]
-            wls = per_ns.get(ns, [])
+            wls = [self.workloads[k] for k in self._ns_workloads.get(ns, ()) if k in self.workloads]
             if not runai and runai_any and not wls and not quotas:
                 continue
-            allocated = alloc.get(ns, 0.0)
-            utils = utils_by_ns.get(ns, [])
             out[ns] = ProjectView(
                 name=name, namespace=ns, gpu_quota=sum(quotas) if quotas else None,
-                gpus_allocated=allocated,
-                gpu_util=sum(u * w for u, w in utils) / sum(w for _, w in utils) if utils else None,
+                gpus_allocated=round(self._ns_alloc.get(ns, 0.0), 6),
+                gpu_util=self._ns_util.get(ns),
                 running=sum(1 for w in wls if w.status in ("Running", "Degraded", "Restarting")),
                 pending=sum(1 for w in wls if w.status == "Pending"),
                 runai=runai,
             )
         return out
 
-    def _build_nodes(self) -> dict[str, NodeView]:
-        alloc: dict[str, float] = {}
-        count: dict[str, int] = {}
-        for p in self.pods.values():
-            if p.node and not p.terminated:
-                alloc[p.node] = alloc.get(p.node, 0.0) + p.gpus
-                count[p.node] = count.get(p.node, 0) + 1
-        out = {}
-        for n in self.node_recs.values():
+    def _build_nodes(self, only: set[str] | None) -> dict[str, NodeView]:
+        out = dict(self.nodes) if only is not None else {}
+        for name in (self.node_recs if only is None else only):
+            out.pop(name, None)
+            n = self.node_recs.get(name)
+            if n is None:
+                continue
             util, mem = self.node_gpu.get(n.name, (None, None))
             out[n.name] = NodeView(n.name, n.pool, n.product, n.ready, n.unschedulable, n.gpus,
-                                   alloc.get(n.name, 0.0), util, mem, count.get(n.name, 0))
+                                   round(self._node_alloc.get(n.name, 0.0), 6), util, mem,
+                                   self._node_pods.get(n.name, 0))
         return out
 
     # -- queries -------------------------------------------------------------------------------

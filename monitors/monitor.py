@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import gc
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -216,6 +218,7 @@ class Monitor:
             for w in waits:
                 w.cancel()
         self.flush()
+        release_memory()
 
     async def stop(self) -> None:
         if self._flush_handle is not None:
@@ -243,6 +246,17 @@ class Monitor:
     @property
     def list_requests(self) -> int:
         return sum(i.lists for i in self.informers)
+
+
+def release_memory() -> None:
+    """After the first LIST, the parsed pages are garbage: collect them and hand the freed heap
+    back to the OS (glibc keeps it otherwise), so RSS reflects the model, not the initial burst."""
+    gc.collect()
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 __all__ = ["ConnectionProblem", "Monitor", "MonitorStatus"]

@@ -59,8 +59,13 @@ def cluster(simcluster):
 
 @pytest.fixture
 def prometheus(cluster, tmp_path):
+    import time
+
     from simcluster.prometheus import dcgm_scrape_config
 
+    deadline = time.monotonic() + 20
+    while len(cluster.call(cluster.sim.dcgm.targets)) < 8 and time.monotonic() < deadline:
+        time.sleep(0.1)  # every GPU node's exporter is up before Prometheus learns its targets
     cfg = cluster.call(dcgm_scrape_config, cluster.sim)
     with prometheus_server(cfg, tmp_path / "prom") as prom:
         prom.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="mnist-worker-0"}', lambda r: bool(r), timeout=45)
