@@ -37,7 +37,7 @@ T = TypeVar("T")
 
 ADMIN_USER = "admin"
 # Components that make the cluster act: each is a module `simcluster.<name>` with `install(sim)`.
-DEFAULT_COMPONENTS: tuple[str, ...] = ()
+DEFAULT_COMPONENTS: tuple[str, ...] = ("operators", "scheduler", "kubelet", "exec", "dcgm")
 IMPERSONATOR = "ranks-ssh"
 
 

@@ -3,7 +3,8 @@
 - `simcluster`: a cluster served from a background thread, for synchronous tests and clients
   (the official `kubernetes` client and kubectl block, so the server needs its own loop).
 - `simcluster_async`: a cluster on the test's own event loop, for async tests.
-Ask for a scenario with `@pytest.mark.simcluster(scenario="demo")`.
+Ask for a scenario with `@pytest.mark.simcluster(scenario="demo")`. Tests get a passive cluster
+(no components) unless they ask, e.g. `components=("operators", "scheduler", "kubelet")`.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _options(request: pytest.FixtureRequest) -> dict[str, Any]:
     marker = request.node.get_closest_marker("simcluster")
-    return dict(marker.kwargs) if marker else {}
+    opts = dict(marker.kwargs) if marker else {}
+    opts.setdefault("components", ())
+    return opts
 
 
 @pytest.fixture

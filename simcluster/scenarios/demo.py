@@ -1,4 +1,5 @@
-"""The demo scenario: GPU nodes in two pools, Run:ai projects with quotas, a limited user."""
+"""The demo scenario: GPU nodes in two pools, Run:ai projects with quotas, a limited user, and
+(when the operators run) workloads that exercise every view (see demo_workloads)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,8 @@ def load_demo(sim: SimCluster) -> None:
     sim.apply(namespace("gpu-operator"))
     sim.apply(namespace("monitoring"))
     sim.add_namespace_reader("alice", ["runai-team-a"], write=True)
+    if "operators" in sim.components:
+        from .demo_workloads import demo_workloads
+
+        for obj in demo_workloads():
+            sim.apply(obj)

@@ -1,0 +1,91 @@
+"""The demo's workloads: one of each thing the views must show (see load_demo_workloads)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+TRAIN = str(Path(__file__).resolve().parent / "workloads" / "train_sim.py")
+PY = sys.executable or "python3"
+UTIL = "simcluster.ranks/gpu-util"
+
+FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
+          "MPIJob": "mpiReplicaSpecs"}
+CONTAINERS = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "XGBoostJob": "xgboost", "MPIJob": "mpi"}
+
+
+def replica(kind: str, command: list[str], *, replicas: int = 1, gpus: int = 1, util: str | None = None,
+            restart: str = "OnFailure", pool: str | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": CONTAINERS[kind], "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+                                 "command": command}
+    if gpus:
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
+    meta: dict[str, Any] = {"annotations": {UTIL: util}} if util else {}
+    spec: dict[str, Any] = {"containers": [container]}
+    if pool:
+        spec["nodeSelector"] = {"node-pool": pool}
+    return {"replicas": replicas, "restartPolicy": restart, "template": {"metadata": meta, "spec": spec}}
+
+
+def job(kind: str, name: str, ns: str, replicas: dict[str, dict[str, Any]], *, user: str,
+        run_policy: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
+    version = "v2beta1" if kind == "MPIJob" else "v1"
+    return {
+        "apiVersion": f"kubeflow.org/{version}", "kind": kind,
+        "metadata": {"name": name, "namespace": ns, "labels": {"ranks/user": user}},
+        "spec": {FIELDS[kind]: replicas, "runPolicy": run_policy or {"cleanPodPolicy": "None"}, **spec},
+    }
+
+
+def train(*extra: str) -> list[str]:
+    return [PY, "-u", TRAIN, *extra]
+
+
+def demo_workloads() -> list[dict[str, Any]]:
+    a, b = "runai-team-a", "runai-team-b"
+    return [
+        # an interactive Horovod session: the launcher sleeps, waiting for a researcher's shell
+        job("MPIJob", "hvd-interactive", a, {
+            "Launcher": replica("MPIJob", ["sleep", "infinity"], gpus=0),
+            "Worker": replica("MPIJob", [], replicas=2, gpus=1, util="0", restart="Never", pool="a100"),
+        }, user="alice", slotsPerWorker=1),
+        # a training run with realistic rank logs; worker-2 is a straggler
+        job("PyTorchJob", "llama-finetune", a, {
+            "Master": replica("PyTorchJob", train("--interval", "1.5", "--straggler-rank", "3"), gpus=2,
+                              util="noisy:88:5", pool="h100"),
+            "Worker": replica("PyTorchJob", train("--interval", "1.5", "--straggler-rank", "3"), replicas=3,
+                              gpus=2, util="noisy:86:6,noisy:85:6", pool="h100"),
+        }, user="alice"),
+        job("TFJob", "resnet-tf", b, {
+            "Chief": replica("TFJob", train("--interval", "2.5"), util="72"),
+            "Worker": replica("TFJob", train("--interval", "2.5"), replicas=2, util="noisy:70:8"),
+            "PS": replica("TFJob", train("--interval", "5"), gpus=0),
+        }, user="bob"),
+        job("XGBoostJob", "xgb-churn", "research", {
+            "Master": replica("XGBoostJob", train("--interval", "3", "--batch", "4096"), util="35"),
+            "Worker": replica("XGBoostJob", train("--interval", "3", "--batch", "4096"), replicas=2, util="33"),
+        }, user="carol"),
+        # a non-zero rank fails first with a Python traceback
+        job("PyTorchJob", "bert-crash", b, {
+            "Master": replica("PyTorchJob", train("--interval", "1", "--fail-rank", "2", "--fail-at", "8"),
+                              restart="Never", util="60"),
+            "Worker": replica("PyTorchJob", train("--interval", "1", "--fail-rank", "2", "--fail-at", "8"),
+                              replicas=2, restart="Never", util="60"),
+        }, user="bob"),
+        # a gang that cannot fit: 5 x 8 GPUs in a pool of 4 x 8
+        job("PyTorchJob", "big-pretrain", a, {
+            "Master": replica("PyTorchJob", train(), gpus=8, pool="h100"),
+            "Worker": replica("PyTorchJob", train(), replicas=4, gpus=8, pool="h100"),
+        }, user="alice", run_policy={"cleanPodPolicy": "None", "schedulingPolicy": {"minAvailable": 5}}),
+        # finishes within seconds
+        job("PyTorchJob", "mnist-quick", "research", {
+            "Master": replica("PyTorchJob", train("--steps", "3", "--interval", "0.3"), util="50"),
+            "Worker": replica("PyTorchJob", train("--steps", "3", "--interval", "0.3"), util="50"),
+        }, user="carol"),
+        # hung: logs stop and the GPUs go idle after 20 s
+        job("PyTorchJob", "gpt-hung", b, {
+            "Master": replica("PyTorchJob", train("--interval", "2", "--hang-at", "6"), util="stall:90:20"),
+            "Worker": replica("PyTorchJob", train("--interval", "2", "--hang-at", "6"), util="stall:90:20"),
+        }, user="bob"),
+    ]
