@@ -9,12 +9,13 @@ exporter pods' ``/metrics`` are fetched through the API server's pod proxy and p
     exp.types["DCGM_FI_DEV_GPU_UTIL"] == "gauge"; exp.helps[...]; exp.skipped  # bad lines
 
 Handled: ``# HELP`` (escapes ``\\\\`` and ``\\n``) and ``# TYPE`` lines, other comments, blank
-lines, CRLF, label values with the escapes ``\\"`` ``\\\\`` ``\\n`` (an unknown escape keeps the
-backslash, as Prometheus does), a trailing comma in the label set, values ``NaN``, ``+Inf``,
-``-Inf``, ``Inf`` and any Go float (``1e3``, ``0x1F`` is rejected), an optional integer timestamp
-in milliseconds, OpenMetrics ``# EOF``, and the quoted UTF-8 metric names of Prometheus 3
-(``{"my.metric",a="b"} 1``). A line that does not parse is skipped and counted in
-``skipped`` (its first few line numbers are kept in ``errors``); it never raises.
+lines, CRLF, label values with the escapes ``\\"`` ``\\\\`` ``\\n`` (an unknown escape is kept as
+written), a trailing comma in the label set, values ``NaN``, ``+Inf``, ``-Inf``, ``Inf`` and
+decimal floats (``1e3``; hex such as ``0x1F`` is rejected), an optional timestamp in
+milliseconds (or OpenMetrics seconds with a fraction), OpenMetrics ``# EOF``, and the quoted
+UTF-8 metric names of Prometheus 3 (``{"my.metric",a="b"} 1``). A line that does not parse is
+skipped and counted in ``skipped`` (its first few line numbers are kept in ``errors``); it never
+raises.
 """
 
 from __future__ import annotations

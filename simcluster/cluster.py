@@ -106,7 +106,10 @@ class SimCluster:
         self._stop_hooks: list[Callable[[], Any]] = []
         self.loop: asyncio.AbstractEventLoop | None = None
         self._populated = False
-        self.components = DEFAULT_COMPONENTS if components is None else tuple(components)
+        if components is None:
+            # the scale scenario is API objects only (no processes, no controllers) unless asked
+            components = () if scenario == "scale" else DEFAULT_COMPONENTS
+        self.components = tuple(components)
         self.controllers: list[Any] = []
         self._installed = False
 

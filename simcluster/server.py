@@ -377,6 +377,9 @@ class ApiServer:
         namespace = ctx.namespace if rt.namespaced else None
         as_table = tables.wants_table(ctx.request.headers.get("Accept"))
         bookmarks = _bool(q.get("allowWatchBookmarks"))
+        # WatchList (kubectl >= 1.32 waits this way): the current state as ADDED events, then a
+        # bookmark annotated k8s.io/initial-events-end
+        initial_end = _bool(q.get("sendInitialEvents"))
         try:
             timeout = float(q.get("timeoutSeconds") or 1800)
         except ValueError:
@@ -384,7 +387,9 @@ class ApiServer:
         resp = web.StreamResponse(status=200, headers={"Content-Type": JSON, "Cache-Control": "no-cache"})
         resp.enable_chunked_encoding()
         try:
-            watcher, initial = self.store.watch(rt, namespace, accept, q.get("resourceVersion"))
+            watcher, initial = self.store.watch(
+                rt, namespace, accept, None if initial_end else q.get("resourceVersion")
+            )
         except ApiError as err:
             if err.code != 410:
                 raise
@@ -415,6 +420,8 @@ class ApiServer:
                 return resp
             if initial:
                 await resp.write(b"".join(encode(ev) for ev in initial))
+            if initial_end:
+                await resp.write(self._bookmark(rt, initial_end=True))
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -445,8 +452,11 @@ class ApiServer:
             self.store.unwatch(watcher)
         return resp
 
-    def _bookmark(self, rt: ResourceType) -> bytes:
-        obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": {"resourceVersion": str(self.store.rv)}}
+    def _bookmark(self, rt: ResourceType, initial_end: bool = False) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
+        if initial_end:
+            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
+        obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
         return b'{"type":"BOOKMARK","object":' + dumps(obj) + b"}\n"
 
     async def _stall(self, request: web.Request) -> None:

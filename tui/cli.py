@@ -117,6 +117,41 @@ def top_command(ctx: click.Context, what: str, output: str, **kwargs: Any) -> No
     sys.exit(run_top(_merge_globals(ctx, kwargs), what, output))
 
 
+@cli.command("logs")
+@click.argument("workload")
+@PROJECT
+@click.option("-f", "--follow", is_flag=True, help="Keep following: new lines, restarted and late pods.")
+@click.option("--since", metavar="DURATION", default=None, help="Only lines newer than this (30s, 10m, 1h).")
+@click.option("--tail", type=click.IntRange(0, None), default=None, metavar="N",
+              help="Only the newest N lines of the merged history (taken before --grep/--exclude).")
+@click.option("--rank", "ranks", multiple=True, metavar="R[,R...]",
+              help="Only these ranks: labels (worker-3, launcher) or global rank numbers.")
+@click.option("--role", "roles", multiple=True, metavar="ROLE[,ROLE...]", help="Only these roles (worker, master...).")
+@click.option("--grep", metavar="REGEX", default=None, help="Only lines matching REGEX (highlighted).")
+@click.option("--exclude", metavar="REGEX", default=None, help="Drop lines matching REGEX.")
+@click.option("--timestamps", is_flag=True, help="Show each line's timestamp.")
+@click.option("--no-color", "--no-colour", "no_color", is_flag=True, help="No colour (also: NO_COLOR set).")
+@click.option("--previous", is_flag=True, help="The previous (crashed) instance of each container.")
+@click.option("--first-failure", "first_failure", is_flag=True,
+              help="Name the rank that failed first and print its last lines (--tail, default 20).")
+@click.option("--collapse", is_flag=True, help="Show identical lines of several ranks once, as 'xN ranks'.")
+@click.option("--max-streams", type=click.IntRange(1, 100_000), default=256, show_default=True,
+              help="At most this many log streams open at once.")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format (json: one object per line).")
+@global_options
+@click.pass_context
+def logs_command(ctx: click.Context, workload: str, project: str | None, **kw: Any) -> None:
+    """Merged logs of every rank of WORKLOAD, in time order, each line prefixed with its rank.
+
+    WORKLOAD is a name, or KIND/NAME (pytorchjob/mnist) when names clash.
+    """
+    from .logs_command import run_logs
+
+    opts = _merge_globals(ctx, kw)
+    sys.exit(run_logs(opts, workload, project, **kw))
+
+
 @cli.command("sim")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")

@@ -14,9 +14,10 @@ from __future__ import annotations
 import calendar
 import re
 import time
+from dataclasses import dataclass
 from datetime import datetime
 
-from .terminal_text import MAX_LINE_BYTES, SafeText, sanitize_line
+from .terminal_text import _PLAIN, MAX_LINE_BYTES, SafeText, sanitize_line
 
 PARTIAL_RECORD = 16 * 1024  # containerd's max_container_log_line_size
 _TS_AT = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
@@ -101,46 +102,47 @@ def join_partials(content: bytes) -> bytes:
     return b"".join(parts)
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where lines come from: one container of one rank (shared by all its lines)."""
+
+    label: str = ""  # launcher, master-0, worker-3
+    rank: int | None = None  # the global rank, where the framework defines one
+    role: str = ""
+    replica_index: int | None = None
+    namespace: str = ""
+    pod: str = ""
+    container: str = ""
+    stream: str | None = None  # "stdout"/"stderr" where known; the log API does not say (None)
+
+
+NO_ORIGIN = Origin()
+
+
 class LogLine:
     """One merged log line. `ranks` is set (labels, in time order) when identical lines collapsed."""
 
-    __slots__ = (
-        "_safe", "arrival", "container", "cut", "kind", "label", "namespace", "pod", "rank", "ranks", "raw",
-        "replica_index", "role", "seq", "stream", "ts",
-    )
+    __slots__ = ("_safe", "arrival", "cut", "kind", "origin", "ranks", "raw", "seq", "ts")
 
-    def __init__(
-        self,
-        ts: int,
-        raw: bytes,
-        *,
-        label: str = "",
-        rank: int | None = None,
-        role: str = "",
-        replica_index: int | None = None,
-        namespace: str = "",
-        pod: str = "",
-        container: str = "",
-        stream: str | None = None,
-        kind: str = "line",
-        cut: int = 0,
-    ) -> None:
+    def __init__(self, ts: int, raw: bytes, origin: Origin = NO_ORIGIN, *, kind: str = "line", cut: int = 0) -> None:
         self.ts = ts
         self.raw = raw
-        self.label = label
-        self.rank = rank
-        self.role = role
-        self.replica_index = replica_index
-        self.namespace = namespace
-        self.pod = pod
-        self.container = container
-        self.stream = stream  # "stdout"/"stderr" where known; the log API does not say (None)
+        self.origin = origin
         self.kind = kind  # "line", or "dropped" / "notice" for markers the engine makes
         self.cut = cut  # bytes dropped before the text reached the engine (very long lines)
         self.ranks: tuple[str, ...] = ()
         self.seq = -1  # position in the merged buffer's total order, once stored
         self.arrival = 0.0
         self._safe: SafeText | None = None
+
+    label = property(lambda self: self.origin.label)
+    rank = property(lambda self: self.origin.rank)
+    role = property(lambda self: self.origin.role)
+    replica_index = property(lambda self: self.origin.replica_index)
+    namespace = property(lambda self: self.origin.namespace)
+    pod = property(lambda self: self.origin.pod)
+    container = property(lambda self: self.origin.container)
+    stream = property(lambda self: self.origin.stream)
 
     @property
     def count(self) -> int:
@@ -151,7 +153,10 @@ class LogLine:
     def safe(self) -> SafeText:
         s = self._safe
         if s is None:
-            s = sanitize_line(self.raw)
+            raw = self.raw
+            if not self.cut and _PLAIN.search(raw) is None:
+                return SafeText(raw.decode("ascii"))  # cheap to redo: not kept, to save memory
+            s = sanitize_line(raw)
             if self.cut:
                 s = _with_cut(s, self.cut)
             self._safe = s
@@ -186,4 +191,4 @@ def _with_cut(s: SafeText, cut: int) -> SafeText:
     return SafeText(text + marker, (*spans, (len(text), len(text) + len(marker), "dim")), total)
 
 
-__all__ = ["MAX_LINE_BYTES", "LogLine", "format_since", "format_ts", "join_partials", "parse_ts", "split_record"]
+__all__ = ["MAX_LINE_BYTES", "NO_ORIGIN", "LogLine", "Origin", "format_since", "format_ts", "join_partials", "parse_ts", "split_record"]

@@ -24,6 +24,7 @@ with `SafeText.to_rich()` (a `rich.text.Text`) or as plain `text`; never build m
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -319,7 +320,7 @@ def to_ansi(safe: SafeText, extra: tuple[Span, ...] = ()) -> str:
     # a style per boundary: walk the boundaries and combine the spans covering each piece
     cuts = sorted({0, len(text), *(s for s, _, _ in spans), *(e for _, e, _ in spans)})
     out = []
-    for a, b in zip(cuts, cuts[1:], strict=False):
+    for a, b in itertools.pairwise(cuts):
         if a >= b:
             continue
         styles = [st for s, e, st in spans if s <= a and e >= b]

@@ -113,24 +113,26 @@ def record_event(
     rt = sim.registry.get("", "v1", "events")
     assert rt is not None
     now = now_rfc3339()
-    for st in sim.store.items(rt.key, ns):
-        ev = st.obj
-        io = ev.get("involvedObject", {})
-        if io.get("uid") == meta.get("uid") and ev.get("reason") == reason and ev.get("message") == message:
-            def bump(o: dict[str, Any]) -> None:
-                o["count"] = o.get("count", 1) + 1
-                o["lastTimestamp"] = now
+    index: dict[tuple[str, str, str, str], str] = sim.__dict__.setdefault("_event_index", {})
+    ikey = (ns, str(meta.get("uid")), reason, message)
+    existing = index.get(ikey)
+    if existing is not None and sim.store.find(rt.key, ns, existing) is not None:
+        def bump(o: dict[str, Any]) -> None:
+            o["count"] = o.get("count", 1) + 1
+            o["lastTimestamp"] = now
 
-            sim.store.mutate(rt, ns, ev["metadata"]["name"], bump)
-            return
+        sim.store.mutate(rt, ns, existing, bump)
+        return
     stamp = format(int(datetime.now(UTC).timestamp() * 1e9), "x")
     source: dict[str, str] = {"component": component}
     if host:
         source["host"] = host
+    event_name = f"{meta['name']}.{stamp}"
+    index[ikey] = event_name
     sim.store.create(
         rt,
         {
-            "metadata": {"name": f"{meta['name']}.{stamp}", "namespace": ns},
+            "metadata": {"name": event_name, "namespace": ns},
             "involvedObject": {
                 "kind": obj.get("kind"),
                 "namespace": meta.get("namespace", ""),

@@ -1,0 +1,33 @@
+"""Merged logs of every rank of a workload (`ranks logs`, the dashboard's log view).
+
+- `engine.LogEngine`: follows every container of every rank, merges by timestamp, bounded memory.
+- `stream.LogStream`: one container's log with reopen from the last timestamp, no duplicates.
+- `merge.Merger`: exact k-way merge for history, a reorder window while following.
+- `buffer.LineBuffer`: the indexable merged buffer with a global cap and a dropped-lines marker.
+- `terminal_text.sanitize_line`: untrusted bytes -> display-safe text + style spans.
+- `first_failure.first_failure_report`: the rank that failed first and its last lines.
+"""
+
+from .buffer import FilteredView, LineBuffer
+from .engine import LogEngine, LogOptions
+from .filters import FilterError, LineFilter
+from .first_failure import FailureReport, first_failure_report
+from .lines import LogLine, Origin, format_ts, parse_ts
+from .terminal_text import SafeText, sanitize_line
+
+__all__ = [
+    "FailureReport",
+    "FilterError",
+    "FilteredView",
+    "LineBuffer",
+    "LineFilter",
+    "LogEngine",
+    "LogLine",
+    "LogOptions",
+    "Origin",
+    "SafeText",
+    "first_failure_report",
+    "format_ts",
+    "parse_ts",
+    "sanitize_line",
+]

@@ -1,0 +1,338 @@
+"""The log engine: every container of every rank of a workload, merged into one bounded stream.
+
+    engine = LogEngine(client, workload_key, monitor.model, monitor=monitor,
+                       options=LogOptions(follow=True, tail=100))
+    engine.subscribe(lambda lines: ...)   # batches of new merged lines, in time order
+    await engine.start()
+    ...  engine.buffer[i], len(engine.buffer), engine.buffer.total, engine.view(filter)
+    await engine.wait()                   # until done (history read; or, following: every stream ended
+                                          # and the workload finished)
+    await engine.stop()
+
+How it works:
+
+1. History: every container present at start is read without `follow` (with since / tail /
+   previous) and merged *exactly* by timestamp (`merge.Merger`, exact mode, with backpressure).
+   With `tail`, only the newest `tail` merged lines are kept.
+2. Following: each container is followed from its last timestamp (`stream.LogStream`); lines
+   are merged through a short reorder window. Pods that appear later (restarts, late workers,
+   elastic scaling) are attached from the monitor's diffs; streams of finished pods are read to
+   their end. At most `max_streams` streams are open; past that the rest wait for a free slot
+   and a notice says so.
+3. Storage: `buffer` (a `LineBuffer`, global cap, "N older lines dropped" marker) and `rings`
+   (the newest lines of each rank).
+
+No threads: everything runs on the caller's event loop. Nothing here imports a UI library.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..workloads import ROLE_ORDER
+from .buffer import DEFAULT_CAP, DEFAULT_RANK_CAP, FilteredView, LineBuffer, RankRings
+from .filters import LineFilter
+from .lines import LogLine, Origin
+from .merge import Merger
+from .stream import LogStream, stream_summary
+
+if TYPE_CHECKING:
+    from ..kube import KubeClient
+    from ..model import LiveModel
+    from ..monitor import Monitor
+    from ..records import PodRec
+    from ..views import ModelDiff, RankView, WorkloadView
+    from .first_failure import FailureReport
+
+DEFAULT_MAX_STREAMS = 256
+TERMINAL_STATUS = ("Succeeded", "Failed")
+
+
+@dataclass
+class LogOptions:
+    follow: bool = False
+    since_seconds: int | None = None
+    tail: int | None = None  # the newest N merged lines of the history (each container is asked for N)
+    previous: bool = False  # the previous (crashed) instance of each container; no following
+    filter: LineFilter | None = None  # ranks/roles choose the streams; regexes are for views
+    containers: tuple[str, ...] = ()  # only these containers (default: all)
+    window: float = 0.25  # reorder window while following, seconds
+    collapse: bool = False  # identical lines of several ranks within the window -> one line "xN ranks"
+    cap: int = DEFAULT_CAP  # lines in the merged buffer
+    rank_cap: int = DEFAULT_RANK_CAP  # lines kept per rank
+    max_streams: int = DEFAULT_MAX_STREAMS
+    read_timeout: float = 30.0  # no byte for this long: the stream is reopened from its last timestamp
+    connect_timeout: float = 15.0
+    history_retries: int = 3
+    backoff_min: float = 0.25
+    backoff_max: float = 5.0
+    high_water: int = 4096  # lines pending per stream in the exact merge before it waits
+
+
+class LogEngine:
+    def __init__(
+        self,
+        client: KubeClient,
+        key: tuple[str, str, str],
+        model: LiveModel,
+        *,
+        monitor: Monitor | None = None,
+        options: LogOptions | None = None,
+    ) -> None:
+        self.client = client
+        self.key = key
+        self.model = model
+        self.monitor = monitor
+        self.options = options or LogOptions()
+        self.filter = self.options.filter or LineFilter()
+        self.buffer = LineBuffer(self.options.cap)
+        self.rings = RankRings(self.options.rank_cap)
+        self.merger = Merger(self._released, window=self.options.window, collapse=self.options.collapse,
+                             exact=True, high=self.options.high_water)
+        self.streams: dict[tuple[str, str, str, str], LogStream] = {}
+        self.queued: list[LogStream] = []
+        self.notices: list[str] = []
+        self.history_done = asyncio.Event()
+        self.done = asyncio.Event()
+        self.stopping = False
+        self.connected = True
+        self.failed_streams = 0
+        self.workload_gone = False
+        self._subscribers: list[Callable[[list[LogLine]], None]] = []
+        self._notice_subscribers: list[Callable[[str], None]] = []
+        self._tail_hold: list[LogLine] | None = None
+        self._history_task: asyncio.Task[None] | None = None
+        self._capped_noted = 0
+        self._started = False
+
+    # -- public API ----------------------------------------------------------------------------
+    @property
+    def workload(self) -> WorkloadView | None:
+        return self.model.workloads.get(self.key)
+
+    def subscribe(self, fn: Callable[[list[LogLine]], None]) -> Callable[[], None]:
+        """`fn(lines)` for every batch of new merged lines; returns an unsubscribe function."""
+        self._subscribers.append(fn)
+        return lambda: self._subscribers.remove(fn) if fn in self._subscribers else None
+
+    def on_notice(self, fn: Callable[[str], None]) -> None:
+        """`fn(message)` for every notice (capped streams, lost/regained API server, read errors)."""
+        self._notice_subscribers.append(fn)
+
+    def view(self, flt: LineFilter | Callable[[LogLine], bool] | None = None) -> FilteredView:
+        pred = flt.matches if isinstance(flt, LineFilter) else (flt or self.filter.matches)
+        return FilteredView(self.buffer, pred)
+
+    def set_collapse(self, on: bool) -> None:
+        """Collapse identical lines of several ranks (applies to lines released from now on)."""
+        self.merger.collapse = on
+        if not on:
+            self.merger._by_content.clear()
+
+    def last_lines(self, label: str, n: int = 20) -> list[LogLine]:
+        return self.rings.last(label, n)
+
+    def stream_states(self) -> list[dict[str, Any]]:
+        return [stream_summary(s) for s in [*self.streams.values(), *self.queued]]
+
+    @property
+    def active_streams(self) -> int:
+        return sum(1 for s in self.streams.values() if s.state != "done")
+
+    async def first_failure(self, lines: int = 20) -> FailureReport | None:
+        """The rank that failed first, with the last `lines` lines of the failed instance."""
+        from .first_failure import first_failure_report
+
+        wl = self.workload
+        return None if wl is None else await first_failure_report(self.client, wl, lines=lines)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        wl = self.workload
+        if wl is None:
+            raise LookupError(f"workload {self.key[2]} not found")
+        if self.options.tail is not None:
+            self._tail_hold = []
+        if self.monitor is not None and self.options.follow:
+            self.monitor.subscribe(self._on_diff)
+        initial = self._sync(wl, history=True)
+        for s in initial:
+            s.start()
+        self._history_task = asyncio.get_running_loop().create_task(self._history(initial))
+
+    async def _history(self, streams: list[LogStream]) -> None:
+        if streams:
+            await asyncio.gather(*(s.history_read.wait() for s in streams))
+        self.merger.flush()
+        hold, self._tail_hold = self._tail_hold, None
+        if hold:
+            n = self.options.tail or 0
+            self._store(hold[-n:] if n else [])
+        self.merger.set_window_mode()
+        self.history_done.set()
+        if not self.options.follow or self.options.previous:
+            self.done.set()
+        else:
+            wl = self.workload
+            if wl is not None:
+                self._sync(wl, history=False)
+            self._check_done()
+
+    async def wait(self) -> None:
+        await self.done.wait()
+
+    async def stop(self) -> None:
+        self.stopping = True
+        self.merger.close()
+        tasks = [s.task for s in self.streams.values() if s.task is not None]
+        if self._history_task is not None:
+            tasks.append(self._history_task)
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self.done.set()
+
+    # -- streams -------------------------------------------------------------------------------
+    def _sync(self, wl: WorkloadView, *, history: bool) -> list[LogStream]:
+        """Attach streams for every wanted container of the workload's ranks not yet followed."""
+        new: list[LogStream] = []
+        ranks = sorted(wl.ranks, key=_rank_order)
+        for r in ranks:
+            if not self.filter.wants_rank(r):
+                continue
+            rec = self.model.pods.get((r.namespace, r.pod))
+            if rec is None or not rec.node:
+                continue  # not scheduled yet: nothing to read
+            for c in rec.containers:
+                if self.options.containers and c not in self.options.containers:
+                    continue
+                key = (r.namespace, r.pod, c, rec.uid)
+                if key in self.streams or any(q.key == key for q in self.queued):
+                    continue
+                origin = Origin(r.label, r.rank, r.role, r.replica_index, r.namespace, r.pod, c, None)
+                if self.active_streams >= self.options.max_streams:
+                    # over the limit: wait for a slot (following), or left out (history only)
+                    s = LogStream(self, origin, rec.uid, history=False)
+                    s.state = "queued"
+                    self.queued.append(s)
+                    continue
+                s = LogStream(self, origin, rec.uid, history=history)
+                s.rec = rec
+                self.streams[key] = s
+                new.append(s)
+                if not history and self._started and self.history_done.is_set():
+                    s.start()
+        self._note_capped()
+        return new
+
+    def _note_capped(self) -> None:
+        n = len(self.queued)
+        if n and n != self._capped_noted:
+            self._capped_noted = n
+            total = n + self.active_streams
+            names = ", ".join(f"{q.origin.label}/{q.origin.container}" for q in self.queued[:5])
+            more = f" and {n - 5} more" if n > 5 else ""
+            how = "they start as slots free up" if self.options.follow else "not shown"
+            self.notice(f"following {self.active_streams} of {total} log streams (the limit is "
+                        f"{self.options.max_streams}; {how}): waiting: {names}{more}; "
+                        "narrow with --rank/--role or raise --max-streams")
+
+    def _stream_done(self, s: LogStream) -> None:
+        if self.stopping:
+            return
+        if self.history_done.is_set() and self.options.follow:
+            while self.queued and self.active_streams < self.options.max_streams:
+                q = self.queued.pop(0)
+                rec = self.model.pods.get((q.origin.namespace, q.origin.pod))
+                if rec is None or rec.uid != q.uid:
+                    continue
+                q.state = "waiting"
+                self.streams[q.key] = q
+                q.start()
+            self._capped_noted = len(self.queued)
+        self._check_done()
+
+    def _check_done(self) -> None:
+        if not self.history_done.is_set() or self.done.is_set() or not self.options.follow:
+            return
+        if self.active_streams or self.queued:
+            return
+        wl = self.workload
+        if wl is None or wl.status in TERMINAL_STATUS:
+            self.done.set()
+
+    def pod_record(self, s: LogStream) -> PodRec | None:
+        return self.model.pods.get((s.origin.namespace, s.origin.pod))
+
+    def _on_diff(self, d: ModelDiff) -> None:
+        if self.stopping:
+            return
+        for s in self.streams.values():
+            rec = self.model.pods.get((s.origin.namespace, s.origin.pod))
+            if rec is not s.rec:
+                s.rec = rec
+                s.changed.set()
+        if self.key in d.workloads.removed:
+            self.workload_gone = True
+        wl = self.workload
+        if wl is not None and self.history_done.is_set():
+            self._sync(wl, history=False)
+        self._check_done()
+
+    # -- lines ---------------------------------------------------------------------------------
+    def _released(self, lines: list[LogLine]) -> None:
+        hold = self._tail_hold
+        if hold is not None:
+            hold.extend(lines)
+            n = self.options.tail or 0
+            if len(hold) > 2 * n + 1024:
+                del hold[: len(hold) - n]
+            return
+        self._store(lines)
+
+    def _store(self, lines: list[LogLine]) -> None:
+        if not lines:
+            return
+        self.buffer.extend(lines)
+        add = self.rings.add
+        for line in lines:
+            add(line)
+        for fn in list(self._subscribers):
+            try:
+                fn(lines)
+            except Exception as exc:  # a view's bug must not stop the streams
+                self._subscribers.remove(fn)
+                self.notice(f"a log subscriber failed and was removed: {type(exc).__name__}: {exc}")
+
+    def _note_log(self, s: LogStream, ts: int) -> None:
+        self.model.note_log(s.origin.namespace, s.origin.pod, ts / 1e9)
+
+    # -- connection state ------------------------------------------------------------------------
+    def notice(self, message: str) -> None:
+        self.notices.append(message)
+        for fn in list(self._notice_subscribers):
+            fn(message)
+
+    def _lost(self, message: str) -> None:
+        if self.connected:
+            self.connected = False
+            self.notice(f"{message}; retrying")
+
+    def _reached(self) -> None:
+        if not self.connected:
+            self.connected = True
+            self.notice("connected to the API server again")
+
+
+def _rank_order(r: RankView) -> tuple[int, int, int, str]:
+    return (0 if r.lead else 1, ROLE_ORDER.get(r.role, 9),
+            r.replica_index if r.replica_index is not None else -1, r.pod)
