@@ -84,7 +84,7 @@ class SimCluster:
         self.kubeconfig_path = Path(kubeconfig) if kubeconfig else self.workdir / "kubeconfig"
         self.registry = Registry.with_builtins()
         self.store = Store(self.registry, history=history)
-        self.authz = Authz()
+        self.authz = Authz(insecure_admin=not tls)
         self.faults = Faults()
         self.requests = RequestLog()
         self.server = ApiServer(
