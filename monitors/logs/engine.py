@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -108,6 +109,7 @@ class LogEngine:
         self._history_task: asyncio.Task[None] | None = None
         self._capped_noted = 0
         self._started = False
+        self.started_at = time.time()
 
     # -- public API ----------------------------------------------------------------------------
     @property
@@ -155,6 +157,7 @@ class LogEngine:
         if self._started:
             return
         self._started = True
+        self.started_at = time.time()
         wl = self.workload
         if wl is None:
             raise LookupError(f"workload {self.key[2]} not found")

@@ -176,6 +176,8 @@ class LogStream:
                 return
             restarts = rec.restarts
             terminal = rec.terminated
+            if not self.last_ts and not self.initial_consumed and self._missed_previous(rec):
+                await self._previous_tail()  # it restarted before we ever read it: the first run first
             params = self._base() + self._resume() + [("follow", "true")]
             self.changed.clear()
             got = 0
@@ -209,6 +211,16 @@ class LogStream:
                 async with asyncio.timeout(backoff):
                     await self.changed.wait()
             backoff = min(backoff * 2, eng.options.backoff_max)
+
+    def _missed_previous(self, rec: PodRec) -> bool:
+        """The container already restarted, and its previous run ended after we started watching."""
+        if rec.restarts <= 0:
+            return False
+        since = self.engine.started_at
+        return any(
+            ex.container == self.origin.container and ex.finished_at is not None and ex.finished_at >= since - 1
+            for ex in rec.exits
+        )
 
     async def _previous_tail(self) -> None:
         """The container restarted while the connection was down: read the rest of the previous instance."""
