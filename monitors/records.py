@@ -31,6 +31,13 @@ def _labels(d: dict[str, str] | None) -> Labels:
     return tuple(sorted((_intern(str(k)), _intern(str(v))) for k, v in d.items()))
 
 
+def lookup(pairs: Labels, key: str, default: str = "") -> str:
+    for k, v in pairs:
+        if k == key:
+            return v
+    return default
+
+
 @dataclass(frozen=True, slots=True)
 class Owner:
     kind: str
@@ -79,16 +86,10 @@ class PodRec:
         return (self.namespace, self.name)
 
     def label(self, key: str, default: str = "") -> str:
-        for k, v in self.labels:
-            if k == key:
-                return v
-        return default
+        return lookup(self.labels, key, default)
 
     def annotation(self, key: str, default: str = "") -> str:
-        for k, v in self.annotations:
-            if k == key:
-                return v
-        return default
+        return lookup(self.annotations, key, default)
 
     @property
     def terminated(self) -> bool:
@@ -140,16 +141,10 @@ class JobRec:
         return (self.namespace, self.kind, self.name)
 
     def label(self, key: str, default: str = "") -> str:
-        for k, v in self.labels:
-            if k == key:
-                return v
-        return default
+        return lookup(self.labels, key, default)
 
     def annotation(self, key: str, default: str = "") -> str:
-        for k, v in self.annotations:
-            if k == key:
-                return v
-        return default
+        return lookup(self.annotations, key, default)
 
     def get_extra(self, key: str, default: Any = None) -> Any:
         for k, v in self.extra:
@@ -165,10 +160,7 @@ class NamespaceRec:
     phase: str
 
     def label(self, key: str, default: str = "") -> str:
-        for k, v in self.labels:
-            if k == key:
-                return v
-        return default
+        return lookup(self.labels, key, default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +182,7 @@ class NodeRec:
     product: str
 
     def label(self, key: str, default: str = "") -> str:
-        for k, v in self.labels:
-            if k == key:
-                return v
-        return default
+        return lookup(self.labels, key, default)
 
 
 @dataclass(frozen=True, slots=True)

@@ -562,6 +562,10 @@ class ExecSession:
         """Kill every process of the command's session (its own and any process groups it made)."""
         if self.pid is None:
             return
+        if self._exit.done() and os.path.exists(f"/proc/{self.pid}"):
+            # We reaped our leader, so this is a new process with a recycled pid. The kernel does
+            # not recycle a pid still used as a session or group id, so our session is empty.
+            return
         kill_session(self.pid)
 
     # -- streams -------------------------------------------------------------------------------
@@ -580,11 +584,12 @@ class ExecSession:
                 if channel is not None:
                     await self.send(channel, data)
         finally:
-            if fd == self.master:
-                self.stdin_fd = None if self.stdin_fd == fd else self.stdin_fd
-                self.master = None
-            with contextlib.suppress(OSError):
-                os.close(fd)
+            # The pty master stays open until the command has exited: closing it hangs the
+            # terminal up, and a program that closes its stdio before exiting (GNU cat does)
+            # would die of the SIGHUP. `_close_fds` closes it at the end.
+            if fd != self.master:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     async def _write_stdin(self, data: bytes) -> None:
         view = memoryview(data)

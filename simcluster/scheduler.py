@@ -44,9 +44,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .controllers.base import Controller, Key
+from .controllers.base import Controller, EventRecorder, Key
 from .errors import ApiError
-from .operators.common import POD_GROUP, POD_GROUP_MIN_MEMBER, EventRecorder
+from .operators.common import POD_GROUP, POD_GROUP_MIN_MEMBER
 from .operators.common import now as _now
 from .store import Event
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+import time
 from collections.abc import Iterable
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ApiError
 from ..store import Event, TypeKey, now_rfc3339
 
 if TYPE_CHECKING:
@@ -97,6 +99,75 @@ class Controller:
         raise NotImplementedError
 
 
+class EventRecorder:
+    """core/v1 Events, aggregated like client-go's recorder (same object, reason and message:
+    count + 1), with an index instead of a scan of the namespace's Events."""
+
+    _seq = itertools.count()
+
+    def __init__(self, sim: SimCluster, component: str) -> None:
+        self.sim = sim
+        self.component = component
+        self._index: dict[tuple[str, str, str, str], tuple[str, str]] = {}
+
+    def event(self, obj: dict[str, Any], type_: str, reason: str, message: str, *, host: str | None = None) -> None:
+        store = self.sim.store
+        rt = self.sim.registry.get("", "v1", "events")
+        if rt is None:
+            return
+        meta = obj.get("metadata") or {}
+        ns = meta.get("namespace") or "default"
+        stamp = now_rfc3339()
+        key = (str(meta.get("uid")), type_, reason, message)
+        known = self._index.get(key)
+        if known is not None and store.find(("", "events"), *known) is not None:
+
+            def bump(o: dict[str, Any]) -> None:
+                o["count"] = int(o.get("count") or 1) + 1
+                o["lastTimestamp"] = stamp
+
+            store.mutate(rt, known[0], known[1], bump)
+            return
+        name = f"{meta.get('name', 'unknown')}.{time.time_ns() + next(self._seq):x}"
+        source: dict[str, str] = {"component": self.component}
+        if host:
+            source["host"] = host
+        ev = {
+            "metadata": {"name": name, "namespace": ns},
+            "involvedObject": {
+                "kind": obj.get("kind"),
+                "namespace": meta.get("namespace", ""),
+                "name": meta.get("name"),
+                "uid": meta.get("uid"),
+                "apiVersion": obj.get("apiVersion"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": reason,
+            "message": message,
+            "type": type_,
+            "source": source,
+            "reportingComponent": self.component,
+            "reportingInstance": host or "",
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        if store.find(("", "namespaces"), "", ns) is None:
+            return  # the namespace is going away; nothing to attach the event to
+        try:
+            store.create(rt, ev, ns)
+        except ApiError:
+            return
+        if len(self._index) > 200_000:
+            self._index.clear()
+        self._index[key] = (ns, name)
+
+    def forget(self, uid: str) -> None:
+        for key in [k for k in self._index if k[0] == uid]:
+            del self._index[key]
+
+
+
 def record_event(
     sim: SimCluster,
     obj: dict[str, Any],
@@ -107,49 +178,9 @@ def record_event(
     *,
     host: str | None = None,
 ) -> None:
-    """Record a core/v1 Event about `obj`, aggregating repeats the way the real recorder does."""
-    meta = obj["metadata"]
-    ns = meta.get("namespace") or "default"
-    rt = sim.registry.get("", "v1", "events")
-    assert rt is not None
-    now = now_rfc3339()
-    index: dict[tuple[str, str, str, str], str] = sim.__dict__.setdefault("_event_index", {})
-    ikey = (ns, str(meta.get("uid")), reason, message)
-    existing = index.get(ikey)
-    if existing is not None and sim.store.find(rt.key, ns, existing) is not None:
-        def bump(o: dict[str, Any]) -> None:
-            o["count"] = o.get("count", 1) + 1
-            o["lastTimestamp"] = now
-
-        sim.store.mutate(rt, ns, existing, bump)
-        return
-    stamp = format(int(datetime.now(UTC).timestamp() * 1e9), "x")
-    source: dict[str, str] = {"component": component}
-    if host:
-        source["host"] = host
-    event_name = f"{meta['name']}.{stamp}"
-    index[ikey] = event_name
-    sim.store.create(
-        rt,
-        {
-            "metadata": {"name": event_name, "namespace": ns},
-            "involvedObject": {
-                "kind": obj.get("kind"),
-                "namespace": meta.get("namespace", ""),
-                "name": meta["name"],
-                "uid": meta.get("uid"),
-                "apiVersion": obj.get("apiVersion"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": type_,
-            "source": source,
-            "reportingComponent": component,
-            "reportingInstance": host or "",
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        },
-        ns,
-    )
+    """Record a core/v1 Event about `obj` with the shared recorder of `component`."""
+    recorders: dict[str, EventRecorder] = sim.__dict__.setdefault("_event_recorders", {})
+    rec = recorders.get(component)
+    if rec is None:
+        rec = recorders[component] = EventRecorder(sim, component)
+    rec.event(obj, type_, reason, message, host=host)

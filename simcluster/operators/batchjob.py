@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..controllers.base import Controller, Key
+from ..controllers.base import Controller, EventRecorder, Key
 from ..errors import ApiError
 from ..store import Event
 from .common import (
@@ -32,7 +32,6 @@ from .common import (
     LEGACY_CONTROLLER_UID,
     LEGACY_JOB_NAME,
     POD_KEY,
-    EventRecorder,
     Timers,
     api_create,
     api_delete,

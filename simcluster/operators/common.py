@@ -10,7 +10,6 @@ scanning every Event in the namespace.
 from __future__ import annotations
 
 import copy
-import itertools
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -305,73 +304,6 @@ def set_condition(
     return True
 
 
-# -- events ----------------------------------------------------------------------------------------
-class EventRecorder:
-    """core/v1 Events, aggregated like client-go's recorder (same object, reason and message:
-    count + 1), with an index instead of a scan of the namespace's Events."""
-
-    _seq = itertools.count()
-
-    def __init__(self, sim: SimCluster, component: str) -> None:
-        self.sim = sim
-        self.component = component
-        self._index: dict[tuple[str, str, str, str], tuple[str, str]] = {}
-
-    def event(self, obj: dict[str, Any], type_: str, reason: str, message: str, *, host: str | None = None) -> None:
-        store = self.sim.store
-        rt = self.sim.registry.get("", "v1", "events")
-        if rt is None:
-            return
-        meta = obj.get("metadata") or {}
-        ns = meta.get("namespace") or "default"
-        stamp = now()
-        key = (str(meta.get("uid")), type_, reason, message)
-        known = self._index.get(key)
-        if known is not None and store.find(EVENT_KEY, *known) is not None:
-
-            def bump(o: dict[str, Any]) -> None:
-                o["count"] = int(o.get("count") or 1) + 1
-                o["lastTimestamp"] = stamp
-
-            store.mutate(rt, known[0], known[1], bump)
-            return
-        name = f"{meta.get('name', 'unknown')}.{time.time_ns() + next(self._seq):x}"
-        source: dict[str, str] = {"component": self.component}
-        if host:
-            source["host"] = host
-        ev = {
-            "metadata": {"name": name, "namespace": ns},
-            "involvedObject": {
-                "kind": obj.get("kind"),
-                "namespace": meta.get("namespace", ""),
-                "name": meta.get("name"),
-                "uid": meta.get("uid"),
-                "apiVersion": obj.get("apiVersion"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "reason": reason,
-            "message": message,
-            "type": type_,
-            "source": source,
-            "reportingComponent": self.component,
-            "reportingInstance": host or "",
-            "firstTimestamp": stamp,
-            "lastTimestamp": stamp,
-            "count": 1,
-        }
-        if store.find(("", "namespaces"), "", ns) is None:
-            return  # the namespace is going away; nothing to attach the event to
-        try:
-            store.create(rt, ev, ns)
-        except ApiError:
-            return
-        if len(self._index) > 200_000:
-            self._index.clear()
-        self._index[key] = (ns, name)
-
-    def forget(self, uid: str) -> None:
-        for key in [k for k in self._index if k[0] == uid]:
-            del self._index[key]
 
 
 # -- writing like an API client ------------------------------------------------------------------

@@ -32,7 +32,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..controllers.base import Controller, Key
+from ..controllers.base import Controller, EventRecorder, Key
 from ..errors import ApiError
 from ..resources import ResourceType
 from ..store import Event
@@ -46,7 +46,6 @@ from .common import (
     REPLICA_INDEX,
     REPLICA_TYPE,
     SERVICE_KEY,
-    EventRecorder,
     Timers,
     aggregate,
     api_create,

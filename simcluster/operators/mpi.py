@@ -36,7 +36,7 @@ import copy
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..controllers.base import Controller, Key
+from ..controllers.base import Controller, EventRecorder, Key
 from ..errors import ApiError
 from ..store import Event
 from .batchjob import job_finished
@@ -52,7 +52,6 @@ from .common import (
     REPLICA_INDEX,
     SECRET_KEY,
     SERVICE_KEY,
-    EventRecorder,
     aggregate,
     api_create,
     api_delete,
