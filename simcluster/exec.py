@@ -13,7 +13,7 @@ remote-command subprotocols (`simcluster.exec_channels`), and the command is sta
 
 The exit status goes on the error channel as a `Status`, then the socket is closed normally. If
 the pod is deleted or the container stops, the session's processes are killed (the command then
-reports exit code 137, as a container runtime does) and the socket closed. When the client goes
+reports 128 + the signal, e.g. 137, as a container runtime does) and the socket closed. When the client goes
 away, the session's processes are killed. SPDY is not served: a SPDY upgrade gets a 400 Status.
 """
 
@@ -261,6 +261,10 @@ class ExecSession:
                 out_fds = self._spawn()
             except StartError as exc:
                 await self.finish(chan.runtime_error(self._start_failure(exc.detail), self.proto))
+                return
+            except Exception as exc:  # e.g. the runtime could not give the environment
+                log.exception("exec %s/%s: cannot start %s", self.namespace, self.pod, self.opts.command)
+                await self.finish(chan.runtime_error(f"error executing command in container: {exc}", self.proto))
                 return
             self.service.started += 1
             pumps = [asyncio.ensure_future(self._pump(fd, ch)) for fd, ch in out_fds]

@@ -244,9 +244,10 @@ def test_tty_input_and_eof_sent_before_start(simcluster, core):
     ws.write_stdin("partial")
     ws.close_channel(0)  # on a terminal: the EOF character, twice after a partial line
     ws.run_forever(timeout=10)
-    rc = ws.returncode
+    assert ws.returncode == 0
     out = ws.read_stdout()
-    assert (rc, out) == (0, "abc\r\nabc\r\npartialpartial")
+    # the terminal's echo and cat's copy of each piece (their interleaving depends on timing)
+    assert out.count("abc\r\n") == 2 and out.count("partial") == 2 and len(out) == 24, out
 
 
 def test_api_server_errors_before_upgrade(simcluster, core):
