@@ -165,3 +165,43 @@ def test_errors_are_one_line_with_exit_codes(cluster, tmp_path):
         assert text in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
         assert len(proc.stderr.strip().splitlines()) <= 3
+
+
+def test_exec_plugin_credentials_and_tls_failure(cluster, tmp_path):
+    import yaml
+
+    sim = cluster.sim
+    cfg = yaml.safe_load(sim.kubeconfig_path.read_text())
+    plugin = tmp_path / "token-plugin.sh"
+    plugin.write_text(
+        "#!/bin/sh\n"
+        f'echo \'{{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",'
+        f'"status":{{"token":"{sim.admin_token}"}}}}\'\n'
+    )
+    plugin.chmod(0o755)
+    admin = next(u for u in cfg["users"] if u["name"] == "admin")
+    admin["user"] = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": str(plugin),
+                              "interactiveMode": "Never"}}
+    kc = tmp_path / "exec.yaml"
+    kc.write_text(yaml.safe_dump(cfg))
+    out = ranks_cli("list", "-A", "-o", "json", kubeconfig=kc)
+    assert out.returncode == 0, out.stderr
+    assert "mnist" in {w["name"] for w in json.loads(out.stdout)["workloads"]}
+    # a CA that did not sign the server's certificate: a TLS failure, exit 5
+    import base64
+
+    from simcluster.tls import make_tls
+
+    other = make_tls()
+    cfg["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(other.ca_pem).decode()
+    bad = tmp_path / "badca.yaml"
+    bad.write_text(yaml.safe_dump(cfg))
+    out = ranks_cli("list", "-A", kubeconfig=bad)
+    assert out.returncode == 5, out.stderr
+    assert out.stderr.startswith("ranks: error: TLS verification failed for https://127.0.0.1:")
+
+
+def test_shell_completion_scripts():
+    for shell in ("bash", "zsh", "fish"):
+        out = ranks_cli(env={"_RANKS_COMPLETE": f"{shell}_source"})
+        assert out.returncode == 0 and "_RANKS_COMPLETE" in out.stdout, (shell, out.stderr)
