@@ -166,9 +166,10 @@ class CpuSampler:
             return prev.cores
         cpu, started = cpu_seconds(pids)
         if prev is None:
-            # First sample: the average since the oldest process started.
+            # First sample: the average since the oldest process started, once that is long
+            # enough to mean something (a just-exec'd `sleep` would read its start-up as load).
             span = uptime() - started if started is not None else 0.0
-            cores = cpu / span if span > 0.05 else 0.0
+            cores = cpu / span if span >= 1.0 else 0.0
         else:
             cores = max(0.0, cpu - prev.cpu) / max(1e-6, now - prev.at)
         self._last[uid] = CpuSample(now, cpu, cores)

@@ -1,0 +1,266 @@
+"""The binding catalogue: every binding of the dashboard has an id, a default key and a scope.
+
+A keymap (the ``[keymap]`` table of the configuration: binding id -> key string, or list of key
+strings) remaps bindings by id. Keys use Textual's syntax: modifiers ``ctrl``, ``shift``, ``alt``,
+``meta``, ``super``, ``hyper`` joined with ``+`` to a key name (``f5``, ``enter``, ``pageup``,
+``slash``...) or one printable character (``?``, ``/``; normalised to Textual's names such as
+``question_mark``); several keys are separated by commas (``"q,ctrl+q"``).
+
+Use: screens declare ``BINDINGS = default_bindings("table")`` (Bindings carry their ids), and the
+app calls ``app.set_keymap(keymap.textual_keymap())`` so Textual substitutes the user's keys; or
+build bindings with the overrides already applied with ``keymap.bindings(scope)``.
+
+Scopes: ``global`` bindings are active everywhere, so they conflict with any scope; ``table``
+(project/workload/rank lists), ``details`` (describe/YAML view) and ``logs`` are separate screens
+and conflict only with themselves and global; ``shell`` (an attached terminal) receives every
+key, so its bindings conflict only with each other.
+"""
+
+from __future__ import annotations
+
+import difflib
+import unicodedata
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from textual.binding import Binding
+from textual.keys import KEY_TO_UNICODE_NAME, REPLACED_KEYS, Keys, _character_to_key, format_key
+
+SCOPES = ("global", "table", "details", "logs", "shell")
+MODIFIERS = ("alt", "ctrl", "hyper", "meta", "shift", "super")
+RESERVED_KEYS: Mapping[str, str] = {
+    "tab": "focus next (Textual)",
+    "shift+tab": "focus previous (Textual)",
+    "ctrl+c": "copy / interrupt (Textual)",
+}
+
+_NAMED_KEYS = frozenset(
+    {k.value.rpartition("+")[2] for k in Keys if not k.value.startswith("<")}
+    | {f"f{i}" for i in range(1, 36)}
+    | {"caps_lock", "scroll_lock", "num_lock", "print_screen", "pause", "menu", "space", "newline"}
+) - {"ctrl-at"}
+
+
+@dataclass(frozen=True)
+class BindingSpec:
+    id: str
+    key: str
+    """Default key(s), comma separated, Textual syntax."""
+    action: str
+    description: str
+    scope: str = "global"
+    show: bool = True
+    priority: bool = False
+
+
+CATALOGUE: tuple[BindingSpec, ...] = (
+    # global: every screen
+    BindingSpec("quit", "q", "quit", "Quit"),
+    BindingSpec("help", "question_mark", "help", "Help"),
+    BindingSpec("command_palette", "ctrl+p", "command_palette", "Commands"),
+    BindingSpec("back", "escape", "back", "Back"),
+    BindingSpec("filter", "slash", "filter", "Filter"),
+    BindingSpec("refresh", "ctrl+r", "refresh", "Refresh", show=False),
+    BindingSpec("projects", "p", "projects", "Projects", show=False),
+    BindingSpec("theme", "ctrl+t", "change_theme", "Theme", show=False),
+    # table: project, workload and rank lists
+    BindingSpec("open", "enter", "open", "Open", "table"),
+    BindingSpec("describe", "d", "describe", "Describe", "table"),
+    BindingSpec("logs", "l", "logs", "Logs", "table"),
+    BindingSpec("shell", "s", "shell", "Shell", "table"),
+    BindingSpec("exec_all", "x", "exec_all", "Exec on all ranks", "table", show=False),
+    BindingSpec("delete", "ctrl+d", "delete", "Delete", "table", show=False),
+    BindingSpec("sort", "o", "sort", "Sort", "table"),
+    BindingSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", "table", show=False),
+    BindingSpec("toggle_mine", "m", "toggle_mine", "Only mine", "table"),
+    BindingSpec("all_projects", "a", "all_projects", "All projects", "table", show=False),
+    # details: describe / YAML view
+    BindingSpec("yaml", "y", "yaml", "YAML", "details"),
+    BindingSpec("events", "e", "events", "Events", "details"),
+    BindingSpec("details_logs", "l", "logs", "Logs", "details"),
+    BindingSpec("details_shell", "s", "shell", "Shell", "details"),
+    # logs: merged rank logs
+    BindingSpec("tail", "f", "tail", "Follow", "logs"),
+    BindingSpec("wrap", "w", "wrap", "Wrap", "logs"),
+    BindingSpec("timestamps", "t", "timestamps", "Timestamps", "logs"),
+    BindingSpec("save_logs", "ctrl+s", "save_logs", "Save", "logs"),
+    BindingSpec("select_ranks", "r", "select_ranks", "Ranks", "logs"),
+    BindingSpec("previous_logs", "P", "previous_logs", "Previous run", "logs", show=False),
+    BindingSpec("next_match", "n", "next_match", "Next match", "logs", show=False),
+    BindingSpec("prev_match", "N", "prev_match", "Previous match", "logs", show=False),
+    BindingSpec("top", "g,home", "scroll_top", "Top", "logs", show=False),
+    BindingSpec("bottom", "G,end", "scroll_bottom", "Bottom", "logs", show=False),
+    # shell: an attached terminal gets every other key
+    BindingSpec("detach", "ctrl+right_square_bracket", "detach", "Detach", "shell", priority=True),
+)
+
+BY_ID: Mapping[str, BindingSpec] = {spec.id: spec for spec in CATALOGUE}
+assert len(BY_ID) == len(CATALOGUE), "binding ids must be unique"
+assert all(spec.scope in SCOPES for spec in CATALOGUE)
+
+
+class KeymapError(ValueError):
+    """Problems in a keymap: ``problems`` is a list of (binding id or "", one-line message)."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems = list(problems)
+        super().__init__("; ".join(f"{bid}: {msg}" if bid else msg for bid, msg in self.problems))
+
+
+@dataclass(frozen=True)
+class Conflict:
+    key: str
+    ids: tuple[str, ...]
+
+    def __str__(self) -> str:
+        names = ", ".join(f"{i!r} ({BY_ID[i].scope})" if i in BY_ID else repr(i) for i in self.ids)
+        return f"key {self.key!r} is bound to {names}"
+
+
+def _is_character_name(name: str) -> bool:
+    """`name` is Textual's name for a printable character (``slash``, ``question_mark``...)."""
+    original = REPLACED_KEYS.get(name, name)
+    try:
+        char = unicodedata.lookup(KEY_TO_UNICODE_NAME.get(original, original.replace("_", " ").upper()))
+    except KeyError:
+        return False
+    return len(char) == 1 and char.isprintable() and _character_to_key(char) == name
+
+
+def _hint(word: str, choices: Iterable[str]) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def normalise_key(key: str) -> str:
+    """One key in Textual's canonical form (modifiers sorted, characters named); ValueError if invalid."""
+    raw = key
+    if key == " ":
+        return "space"
+    key = key.strip()
+    if not key:
+        raise ValueError("empty key")
+    if len(key) == 1:
+        if not key.isprintable():
+            raise ValueError(f"key {raw!r} is not printable")
+        return "space" if key == " " else _character_to_key(key)
+    *mods, base = key.split("+")
+    if base == "" and mods and mods[-1] == "":  # "ctrl++": the plus key
+        mods, base = mods[:-1], "+"
+    if not base:
+        raise ValueError(f"key {raw!r} has no key after '+'")
+    mods = [m.lower() for m in mods]
+    for mod in mods:
+        if mod not in MODIFIERS:
+            raise ValueError(f"unknown modifier {mod!r} in {raw!r}{_hint(mod, MODIFIERS)} "
+                             f"(modifiers: {', '.join(MODIFIERS)})")
+    if len(set(mods)) != len(mods):
+        raise ValueError(f"repeated modifier in {raw!r}")
+    if mods == ["shift"] and len(base) == 1 and base.isalpha():
+        return base.upper()  # terminals send shift+o as "O"
+    if len(base) == 1:
+        if not base.isprintable() or base == " ":
+            base = "space" if base == " " else base
+            if base != "space":
+                raise ValueError(f"key {raw!r} is not printable")
+        else:
+            base = _character_to_key(base.lower() if mods and base.isalpha() else base)
+    elif base.lower() in _NAMED_KEYS:
+        base = base.lower()
+    elif not _is_character_name(base):
+        names = sorted(_NAMED_KEYS | {"question_mark", "slash", "comma", "full_stop", "minus", "plus"})
+        raise ValueError(f"unknown key name {base!r} in {raw!r}{_hint(base.lower(), names)}")
+    return "+".join([*sorted(mods), base])
+
+
+def parse_keys(value: str | Sequence[str]) -> tuple[str, ...]:
+    """A key string (``"q,ctrl+q"``) or a list of keys -> normalised keys, duplicates removed."""
+    if isinstance(value, str):
+        parts = value.split(",") if len(value.strip()) > 1 else [value]
+    elif isinstance(value, Sequence) and all(isinstance(v, str) for v in value):
+        parts = []
+        for item in value:
+            parts.extend(item.split(",") if len(item.strip()) > 1 else [item])
+    else:
+        raise ValueError(f"expected a key string or a list of key strings (got {value!r})")
+    keys = tuple(dict.fromkeys(normalise_key(p) for p in parts))
+    if not keys:
+        raise ValueError("no key given")
+    return keys
+
+
+def _scopes_overlap(a: str, b: str) -> bool:
+    if a == "shell" or b == "shell":
+        return a == b
+    return a == b or "global" in (a, b)
+
+
+class Keymap:
+    """The catalogue with the user's overrides applied (validated on construction)."""
+
+    def __init__(self, overrides: Mapping[str, str | Sequence[str]] | None = None,
+                 catalogue: Sequence[BindingSpec] = CATALOGUE) -> None:
+        self.catalogue = tuple(catalogue)
+        self.by_id = {spec.id: spec for spec in self.catalogue}
+        self.overrides: dict[str, tuple[str, ...]] = {}
+        problems: list[tuple[str, str]] = []
+        for bid, value in (overrides or {}).items():
+            if bid not in self.by_id:
+                problems.append((bid, f"unknown binding id {bid!r}{_hint(bid, self.by_id)}"))
+                continue
+            try:
+                self.overrides[bid] = parse_keys(value)
+            except ValueError as exc:
+                problems.append((bid, str(exc)))
+        if problems:
+            raise KeymapError(problems)
+
+    def keys(self, binding_id: str) -> tuple[str, ...]:
+        if binding_id in self.overrides:
+            return self.overrides[binding_id]
+        return parse_keys(self.by_id[binding_id].key)
+
+    def display(self, binding_id: str) -> str:
+        """The keys as shown in help and footers (``?``, ``ctrl+p``, ``esc``), joined with ``/``."""
+        return "/".join(format_key(k) for k in self.keys(binding_id))
+
+    def bindings(self, scope: str) -> list[Binding]:
+        """Textual `Binding`s (with ids) for `scope`, the overrides applied."""
+        return [
+            Binding(",".join(self.keys(s.id)), s.action, s.description, show=s.show, priority=s.priority, id=s.id)
+            for s in self.catalogue if s.scope == scope
+        ]
+
+    def textual_keymap(self) -> dict[str, str]:
+        """The overrides as `App.set_keymap` takes them (binding id -> comma separated keys)."""
+        return {bid: ",".join(keys) for bid, keys in self.overrides.items()}
+
+    def conflicts(self) -> list[Conflict]:
+        """Keys bound twice where both bindings can be active, and keys Textual reserves."""
+        by_key: dict[str, list[BindingSpec]] = defaultdict(list)
+        for spec in self.catalogue:
+            for key in self.keys(spec.id):
+                by_key[key].append(spec)
+        out: list[Conflict] = []
+        for key, specs in by_key.items():
+            ids: list[str] = []
+            for i, first in enumerate(specs):
+                for second in specs[i + 1:]:
+                    if _scopes_overlap(first.scope, second.scope):
+                        ids.extend(x for x in (first.id, second.id) if x not in ids)
+            if ids:
+                out.append(Conflict(key, tuple(ids)))
+            if key in RESERVED_KEYS:
+                out.append(Conflict(key, (*[s.id for s in specs if s.scope != "shell"], RESERVED_KEYS[key])))
+        return [c for c in out if len(c.ids) > 1]
+
+    def conflicts_of(self, binding_id: str) -> list[Conflict]:
+        return [c for c in self.conflicts() if binding_id in c.ids]
+
+
+def default_bindings(scope: str) -> list[Binding]:
+    """The default `Binding`s of `scope`, with ids (for a screen's ``BINDINGS``)."""
+    if scope not in SCOPES:
+        raise ValueError(f"unknown scope {scope!r} (scopes: {', '.join(SCOPES)})")
+    return Keymap().bindings(scope)

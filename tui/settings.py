@@ -1,0 +1,277 @@
+"""Typed settings for the dashboard, read from a TOML file.
+
+Where: ``$RANKS_CONFIG`` if set, else ``$XDG_CONFIG_HOME/ranks/config.toml`` (an absolute
+XDG_CONFIG_HOME), else ``~/.config/ranks/config.toml``. A missing default file means defaults; a
+missing file named by RANKS_CONFIG (or passed explicitly) is an error. Command-line flags go
+over the file with `Settings.with_overrides`. User themes are read from ``themes/`` beside the
+file (`themes_dir`).
+
+Every problem is one line naming the file, the line and the key, e.g.
+``~/.config/ranks/config.toml:4: refresh_interval: must be at least 1 second (got 0.5)``; unknown
+keys are rejected with a "did you mean" hint; bad TOML gives its line and column.
+
+Example::
+
+    prometheus_url = "http://prometheus.monitoring:9090"
+    refresh_interval = 5          # seconds, >= 1
+    theme = "dark"                # a built-in (dark, light, high-contrast, colour-blind) or a user theme
+    colours = "auto"              # auto | truecolor | 256 | 16 | mono (NO_COLOR always means mono)
+    default_project = "team-a"
+    read_only = false
+    namespaces = ["runai-team-a", "runai-team-b"]   # watched when namespaces cannot be listed
+    ascii = false                 # ASCII glyphs instead of Unicode
+    coalesce = 0.05               # seconds to gather model changes before a redraw
+
+    [metrics]                     # Prometheus metric names (keys as in monitors.promql)
+    util = "DCGM_FI_DEV_GPU_UTIL"
+
+    [keymap]                      # binding id -> key(s); see tui.keymap.CATALOGUE
+    quit = "ctrl+q"
+    logs = ["l", "L"]
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
+
+from monitors.promql import DEFAULT_METRIC_NAMES
+from themes.loader import (
+    ConfigFileError,
+    ConfigProblem,
+    find_line,
+    problems_from_validation,
+    read_toml,
+    user_themes_dir,
+)
+from themes.model import NAME_RE
+
+from .keymap import Keymap, KeymapError
+
+CONFIG_ENV = "RANKS_CONFIG"
+APP_NAME = "ranks"
+CONFIG_FILE = "config.toml"
+MIN_REFRESH = 1.0
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_METRIC = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+class SettingsError(ConfigFileError):
+    """Settings that cannot be used; ``problems`` holds one `ConfigProblem` (one line) each."""
+
+
+def _namespace(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.fullmatch(value):
+        raise ValueError(f"{value!r} is not a namespace name (lower-case letters, digits and '-', "
+                         "at most 63)")
+    return value
+
+
+def _metric(value: str) -> str:
+    if not _METRIC.fullmatch(value):
+        raise ValueError(f"{value!r} is not a Prometheus metric name")
+    return value
+
+
+Namespace = Annotated[str, AfterValidator(_namespace)]
+MetricName = Annotated[str, AfterValidator(_metric)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class MetricNames(_Strict):
+    """Prometheus metric names, by the keys `monitors.promql.metric_names` takes."""
+
+    util: MetricName = DEFAULT_METRIC_NAMES["util"]
+    sm_active: MetricName = DEFAULT_METRIC_NAMES["sm_active"]
+    mem_used: MetricName = DEFAULT_METRIC_NAMES["mem_used"]
+    mem_free: MetricName = DEFAULT_METRIC_NAMES["mem_free"]
+    power: MetricName = DEFAULT_METRIC_NAMES["power"]
+    temp: MetricName = DEFAULT_METRIC_NAMES["temp"]
+    xid: MetricName = DEFAULT_METRIC_NAMES["xid"]
+
+
+class Settings(_Strict):
+    prometheus_url: str | None = None
+    """Prometheus base URL; None: discovered through the API server."""
+    metrics: MetricNames = Field(default_factory=MetricNames)
+    refresh_interval: float = 5.0
+    """Seconds between metric refreshes (>= 1)."""
+    theme: str = "dark"
+    colours: Literal["auto", "truecolor", "256", "16", "mono"] = "auto"
+    keymap: dict[str, Any] = Field(default_factory=dict)
+    """Binding id -> key string or list of key strings (validated by `tui.keymap.Keymap`)."""
+    default_project: Namespace | None = None
+    read_only: bool = False
+    namespaces: list[Namespace] = Field(default_factory=list)
+    """Namespaces to watch when the user may not list namespaces."""
+    ascii: bool = False
+    coalesce: float = 0.05
+    """Seconds to gather model changes before subscribers see them."""
+
+    _path: Path | None = PrivateAttr(default=None)
+    _text: str = PrivateAttr(default="")
+
+    @field_validator("prometheus_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"not an http(s) URL: {value!r}")
+        return value.strip().rstrip("/")
+
+    @field_validator("refresh_interval")
+    @classmethod
+    def _refresh(cls, value: float) -> float:
+        if not MIN_REFRESH <= value <= 3600:
+            raise ValueError(f"must be at least {MIN_REFRESH:g} second and at most 3600 (got {value:g})")
+        return float(value)
+
+    @field_validator("coalesce")
+    @classmethod
+    def _coalesce(cls, value: float) -> float:
+        if not 0 <= value <= 2:
+            raise ValueError(f"must be between 0 and 2 seconds (got {value:g})")
+        return float(value)
+
+    @field_validator("theme")
+    @classmethod
+    def _theme(cls, value: str) -> str:
+        if not NAME_RE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a theme name (a-z, 0-9, '-' and '_')")
+        return value
+
+    @field_validator("namespaces")
+    @classmethod
+    def _dedupe(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(value))
+
+    @property
+    def path(self) -> Path | None:
+        """The file these settings were read from (None: defaults only)."""
+        return self._path
+
+    @property
+    def metric_names(self) -> dict[str, str]:
+        return self.metrics.model_dump()
+
+    @property
+    def key_map(self) -> Keymap:
+        return Keymap(self.keymap)
+
+    def problem(self, field: str, message: str) -> ConfigProblem:
+        """A one-line problem about `field` (dotted) found later, e.g. an unknown theme name."""
+        loc = tuple(field.split("."))
+        return ConfigProblem(str(self._path) if self._path else "settings", field, message,
+                             find_line(self._text, loc) if self._text else None)
+
+    def with_overrides(self, source: str = "command line", **values: Any) -> Settings:
+        """A copy with `values` (None values ignored) over these settings, validated the same way;
+        errors name `source` and the flag (``--read-only``)."""
+        values = {k: v for k, v in values.items() if v is not None}
+        if not values:
+            return self
+        try:
+            out = Settings.model_validate({**self.model_dump(), **values})
+        except ValidationError as exc:
+            problems = [ConfigProblem(source, "--" + p.field.replace("_", "-"), p.message)
+                        for p in problems_from_validation(exc, source, "", Settings)]
+            raise SettingsError(problems) from None
+        if "keymap" in values and (problems := _keymap_problems(out.keymap, source, "")):
+            raise SettingsError(problems)
+        out._path, out._text = self._path, self._text
+        return out
+
+
+def config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """The configuration file: $RANKS_CONFIG, else $XDG_CONFIG_HOME/ranks/config.toml, else
+    ~/.config/ranks/config.toml (it may not exist)."""
+    env = os.environ if environ is None else environ
+    if env.get(CONFIG_ENV):
+        return Path(env[CONFIG_ENV]).expanduser()
+    xdg = env.get("XDG_CONFIG_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        base = Path(xdg)
+    else:
+        home = env.get("HOME")
+        base = (Path(home) if home else Path.home()) / ".config"
+    return base / APP_NAME / CONFIG_FILE
+
+
+def themes_dir(settings: Settings | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """Where user themes live: ``themes/`` beside the configuration file."""
+    path = settings.path if settings is not None and settings.path is not None else config_path(environ)
+    return user_themes_dir(path)
+
+
+def _keymap_problems(keymap: Any, path: str, text: str) -> list[ConfigProblem]:
+    if not isinstance(keymap, Mapping):
+        return []  # the model reports the type
+    try:
+        checked = Keymap(keymap)
+    except KeymapError as exc:
+        return [ConfigProblem(path, f"keymap.{bid}", msg, find_line(text, ("keymap", bid)))
+                for bid, msg in exc.problems]
+    problems = []
+    for conflict in checked.conflicts():
+        changed = [bid for bid in conflict.ids if bid in checked.overrides] or list(conflict.ids[:1])
+        problems.append(ConfigProblem(path, f"keymap.{changed[0]}", f"conflict: {conflict}",
+                                      find_line(text, ("keymap", changed[0]))))
+    return problems
+
+
+def _by_line(problems: list[ConfigProblem]) -> list[ConfigProblem]:
+    return sorted(problems, key=lambda p: p.line if p.line is not None else 1 << 30)
+
+
+def parse_settings(data: Mapping[str, Any], path: str = "settings", text: str = "") -> Settings:
+    """Validate settings data (as read from TOML); raises `SettingsError` listing every problem."""
+    problems = _keymap_problems(data.get("keymap", {}), path, text)
+    try:
+        settings = Settings.model_validate(dict(data))
+    except ValidationError as exc:
+        raise SettingsError(_by_line(problems + problems_from_validation(exc, path, text, Settings))) from None
+    if problems:
+        raise SettingsError(_by_line(problems))
+    settings._text = text
+    return settings
+
+
+def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from `path`, or from `config_path(environ)`; raises `SettingsError` (one line per
+    problem). Only the default location may be missing (-> defaults)."""
+    env = os.environ if environ is None else environ
+    explicit = path is not None or bool(env.get(CONFIG_ENV))
+    file = Path(path).expanduser() if path is not None else config_path(env)
+    if not file.exists():
+        if explicit:
+            why = f" (set by {CONFIG_ENV})" if path is None else ""
+            raise SettingsError([ConfigProblem(str(file), "", f"configuration file not found{why}")])
+        settings = Settings()
+        settings._path = None
+        return settings
+    if file.is_dir():
+        raise SettingsError([ConfigProblem(str(file), "", "is a directory, not a configuration file")])
+    data, text = read_toml(file, SettingsError)
+    settings = parse_settings(data, str(file), text)
+    settings._path = file
+    return settings
