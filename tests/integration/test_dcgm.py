@@ -454,7 +454,8 @@ def test_cpu_sampler_reads_real_processes() -> None:
     idle = subprocess.Popen(["sleep", "30"])
     try:
         sampler = CpuSampler()
-        time.sleep(0.4)
+        assert sampler.cores("young", [idle.pid]) == 0.0  # under 1 s old: a baseline, not load
+        time.sleep(1.1)
         first_busy = sampler.cores("busy", [busy.pid])  # first sample: average since start
         first_idle = sampler.cores("idle", [idle.pid])
         time.sleep(0.6)
