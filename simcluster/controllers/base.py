@@ -7,6 +7,7 @@ maps every event to the keys it must reconcile.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import itertools
@@ -26,7 +27,7 @@ log = logging.getLogger("simcluster.controllers")
 Key = tuple[Any, ...]
 
 
-class Controller:
+class Controller(abc.ABC):
     """Subclass: set `watches`, implement `keys_for(event)` and `async reconcile(key)`."""
 
     name = "controller"
@@ -95,8 +96,9 @@ class Controller:
             except Exception:  # a controller bug must not stop the cluster
                 log.exception("%s: reconcile %s failed", self.name, key)
 
+    @abc.abstractmethod
     async def reconcile(self, key: Key) -> None:
-        raise NotImplementedError
+        """Bring the object named by `key` to its desired state."""
 
 
 class EventRecorder:

@@ -26,6 +26,7 @@ Not emulated: PodGroup objects, the PyTorch `init-pytorch` init container, HPA f
 
 from __future__ import annotations
 
+import abc
 import copy
 import time
 from collections.abc import Iterable
@@ -94,7 +95,7 @@ class Replica:
     template: dict[str, Any]
 
 
-class Framework:
+class Framework(abc.ABC):
     """What differs between the training-operator kinds."""
 
     kind: ClassVar[str] = ""
@@ -192,11 +193,13 @@ class Framework:
     def is_master_role(self, replicas: dict[str, Replica], rt: str, index: int) -> bool:
         return rt == "Master"
 
+    @abc.abstractmethod
     def set_cluster_spec(
         self, job: dict[str, Any], replicas: dict[str, Replica], template: dict[str, Any], rt: str, index: int
     ) -> None:
         """Inject the env the operator sets (raise ValueError to refuse creating the pod)."""
 
+    @abc.abstractmethod
     def update_status(
         self,
         ctrl: KubeflowJobController,
@@ -205,7 +208,7 @@ class Framework:
         status: dict[str, Any],
         pods: list[dict[str, Any]],
     ) -> None:
-        raise NotImplementedError
+        """Set the job's conditions and replicaStatuses from its pods (the operator's rules)."""
 
     # -- helpers for subclasses ---------------------------------------------------------------
     def reason(self, what: str) -> str:
