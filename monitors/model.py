@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from .records import EventRec, JobRec, NamespaceRec, NodeRec, PodRec, QuotaRec
+from .records import EventRec, JobRec, NamespaceRec, NodeRec, PodRec, QuotaRec, pairs
 from .views import (
     ConditionView,
     FirstFailure,
@@ -355,7 +355,7 @@ class LiveModel:
             status=status, reason=reason, interactive=interactive, ranks_ready=ready, ranks_total=total,
             gpus_requested=requested, gpus_allocated=allocated, gpu_util=gpu_util, created=created,
             user=user, command=shlex.join(command) if command else "", conditions=conditions,
-            labels=job.labels if job else (), ranks=tuple(ranks), first_failure=first_failure(placed),
+            labels=pairs(job.labels) if job else (), ranks=tuple(ranks), first_failure=first_failure(placed),
             uid=job.uid if job else "",
             api_version=f"{job.group}/{job.version}" if job and job.group else (job.version if job else ""),
         )

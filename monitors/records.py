@@ -13,7 +13,7 @@ from typing import Any
 
 _intern = sys.intern
 
-Labels = tuple[tuple[str, str], ...]
+Labels = tuple[str, ...]  # flat and sorted by key: (k0, v0, k1, v1, ...): one tuple per object, not one per pair
 
 
 def parse_time(value: str | None) -> float | None:
@@ -28,13 +28,20 @@ def parse_time(value: str | None) -> float | None:
 def _labels(d: dict[str, str] | None) -> Labels:
     if not d:
         return ()
-    return tuple(sorted((_intern(str(k)), _intern(str(v))) for k, v in d.items()))
+    out: list[str] = []
+    for k, v in sorted((str(k), str(v)) for k, v in d.items()):
+        out += (_intern(k), _intern(v))
+    return tuple(out)
 
 
-def lookup(pairs: Labels, key: str, default: str = "") -> str:
-    for k, v in pairs:
-        if k == key:
-            return v
+def pairs(flat: Labels) -> tuple[tuple[str, str], ...]:
+    return tuple(zip(flat[::2], flat[1::2], strict=True))
+
+
+def lookup(flat: Labels, key: str, default: str = "") -> str:
+    for i in range(0, len(flat), 2):
+        if flat[i] == key:
+            return flat[i + 1]
     return default
 
 
