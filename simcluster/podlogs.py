@@ -363,10 +363,26 @@ def choose_container(pod: dict[str, Any], container: str) -> str:
     return container
 
 
-async def stream_log(request: web.Request, writer: LogWriter, opts: LogOptions) -> web.StreamResponse:
+async def stream_log(request: web.Request, writer: LogWriter, opts: LogOptions,
+                     stall_after: int | None = None) -> web.StreamResponse:
+    """Serve one container instance's log. `stall_after` (fault injection): after that many bytes,
+    send nothing more and keep the connection open, as a silently dead stream does."""
     resp = web.StreamResponse(status=200, headers={"Content-Type": "text/plain", "Cache-Control": "no-cache"})
     resp.enable_chunked_encoding()
     await resp.prepare(request)
+    sent = 0
+
+    class _Stalled(Exception):
+        pass
+
+    async def send(data: bytes) -> None:
+        nonlocal sent
+        if stall_after is not None and sent + len(data) > stall_after:
+            await resp.write(data[: max(0, stall_after - sent)])
+            raise _Stalled
+        sent += len(data)
+        await resp.write(data)
+
     path = writer.path
     end = writer.size
     offset = tail_offset(path, end, opts.tail_lines) if opts.tail_lines is not None else 0
@@ -405,12 +421,12 @@ async def stream_log(request: web.Request, writer: LogWriter, opts: LogOptions) 
                         out.append(text)
                         size += len(text)
                         if size >= WRITE_BLOCK:
-                            await resp.write(b"".join(out))
+                            await send(b"".join(out))
                             out, size = [], 0
                     if remaining == 0:
                         break
                 if out:
-                    await resp.write(b"".join(out))
+                    await send(b"".join(out))
                 if remaining == 0 or not opts.follow:
                     break
                 if writer.closed and offset >= writer.size:
@@ -425,6 +441,9 @@ async def stream_log(request: web.Request, writer: LogWriter, opts: LogOptions) 
                         async with asyncio.timeout(1.0):
                             await changed.wait()
         await resp.write_eof()
+    except _Stalled:
+        while request.transport is not None and not request.transport.is_closing():
+            await asyncio.sleep(0.2)
     except (ConnectionResetError, ConnectionError, FileNotFoundError):
         pass
     return resp
@@ -453,4 +472,5 @@ async def serve_pod_log(kubelet: Any, ctx: Ctx) -> web.StreamResponse:
                 {"reason": "UnexpectedServerResponse", "message": f'pod "{name}" does not exist'}]},
         )
     writer = rt.log_writer(container, opts.previous)  # raises ApiError(400) as the kubelet does
-    return await stream_log(ctx.request, writer, opts)
+    stall = kubelet.sim.faults.take_stall(ctx.request.path)
+    return await stream_log(ctx.request, writer, opts, stall.after_bytes if stall else None)

@@ -304,8 +304,9 @@ def test_first_failure_names_the_rank_that_failed_first(simcluster):
     sim = simcluster.sim
     t0 = time.time() + 1.0
     pods = [
-        kf_pod("ff", "Master", 0, timed([(0.0, "master up")], t0, then_sleep=1.5)),
-        kf_pod("ff", "Worker", 0, timed([(0.1, "w0 up")], t0, then_sleep=1.2, exit_code=4)),
+        # exits more than a second apart: container statuses carry finishedAt in whole seconds
+        kf_pod("ff", "Master", 0, timed([(0.0, "master up")], t0, then_sleep=2.8)),
+        kf_pod("ff", "Worker", 0, timed([(0.1, "w0 up")], t0, then_sleep=2.4, exit_code=4)),
         kf_pod("ff", "Worker", 1, timed([(0.2 + i * 0.01, f"w1 line {i}") for i in range(25)], t0, exit_code=3)),
     ]
     simcluster.call(seed, sim, "ff", pods)
@@ -439,3 +440,21 @@ def test_300_ranks_with_the_default_cap_of_256(simcluster):
     assert "following 256 of 300 log streams (the limit is 256" in err, err
     assert "Traceback" not in err
     assert len(out.stdout.decode().splitlines()) == 256
+
+
+async def test_injected_stall_is_reopened_without_loss_or_duplicates(simcluster_async):
+    """simcluster's log endpoint goes silent mid-stream (connection open): the engine notices by
+    its read timeout and reopens from the last timestamp."""
+    sim = simcluster_async
+    prog = "import time\nfor i in range(120):\n    print(f'seq {i}', flush=True)\n    time.sleep(0.03)\ntime.sleep(30)\n"
+    seed(sim, "stall", [kf_pod("stall", "Master", 0, [PY, "-c", prog])], workers=0)
+    await until(lambda: phase_of(sim, "stall-master-0") == "Running", what="running")
+    await asyncio.sleep(0.5)
+    # the history read and the first follow both go silent after 100 bytes
+    sim.faults.stall_next(r"/pods/stall-master-0/log$", after_bytes=100, count=2)
+    async with Following(sim, "stall", read_timeout=1.0) as f:
+        await until(lambda: "seq 119" in f.texts(), what="all lines after the stall", timeout=30)
+        await asyncio.sleep(0.3)
+    assert f.texts() == [f"seq {i}" for i in range(120)]
+    stream = next(iter(f.engine.streams.values()))
+    assert stream.reopens >= 1
