@@ -21,7 +21,7 @@ tokenisation...). Pending jobs keep their GPU requests (that is why they are
 Unschedulable). MPI launchers and TF parameter servers never request GPUs.
 
 Building is template based: one JSON template per (job, replica type) with a
-few placeholder tokens, expanded per pod with ``bytes.replace`` and
+few substitution tokens, expanded per pod with ``bytes.replace`` and
 ``orjson.loads`` (about 2-3 s for 20,000 pods on a 2-vCPU VM, most of it
 allocating ~550 MB of Python objects). Every pod's metadata, spec and status
 are its own objects, but the ``managedFields[*].fieldsV1`` trees share
@@ -157,7 +157,7 @@ _DEFAULT_TOLERATIONS = [
 _GPU_TOLERATION = {"key": GPU, "operator": "Exists", "effect": "NoSchedule"}
 _SA_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
-# per-pod placeholder tokens in the JSON templates
+# per-pod substitution tokens in the JSON templates
 _T_NAME = b"@@NAME@@"
 _T_UID = b"@@UID@@"
 _T_IDX = b"@@IDX@@"
@@ -1217,7 +1217,7 @@ class _Builder:
         return [_env("K_MPI_JOB_ROLE", "worker")]
 
     def _pod_template(self, job: _Job, role: _Role) -> tuple[bytes, dict, dict]:
-        """Pod JSON (no status) with placeholder tokens for per-pod values.
+        """Pod JSON (no status) with substitution tokens for per-pod values.
 
         Also returns the operator's managedFields tree (without the per-pod
         kube-api-access volume) and that volume's subtree; ``_emit_job``
