@@ -94,6 +94,7 @@ class LiveModel:
         self.gpu_history: dict[PodKey, deque[tuple[float, float]]] = {}
         self.last_log: dict[PodKey, float] = {}
         self.status_changed = False
+        self._events_touched: set[tuple[str, str]] = set()
         self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
         self._rank_cache: dict[PodKey, tuple[PodRec, JobRec | None, GpuReading | None, float | None,
                                              Placement, RankView]] = {}
@@ -224,9 +225,12 @@ class LiveModel:
     def apply_events(self, changes: Iterable[tuple[Hashable, EventRec | None]]) -> None:
         for key, rec in changes:
             if rec is None:
-                self.events.pop(key, None)  # type: ignore[arg-type]
+                old = self.events.pop(key, None)  # type: ignore[arg-type]
+                if old is not None:
+                    self._events_touched.add((old.namespace, old.object_name))
             else:
                 self.events[(rec.namespace, rec.name)] = rec
+                self._events_touched.add((rec.namespace, rec.object_name))
 
     def set_gpu(self, pods: Mapping[PodKey, GpuReading], nodes: Mapping[str, tuple[float | None, float | None]]
                 ) -> None:
@@ -288,7 +292,8 @@ class LiveModel:
             self._dirty_nodes = set()
             self._all_nodes_dirty = False
         status, self.status_changed = self.status_changed, False
-        return ModelDiff(wdiff, pdiff, ndiff, status)
+        events, self._events_touched = frozenset(self._events_touched), set()
+        return ModelDiff(wdiff, pdiff, ndiff, status, events)
 
     def _build_workload(self, key: WorkloadKey) -> WorkloadView | None:
         ns, kind, name = key

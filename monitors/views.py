@@ -140,9 +140,10 @@ class ModelDiff:
     projects: KeyedDiff[str, ProjectView]
     nodes: KeyedDiff[str, NodeView]
     status_changed: bool = False  # connection / forbidden / metrics-source state changed
+    events_changed: frozenset[tuple[str, str]] = frozenset()  # (namespace, involved object name)
 
     def __bool__(self) -> bool:
-        return bool(self.workloads or self.projects or self.nodes or self.status_changed)
+        return bool(self.workloads or self.projects or self.nodes or self.status_changed or self.events_changed)
 
 
 def diff(old: dict[Any, Any], new: dict[Any, Any]) -> KeyedDiff[Any, Any]:

@@ -49,16 +49,49 @@ PROJECT = click.option("-p", "--project", metavar="PROJECT", default=None,
 ALL = click.option("-A", "--all-projects", "all_projects", is_flag=True, help="All projects.")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+def dashboard_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    fn = click.option("--theme", metavar="NAME", default=None,
+                      help="Theme: dark, light, high-contrast, colour-blind or one of yours.")(fn)
+    fn = click.option("--ascii", is_flag=True, default=False, help="Only ASCII glyphs (no Unicode bars).")(fn)
+    fn = click.option("-p", "--project", metavar="PROJECT", default=None,
+                      help="Open on this project's workloads (default: the config's, else all).")(fn)
+    return fn
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+             invoke_without_command=True)
 @click.version_option(package_name="ranks", prog_name="ranks")
 @global_options
+@dashboard_options
 @click.pass_context
-def cli(ctx: click.Context, **kwargs: Any) -> None:
-    """ranks: distributed training workloads on Kubernetes, rank by rank."""
+def cli(ctx: click.Context, theme: str | None, ascii: bool, project: str | None, **kwargs: Any) -> None:
+    """ranks: distributed training workloads on Kubernetes, rank by rank.
+
+    Without a command, opens the dashboard on the current context.
+    """
     ctx.ensure_object(dict)
     for key in GLOBAL_KEYS:
         if kwargs.get(key) is not None:
             ctx.obj[key] = kwargs[key]
+    if ctx.invoked_subcommand is None:
+        from .dashboard_command import run_dashboard
+
+        sys.exit(run_dashboard(dict(ctx.obj), theme=theme, ascii=ascii, project=project))
+
+
+@cli.command("demo")
+@dashboard_options
+@click.option("--workdir", type=click.Path(file_okay=False), default=None,
+              help="Keep the demo cluster's kubeconfig and files here (default: a temporary directory).")
+@global_options
+@click.pass_context
+def demo_command(ctx: click.Context, theme: str | None, ascii: bool, project: str | None, workdir: str | None,
+                 **kwargs: Any) -> None:
+    """The dashboard on simcluster's demo scenario (8 GPU nodes, 8 workloads), with a real
+    Prometheus scraping its GPU exporters when `prometheus` is installed."""
+    from .dashboard_command import run_demo
+
+    sys.exit(run_demo(_merge_globals(ctx, kwargs), theme=theme, ascii=ascii, project=project, workdir=workdir))
 
 
 @cli.command("projects")

@@ -58,12 +58,14 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     # global: every screen
     BindingSpec("quit", "q", "quit", "Quit"),
     BindingSpec("help", "question_mark", "help", "Help"),
-    BindingSpec("command_palette", "ctrl+p", "command_palette", "Commands"),
+    BindingSpec("command_palette", "colon", "command_palette", "Commands"),
+    BindingSpec("command_palette_alt", "ctrl+p", "command_palette", "Commands", show=False),
     BindingSpec("back", "escape", "back", "Back"),
     BindingSpec("filter", "slash", "filter", "Filter"),
     BindingSpec("refresh", "ctrl+r", "refresh", "Refresh", show=False),
     BindingSpec("projects", "p", "projects", "Projects", show=False),
     BindingSpec("theme", "ctrl+t", "change_theme", "Theme", show=False),
+    BindingSpec("cluster", "c", "cluster", "Cluster load"),
     # table: project, workload and rank lists
     BindingSpec("open", "enter", "open", "Open", "table"),
     BindingSpec("describe", "d", "describe", "Describe", "table"),

@@ -1,0 +1,361 @@
+"""The data side of the dashboard: the monitor, GPU metrics and log engines on one asyncio loop in
+a background thread, so parsing a 20,000-pod LIST or a burst of events never stalls the UI.
+
+    loop = DataLoop(cfg, DataOptions(...), on_update=..., on_problem=...)
+    loop.start()                        # returns at once; connects, lists, watches, retries
+    loop.focus(key)                     # the workload whose GPU histories ride along with updates
+    fut = loop.submit(coro_fn(...))     # run a coroutine on the data loop (concurrent Future)
+    logs = loop.open_logs(key, LogOptions(follow=True, tail=2000), on_lines, on_notice)
+    logs.close()
+    loop.stop()
+
+Callbacks run on the data thread: a UI must hand them over to its own loop (Textual's
+`post_message` is thread-safe). What they carry is immutable (views, snapshots, tuples), so the
+UI never reads structures the data thread is changing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import random
+import threading
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from .connection import ClusterConfig, ConnectionProblem, ExitCode
+from .kube import ApiProblem
+from .logs import LogEngine, LogLine, LogOptions
+from .monitor import Monitor
+from .views import ModelDiff
+
+T = TypeVar("T")
+WorkloadKey = tuple[str, str, str]
+FATAL = (ExitCode.NO_CONFIG, ExitCode.TLS)
+
+
+@dataclass(frozen=True)
+class DataOptions:
+    namespaces: tuple[str, ...] = ()
+    scope: tuple[str, ...] | None = None
+    prometheus_url: str | None = None
+    metric_names: Mapping[str, str] | None = None
+    refresh_interval: float = 5.0
+    coalesce: float = 0.05
+    metrics: bool = True
+    backoff: tuple[float, float] = (0.5, 30.0)
+
+
+@dataclass(frozen=True)
+class DataStatus:
+    """What the status line and banners show; a snapshot, safe to read on any thread."""
+
+    phase: str = "connecting"  # connecting / syncing / live / retrying
+    problem: str = ""  # why the connection is down (empty when connected)
+    forbidden: tuple[tuple[str, str], ...] = ()  # (informer, message)
+    cluster_wide: bool = True
+    namespaces: tuple[str, ...] = ()
+    metrics_note: str = ""
+    metrics_problem: str = ""
+    user: str = ""
+    context: str = ""
+    server: str = ""
+
+    @property
+    def connected(self) -> bool:
+        return self.phase in ("syncing", "live")
+
+    def forbidden_for(self, prefix: str) -> str:
+        """The message of the first forbidden informer whose name starts with `prefix` ("" if none)."""
+        return next((m for n, m in self.forbidden if n.startswith(prefix)), "")
+
+
+@dataclass(frozen=True)
+class DataUpdate:
+    diff: ModelDiff
+    status: DataStatus
+    histories: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # pod -> util history
+    last_logs: Mapping[str, float] = field(default_factory=dict)  # pod -> last log line time
+    events: tuple[Any, ...] | None = None  # the focused workload's events (None: unchanged)
+    first: bool = False  # the first complete picture after the initial LIST
+
+
+class LogHandle:
+    """A log engine running on the data loop; `close()` stops it (from any thread)."""
+
+    def __init__(self, loop: DataLoop, engine: LogEngine) -> None:
+        self._loop = loop
+        self.engine = engine
+        self.closed = False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._loop.submit(self.engine.stop())
+
+
+class DataLoop:
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        options: DataOptions | None = None,
+        *,
+        on_update: Callable[[DataUpdate], None],
+        on_problem: Callable[[str, int], None] | None = None,
+        monitor_factory: Callable[[], Monitor] | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.options = options or DataOptions()
+        self.on_update = on_update
+        self.on_problem = on_problem or (lambda message, code: None)
+        self._monitor_factory = monitor_factory
+        self.monitor: Monitor | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._focus: WorkloadKey | None = None
+        self._status = DataStatus(user=cfg.impersonate_user or cfg.user, context=cfg.context, server=cfg.server)
+        self._synced = False
+        self.updates = 0
+
+    # -- lifecycle (any thread) --------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="ranks-data", daemon=True)
+        self._thread.start()
+        self._ready.wait(10)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        loop, stop = self.loop, self._stop
+        if loop is not None and stop is not None and not loop.is_closed():
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(stop.set)
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        """Run `coro` on the data loop."""
+        if self.loop is None or self.loop.is_closed():
+            coro.close()
+            fut: concurrent.futures.Future[T] = concurrent.futures.Future()
+            fut.set_exception(ConnectionProblem("the data loop is not running", ExitCode.ERROR))
+            return fut
+        return asyncio.run_coroutine_threadsafe(coro, self.loop)
+
+    def call(self, fn: Callable[[], T]) -> concurrent.futures.Future[T]:
+        """Run `fn()` on the data thread (to read the model consistently)."""
+        async def run() -> T:
+            return fn()
+        return self.submit(run())
+
+    def focus(self, key: WorkloadKey | None) -> None:
+        """The workload on screen: its ranks' GPU histories and last-log times ride along."""
+        self._focus = key
+        if self.loop is not None and self._synced:
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self._push_focus)
+
+    @property
+    def status(self) -> DataStatus:
+        return self._status
+
+    # -- the thread ------------------------------------------------------------------------------
+    def _run(self) -> None:
+        loop = asyncio.new_event_loop()
+        self.loop = loop
+        try:
+            loop.run_until_complete(self._main())
+        finally:
+            with contextlib.suppress(Exception):
+                loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.close()
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        self._ready.set()
+        delay = self.options.backoff[0]
+        while not self._stop.is_set():
+            monitor = self._monitor_factory() if self._monitor_factory else Monitor(
+                self.cfg, namespaces=self.options.namespaces, scope=self.options.scope,
+                coalesce=self.options.coalesce, backoff=self.options.backoff)
+            try:
+                await self._serve(monitor)
+                return
+            except (ConnectionProblem, ApiProblem, OSError, TimeoutError) as exc:
+                message, code = _problem(exc)
+                await monitor.stop()
+                if code in FATAL or (code == ExitCode.UNAUTHORIZED and not self._synced):
+                    self.on_problem(message, int(code))
+                    return
+                self._set_status(phase="retrying", problem=message)
+                self._emit(ModelDiff(*_empty_diffs(), status_changed=True))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), delay * random.uniform(0.8, 1.2))
+            delay = min(delay * 2, self.options.backoff[1])
+
+    async def _serve(self, monitor: Monitor) -> None:
+        assert self._stop is not None
+        self.monitor = monitor
+        self._set_status(phase="connecting" if not self._synced else "retrying")
+        await monitor.start()
+        self._set_status(phase="syncing", problem="", cluster_wide=monitor.status.cluster_wide,
+                         namespaces=monitor.status.namespaces)
+        first = True
+
+        def on_diff(d: ModelDiff) -> None:
+            nonlocal first
+            self._refresh_status(monitor)
+            self._emit(d, first=first)
+            first = False
+
+        try:
+            # A first sync that is slow (a huge cluster) still ends: informers retry inside.
+            monitor.subscribe(lambda d: None)  # keep flushes flowing before the UI subscribes
+            await monitor.wait_synced()
+            self._synced = True
+            self._set_status(phase="live")
+            self._refresh_status(monitor)
+            self._emit(_everything(monitor), first=True)
+            first = False
+            monitor._subscribers[:] = [on_diff]
+            metrics = asyncio.create_task(self._metrics(monitor)) if self.options.metrics else None
+            await self._stop.wait()
+        finally:
+            if "metrics" in locals() and metrics is not None:
+                metrics.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await metrics
+            await monitor.stop()
+
+    async def _metrics(self, monitor: Monitor) -> None:
+        from .gpu_feed import apply_snapshot, make_metrics
+
+        gm = make_metrics(self.cfg, self.options.prometheus_url, interval=self.options.refresh_interval)
+        if self.options.metric_names:
+            from . import promql
+
+            gm.names = promql.metric_names(self.options.metric_names)
+        assert self._stop is not None
+        try:
+            while not self._stop.is_set():
+                model = monitor.model
+                pods = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
+                        if r.gpus > 0 and r.node and r.phase == "Running"]
+                gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=True)
+                try:
+                    snap = await gm.refresh()
+                except Exception as exc:  # a metrics bug must not take the dashboard down
+                    monitor.metrics_problem = f"{type(exc).__name__}: {exc}"
+                else:
+                    apply_snapshot(model, snap)
+                    monitor.metrics_note = snap.source.description if snap.source else ""
+                    monitor.metrics_problem = snap.reason if snap.state.value == "unavailable" else ""
+                model.status_changed = model.status_changed or (
+                    (monitor.metrics_note, monitor.metrics_problem)
+                    != (self._status.metrics_note, self._status.metrics_problem))
+                monitor.flush()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), gm.interval)
+        finally:
+            await gm.aclose()
+
+    # -- updates -----------------------------------------------------------------------------------
+    def _set_status(self, **changes: Any) -> None:
+        fields = {**self._status.__dict__, **changes}
+        self._status = DataStatus(**fields)
+
+    def _refresh_status(self, monitor: Monitor) -> None:
+        st = monitor.status
+        retrying = "; ".join(sorted(set(st.retrying.values())))
+        self._set_status(
+            phase="retrying" if retrying else "live",
+            problem=retrying,
+            forbidden=tuple(sorted(st.forbidden.items())),
+            cluster_wide=st.cluster_wide,
+            namespaces=st.namespaces,
+            metrics_note=monitor.metrics_note,
+            metrics_problem=monitor.metrics_problem,
+        )
+
+    def _emit(self, d: ModelDiff, *, first: bool = False, refocus: bool = False) -> None:
+        histories, last_logs, events = self._focus_extras(d, refocus or first)
+        self.updates += 1
+        self.on_update(DataUpdate(d, self._status, histories, last_logs, events, first))
+
+    def _focus_extras(self, d: ModelDiff, refocus: bool
+                      ) -> tuple[dict[str, tuple[float, ...]], dict[str, float], tuple[Any, ...] | None]:
+        monitor, key = self.monitor, self._focus
+        if monitor is None or key is None:
+            return {}, {}, None
+        model = monitor.model
+        wl = model.workloads.get(key)
+        if wl is None:
+            return {}, {}, (() if refocus else None)
+        hist = {r.pod: tuple(v for _, v in model.gpu_history.get((r.namespace, r.pod), ())) for r in wl.ranks}
+        logs = {r.pod: model.last_log[(r.namespace, r.pod)] for r in wl.ranks
+                if (r.namespace, r.pod) in model.last_log}
+        events = None
+        names = {wl.name} | {r.pod for r in wl.ranks}
+        if refocus or key in d.workloads.added or any(
+                ns == wl.namespace and name in names for ns, name in d.events_changed):
+            events = tuple(model.events_for(wl, 50))
+        return hist, logs, events
+
+    def _push_focus(self) -> None:
+        self._emit(ModelDiff(*_empty_diffs(), status_changed=False), refocus=True)
+
+    # -- queries and logs (any thread) ---------------------------------------------------------------
+    def events_for(self, key: WorkloadKey, limit: int = 30) -> concurrent.futures.Future[list[Any]]:
+        def read() -> list[Any]:
+            monitor = self.monitor
+            wl = monitor.model.workloads.get(key) if monitor else None
+            return [] if wl is None or monitor is None else monitor.model.events_for(wl, limit)
+        return self.call(read)
+
+    def get_raw(self, path: str) -> concurrent.futures.Future[Any]:
+        async def get() -> Any:
+            if self.monitor is None:
+                raise ConnectionProblem("not connected", ExitCode.UNREACHABLE)
+            return await self.monitor.client.get(path)
+        return self.submit(get())
+
+    def open_logs(self, key: WorkloadKey, options: LogOptions,
+                  on_lines: Callable[[list[LogLine]], None],
+                  on_notice: Callable[[str], None]) -> concurrent.futures.Future[LogHandle]:
+        async def open_() -> LogHandle:
+            monitor = self.monitor
+            if monitor is None:
+                raise ConnectionProblem("not connected", ExitCode.UNREACHABLE)
+            engine = LogEngine(monitor.client, key, monitor.model, monitor=monitor, options=options)
+            engine.subscribe(on_lines)
+            engine.on_notice(on_notice)
+            await engine.start()
+            return LogHandle(self, engine)
+        return self.submit(open_())
+
+
+def _problem(exc: BaseException) -> tuple[str, ExitCode]:
+    if isinstance(exc, ConnectionProblem):
+        return exc.message, exc.code
+    if isinstance(exc, ApiProblem):
+        return exc.one_line(), exc.exit_code
+    if isinstance(exc, TimeoutError):
+        return str(exc) or "timed out", ExitCode.UNREACHABLE
+    return f"{type(exc).__name__}: {exc}", ExitCode.UNREACHABLE
+
+
+def _empty_diffs() -> tuple[Any, Any, Any]:
+    from .views import KeyedDiff
+
+    return KeyedDiff(), KeyedDiff(), KeyedDiff()
+
+
+def _everything(monitor: Monitor) -> ModelDiff:
+    """The whole model as one diff of additions (the UI's first picture)."""
+    from .views import KeyedDiff
+
+    m = monitor.model
+    return ModelDiff(KeyedDiff(added=dict(m.workloads)), KeyedDiff(added=dict(m.projects)),
+                     KeyedDiff(added=dict(m.nodes)), status_changed=True)

@@ -1,0 +1,279 @@
+"""`RanksApp`: the dashboard.
+
+Data flows one way: the data loop (a background thread: monitor, GPU metrics, log engines) posts
+`DataArrived` messages; the app applies each to its `Store` and hands the diff to the visible
+screen only, which updates just the rows that changed. Screens that are not visible do nothing and
+resync from the store when they come back. Nothing here does I/O on the UI loop.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import ClassVar
+
+from textual import on
+from textual.app import App, SystemCommand
+from textual.binding import BindingType
+from textual.message import Message
+from textual.screen import Screen
+
+from monitors.connection import ClusterConfig
+from monitors.dataloop import DataLoop, DataOptions, DataUpdate
+from monitors.views import WorkloadView
+from themes import ColourMode, ThemeSet, glyphs_for
+
+from .cells import Look
+from .keymap import Keymap
+from .screens.base import RanksScreen, bindings
+from .screens.cluster import ClusterScreen
+from .screens.describe import DescribeScreen, HelpScreen
+from .screens.lists import ProjectsScreen, WorkloadsScreen
+from .screens.logs import LogsScreen
+from .screens.workload import WorkloadScreen
+from .settings import Settings
+from .store import Store
+
+WorkloadKey = tuple[str, str, str]
+
+
+class DataArrived(Message):
+    def __init__(self, update: DataUpdate) -> None:
+        super().__init__()
+        self.update = update
+
+
+class DataProblem(Message):
+    """The data loop gave up (bad credentials, TLS): the app exits with this message and code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__()
+        self.message = message
+        self.code = code
+
+
+def workload_path(w: WorkloadView) -> str | None:
+    if not w.api_version:
+        return None
+    base = "/api/v1" if w.api_version == "v1" else f"/apis/{w.api_version}"
+    return f"{base}/namespaces/{w.namespace}/{w.kind.lower()}s/{w.name}"
+
+
+class RanksApp(App[int]):
+    TITLE = "ranks"
+    ENABLE_COMMAND_PALETTE = True
+    BINDINGS: ClassVar[list[BindingType]] = bindings(
+        "global", ("quit", "help", "command_palette", "command_palette_alt", "refresh", "projects", "theme", "cluster"))
+    CSS = """
+    Screen { background: $background; }
+    DataTable { background: $surface; }
+    """
+
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        settings: Settings | None = None,
+        *,
+        themes: ThemeSet,
+        colour_mode: ColourMode = ColourMode.TRUECOLOR,
+        ascii: bool = False,
+        start_project: str | None = None,
+        data_options: DataOptions | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        super().__init__()
+        self.cfg = cfg
+        self.clock = clock  # for ages (tests fix it)
+        self.settings = settings or Settings()
+        self.keymap: Keymap = self.settings.key_map
+        self.theme_set = themes
+        self.colour_mode = colour_mode
+        self.glyphs = glyphs_for(ascii or self.settings.ascii)
+        self.read_only = self.settings.read_only
+        self.me = cfg.impersonate_user or cfg.user
+        self.start_project = start_project if start_project is not None else self.settings.default_project
+        self.store = Store()
+        self.look = Look(themes.get(self.settings.theme, colour_mode), self.glyphs)
+        opts = data_options or DataOptions(
+            namespaces=tuple(self.settings.namespaces),
+            prometheus_url=self.settings.prometheus_url,
+            metric_names=self.settings.metric_names,
+            refresh_interval=self.settings.refresh_interval,
+            coalesce=self.settings.coalesce,
+        )
+        self.data = DataLoop(cfg, opts, on_update=lambda u: self.post_message(DataArrived(u)),
+                             on_problem=lambda m, c: self.post_message(DataProblem(m, c)))
+        self.exit_message = ""
+        for theme in themes.textual_themes(colour_mode):
+            self.register_theme(theme)
+        for name in [n for n in self.available_themes if n not in themes]:
+            self.unregister_theme(name)
+        self.theme = self.settings.theme
+        self.set_keymap(self.keymap.textual_keymap())
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, self._theme_changed)
+        self.push_screen(ProjectsScreen())
+        self.push_screen(WorkloadsScreen(self._start_namespace()))
+        self.data.start()
+
+    def _start_namespace(self) -> str | None:
+        p = self.start_project
+        if not p:
+            ns = self.cfg.namespace
+            return ns if ns and ns != "default" else None
+        return p  # a name (team-a) is resolved to its namespace after the first sync
+
+    async def action_quit(self) -> None:
+        self.exit(0)
+
+    def on_unmount(self) -> None:
+        self.data.stop(timeout=3.0)
+
+    @on(DataArrived)
+    def _data(self, msg: DataArrived) -> None:
+        update = msg.update
+        first_sync = update.first and not self.store.synced
+        diff = self.store.apply(update)
+        if first_sync:
+            self._resolve_start()
+        screen = self.screen
+        if isinstance(screen, RanksScreen):
+            screen.model_changed(diff)
+            if diff.status_changed or update.first:
+                screen.show_status()
+
+    def _resolve_start(self) -> None:
+        """The start project was given by name (team-a): now that projects are known, use its namespace."""
+        for screen in self.screen_stack:
+            if isinstance(screen, WorkloadsScreen) and screen.namespace is not None:
+                p = self.store.find_project(screen.namespace)
+                if p is not None and p.namespace != screen.namespace:
+                    screen.namespace = p.namespace
+                    screen.resync()
+
+    @on(DataProblem)
+    def _problem(self, msg: DataProblem) -> None:
+        self.exit_message = msg.message
+        self.exit(msg.code)
+
+    # -- navigation ----------------------------------------------------------------------------------
+    def breadcrumbs(self, upto: Screen[object]) -> list[str]:
+        out = []
+        for s in self.screen_stack:
+            if isinstance(s, RanksScreen):
+                out.append(s.crumb)
+            if s is upto:
+                break
+        return out
+
+    def go_back(self) -> None:
+        ranks_screens = [s for s in self.screen_stack if isinstance(s, RanksScreen)]
+        if len(ranks_screens) > 1:
+            self.pop_screen()
+
+    def _pop_to(self, cls: type[RanksScreen]) -> bool:
+        while len(self.screen_stack) > 1:
+            if isinstance(self.screen, cls):
+                return True
+            self.pop_screen()
+        return isinstance(self.screen, cls)
+
+    def open_workloads(self, namespace: str | None) -> None:
+        self.push_screen(WorkloadsScreen(namespace))
+
+    def open_workload(self, key: WorkloadKey) -> None:
+        self.push_screen(WorkloadScreen(key))
+
+    def open_logs(self, key: WorkloadKey) -> None:
+        self.push_screen(LogsScreen(key))
+
+    def open_describe(self, w: WorkloadView) -> None:
+        path = workload_path(w)
+        if path is None:
+            lead = w.lead or (w.ranks[0] if w.ranks else None)
+            if lead is None:
+                self.notify("nothing to describe", severity="warning")
+                return
+            self.open_describe_pod(w.namespace, lead.pod)
+            return
+        self.push_screen(DescribeScreen(f"{w.kind.lower()}/{w.name}", path))
+
+    def open_describe_pod(self, namespace: str, pod: str) -> None:
+        self.push_screen(DescribeScreen(f"pod/{pod}", f"/api/v1/namespaces/{namespace}/pods/{pod}"))
+
+    def open_describe_path(self, title: str, path: str) -> None:
+        self.push_screen(DescribeScreen(title, path))
+
+    def open_cluster(self) -> None:
+        if isinstance(self.screen, ClusterScreen):
+            return
+        for s in self.screen_stack:
+            if isinstance(s, ClusterScreen):
+                self._pop_to(ClusterScreen)
+                return
+        self.push_screen(ClusterScreen())
+
+    # -- global actions ------------------------------------------------------------------------------
+    def action_projects(self) -> None:
+        self._pop_to(ProjectsScreen)
+
+    def action_cluster(self) -> None:
+        self.open_cluster()
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen(self.keymap, self.bound_ids()))
+
+    def action_refresh(self) -> None:
+        screen = self.screen
+        if isinstance(screen, RanksScreen):
+            screen.resync()
+            screen.show_status()
+
+    def action_change_theme(self) -> None:
+        names = self.theme_set.names()
+        i = names.index(self.theme) if self.theme in names else -1
+        self.theme = names[(i + 1) % len(names)]
+        self.notify(f"theme: {self.theme}", timeout=1.5)
+
+    def _theme_changed(self, theme: object) -> None:
+        name = getattr(theme, "name", self.theme)
+        if name not in self.theme_set:
+            return
+        self.look = Look(self.theme_set.get(name, self.colour_mode), self.glyphs)
+        screen = self.screen
+        if isinstance(screen, RanksScreen):
+            screen.restyle()
+            screen.show_status()
+
+    @staticmethod
+    def bound_ids() -> set[str]:
+        """Ids of the bindings some screen (or the app) has: what the help lists."""
+        out: set[str] = set()
+        for cls in (RanksApp, ProjectsScreen, WorkloadsScreen, WorkloadScreen, LogsScreen, ClusterScreen,
+                    DescribeScreen):
+            out.update(getattr(b, "id", None) or "" for b in cls.BINDINGS)
+        out.update(("back", "filter", "tail", "wrap", "timestamps", "top", "bottom"))
+        return out - {""}
+
+    # -- command palette -----------------------------------------------------------------------------
+    def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
+        yield SystemCommand("Projects", "All projects with their GPU quota and use", self.action_projects)
+        yield SystemCommand("All workloads", "Workloads of every project", lambda: self.open_workloads(None))
+        yield SystemCommand("Cluster load", "Nodes, quota use, pending workloads, idle sessions",
+                            self.open_cluster)
+        yield SystemCommand("Help", "Every key and its binding id", self.action_help)
+        for name in self.theme_set.names():
+            yield SystemCommand(f"Theme: {name}", self.theme_set.get(name).description or "Switch theme",
+                                lambda n=name: setattr(self, "theme", n))
+        for p in sorted(self.store.projects.values(), key=lambda p: p.name):
+            yield SystemCommand(f"Project {p.name}", f"Workloads of {p.namespace}",
+                                lambda ns=p.namespace: self.open_workloads(ns))
+        for w in sorted(self.store.workloads.values(), key=lambda w: (w.project, w.name)):
+            yield SystemCommand(f"Workload {w.project}/{w.name}", f"{w.kind} {w.status}",
+                                lambda k=w.key: self.open_workload(k))
+            yield SystemCommand(f"Logs {w.project}/{w.name}", "Merged logs of every rank",
+                                lambda k=w.key: self.open_logs(k))
+        yield SystemCommand("Quit", "Quit ranks", self.exit)

@@ -1,0 +1,178 @@
+"""Table cells and header text as `rich.text.Text`, styled from the theme, never parsed as markup.
+
+Every string that came from the cluster goes through `monitors.sanitize.clean` first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from rich.style import Style
+from rich.text import Text
+
+from monitors.humanize import age, gpus, mib, percent
+from monitors.sanitize import clean
+from monitors.views import NodeView, ProjectView, RankView, WorkloadView
+from themes import GlyphSet, Theme, bar, phase_style, rank_colour, rich_colour, sparkline, util_colour
+from themes.model import ColourMode
+
+UTIL_BAR = 5
+Cells = tuple[Text, ...]
+SPARK = 12
+
+
+@dataclass(frozen=True)
+class Look:
+    """The theme (resolved for the terminal's colour mode) and the glyph set in use."""
+
+    theme: Theme
+    glyphs: GlyphSet
+
+    @property
+    def mono(self) -> bool:
+        return self.theme.mode is ColourMode.MONO
+
+    def colour(self, colour: str) -> Style:
+        if self.mono:
+            return Style()
+        return Style(color=rich_colour(colour))
+
+    def status_style(self, status: str) -> Style:
+        return Style.parse(_rich_style(phase_style(self.theme, status)))
+
+    def util_style(self, pct: float | None) -> Style:
+        return self.colour(util_colour(self.theme, pct))
+
+    def rank_style(self, index: int) -> Style:
+        return self.colour(rank_colour(self.theme, index))
+
+
+def _rich_style(style: str) -> str:
+    return " ".join(rich_colour(w) if w.startswith("ansi_") else w for w in style.split()) or "none"
+
+
+def plain(value: object, limit: int | None = 256) -> Text:
+    return Text(clean(value, limit=limit), no_wrap=True, overflow="ellipsis")
+
+
+def status_cell(look: Look, status: str, reason: str = "") -> Text:
+    marker = look.glyphs.phase_marker(status)
+    t = Text(f"{marker} {clean(status, limit=40)}", style=look.status_style(status), no_wrap=True,
+             overflow="ellipsis")
+    if reason and reason != status:
+        t.append(f" {clean(reason, limit=80)}", style="dim")
+    return t
+
+
+def util_cell(look: Look, pct: float | None, state: str = "ok", width: int = UTIL_BAR) -> Text:
+    """`▇▇▂   42%` — a bar and the number; no value is shown as its state, never as 0."""
+    if pct is None:
+        label = {"ok": "-", "unknown": "-"}.get(state, state)
+        return Text(f"{look.glyphs.bar_empty * width} {label:>4}", style="dim", no_wrap=True)
+    t = Text(bar(look.glyphs, pct / 100.0, width), style=look.util_style(pct), no_wrap=True)
+    t.append(f" {percent(pct):>4}")
+    if state == "stale":
+        t.append(" stale", style="dim")
+    return t
+
+
+def spark_cell(look: Look, history: Iterable[float], width: int = SPARK) -> Text:
+    values = list(history)[-width:]
+    if not values:
+        return Text("")
+    t = Text(no_wrap=True)
+    for v, ch in zip(values, sparkline(look.glyphs, values), strict=True):
+        t.append(ch, style=look.util_style(v))
+    return t
+
+
+def age_cell(created: float | None, now: float | None = None) -> Text:
+    if created is None:
+        return Text("-")
+    return Text(age((now or time.time()) - created), no_wrap=True)
+
+
+def gpu_pair(requested: float, allocated: float) -> Text:
+    if requested == allocated:
+        return Text(gpus(requested))
+    return Text(f"{gpus(allocated)}/{gpus(requested)}")
+
+
+def quota_cell(look: Look, allocated: float, quota: float | None, width: int = 6) -> Text:
+    if not quota:
+        return Text(f"{gpus(allocated)} / -", no_wrap=True)
+    frac = allocated / quota
+    style = look.status_style("Failed") if frac > 1 else look.util_style(min(frac * 100, 100))
+    t = Text(bar(look.glyphs, frac, width), style=style, no_wrap=True)
+    t.append(f" {gpus(allocated)}/{gpus(quota)}")
+    return t
+
+
+# -- rows ---------------------------------------------------------------------------------------
+
+def project_row(look: Look, p: ProjectView) -> tuple[Text, ...]:
+    return (
+        plain(p.name, 63),
+        plain(p.namespace, 63),
+        Text(gpus(p.gpu_quota) if p.gpu_quota is not None else "-", justify="right"),
+        quota_cell(look, p.gpus_allocated, p.gpu_quota),
+        util_cell(look, p.gpu_util, "ok" if p.gpu_util is not None else "unknown"),
+        Text(str(p.running), justify="right"),
+        Text(str(p.pending), justify="right", style=look.status_style("Pending") if p.pending else ""),
+    )
+
+
+def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float) -> tuple[Text, ...]:
+    ready = Text(f"{w.ranks_ready}/{w.ranks_total}", justify="right",
+                 style="" if w.ranks_ready == w.ranks_total else "dim")
+    cells = [
+        plain(w.name, 253),
+        Text(clean(w.kind, limit=24) + (f"/{w.framework}" if w.framework and w.framework.lower() not in
+                                          w.kind.lower() else ""), no_wrap=True, overflow="ellipsis"),
+        status_cell(look, w.status, w.reason),
+        Text(look.glyphs.bullet if w.interactive else "", justify="center"),
+        ready,
+        gpu_pair(w.gpus_requested, w.gpus_allocated),
+        util_cell(look, w.gpu_util, "ok" if w.gpu_util is not None else "unknown"),
+        age_cell(w.created, now),
+    ]
+    if show_project:
+        cells.insert(1, plain(w.project, 63))
+    return tuple(cells)
+
+
+def rank_row(look: Look, r: RankView, index: int, history: Iterable[float], now: float) -> tuple[Text, ...]:
+    label = Text(("" if not r.lead else look.glyphs.lead + " ") + clean(r.label, limit=40),
+                 style=look.rank_style(index), no_wrap=True)
+    mem = "-"
+    if r.gpu_mem_used_mib is not None:
+        mem = mib(r.gpu_mem_used_mib) + (f"/{mib(r.gpu_mem_total_mib)}" if r.gpu_mem_total_mib else "")
+    return (
+        label,
+        Text("-" if r.rank is None else str(r.rank), justify="right"),
+        plain(r.pod, 253),
+        status_cell(look, r.status),
+        Text(str(r.restarts), justify="right", style=look.status_style("Failed") if r.restarts else ""),
+        plain(r.node or "-", 253),
+        util_cell(look, r.gpu_util, r.gpu_state if r.gpus > 0 else "no GPU"),
+        spark_cell(look, history),
+        Text(mem, no_wrap=True),
+    )
+
+
+def node_row(look: Look, n: NodeView) -> tuple[Text, ...]:
+    state = "Ready" if n.ready else "NotReady"
+    if n.unschedulable:
+        state += ",SchedulingDisabled"
+    return (
+        plain(n.name, 253),
+        plain(n.pool or "-", 63),
+        plain(n.product or "-", 63),
+        Text(state, style=look.status_style("Running" if n.ready else "Failed"), no_wrap=True),
+        quota_cell(look, n.gpus_allocated, n.gpus or None),
+        util_cell(look, n.gpu_util, "ok" if n.gpu_util is not None else "unknown"),
+        Text(mib(n.gpu_mem_used_mib), justify="right"),
+        Text(str(n.pods), justify="right"),
+    )

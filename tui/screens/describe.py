@@ -1,0 +1,121 @@
+"""`d`: an object as YAML (read from the API server on the data loop), and the help screen."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+import yaml
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static, TextArea
+
+from monitors.sanitize import clean
+
+from ..keymap import SCOPES, Keymap
+from .base import RanksScreen, bindings
+
+SCOPE_TITLES = {"global": "Everywhere", "table": "Lists and details", "details": "Describe",
+                "logs": "Logs", "shell": "Shell"}
+
+
+def _strip(obj: Any) -> Any:
+    """Drop managedFields (noise) and make every string safe to show."""
+    if isinstance(obj, dict):
+        return {clean(k, single_line=True, limit=None): _strip(v) for k, v in obj.items() if k != "managedFields"}
+    if isinstance(obj, list):
+        return [_strip(v) for v in obj]
+    if isinstance(obj, str):
+        return clean(obj, single_line=False, limit=None)
+    return obj
+
+
+def to_yaml(obj: Any) -> str:
+    return yaml.safe_dump(_strip(obj), sort_keys=False, default_flow_style=False, allow_unicode=True, width=200)
+
+
+class DescribeScreen(RanksScreen):
+    BINDINGS: ClassVar[list[BindingType]] = bindings("details", ("yaml",))
+    DEFAULT_CSS = """
+    DescribeScreen TextArea { height: 1fr; border: none; }
+    """
+
+    def __init__(self, title: str, path: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.path = path
+        self.loaded: Any = None
+
+    @property
+    def crumb(self) -> str:  # type: ignore[override]
+        return f"describe {self.title_text}"
+
+    def body(self) -> ComposeResult:
+        yield TextArea("loading…", read_only=True, show_line_numbers=False, soft_wrap=False, id="yaml")
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one(TextArea).focus()
+        self._load()
+
+    @work(exclusive=True, group="describe")
+    async def _load(self) -> None:
+        area = self.query_one(TextArea)
+        try:
+            obj = await asyncio.wrap_future(self.ranks.data.get_raw(self.path))
+        except Exception as exc:
+            message = getattr(exc, "one_line", None)
+            text = message() if callable(message) else (getattr(exc, "message", "") or str(exc))
+            area.load_text(f"# cannot read {self.title_text}: {clean(text, limit=400)}\n")
+            return
+        self.loaded = obj
+        area.load_text(to_yaml(obj))
+
+    def action_yaml(self) -> None:
+        self._load()
+
+    def action_back(self) -> None:
+        self.ranks.go_back()
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [("escape,q,question_mark", "dismiss", "Close")]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 76; max-width: 100%; height: 90%; border: round $accent;
+                                  background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, keymap: Keymap, ids: set[str] | None = None) -> None:
+        super().__init__()
+        self.keymap = keymap
+        self.ids = ids
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(self.help_text(), id="help-text")
+
+    def help_text(self) -> Text:
+        t = Text()
+        t.append("ranks — keys\n", style="bold")
+        t.append("Enter opens, Esc goes back; the mouse works too. Remap any key by its id in the\n"
+                 "[keymap] table of the config file (id = \"key\").\n", style="dim")
+        for scope in SCOPES:
+            specs = [s for s in self.keymap.catalogue if s.scope == scope and (self.ids is None or s.id in self.ids)]
+            if not specs:
+                continue
+            t.append(f"\n{SCOPE_TITLES.get(scope, scope)}\n", style="bold underline")
+            for s in specs:
+                t.append(f"  {self.keymap.display(s.id):<16}", style="bold")
+                t.append(f"{s.description:<24}")
+                t.append(f"{s.id}\n", style="dim")
+        t.append("\n: or ctrl+p opens the command palette: jump to a project, a workload or a view,\n"
+                 "or change the theme.\n", style="dim")
+        return t
+
+    def action_dismiss(self) -> None:  # type: ignore[override]
+        self.dismiss(None)

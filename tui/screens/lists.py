@@ -1,0 +1,392 @@
+"""The list screens: projects and workloads (keyed table, `/` filter, sort keys, "mine")."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, ClassVar, Generic, TypeVar
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.widgets import DataTable, Input, Static
+
+from monitors.sanitize import clean
+from monitors.views import KeyedDiff, ModelDiff, ProjectView, WorkloadView
+
+from ..cells import Cells, project_row, workload_row
+from ..filtering import RowFilter
+from ..widgets.keyed_table import KeyedTable
+from .base import RanksScreen, bindings
+
+V = TypeVar("V")
+AGE_REFRESH = 30.0  # seconds; ages are the only thing that changes without a diff
+
+
+class FilterInput(Input):
+    DEFAULT_CSS = """
+    FilterInput { dock: bottom; display: none; border: none; height: 1; padding: 0 1; background: $boost; }
+    FilterInput.-shown { display: block; }
+    """
+
+
+class EmptyNote(Static):
+    DEFAULT_CSS = """
+    EmptyNote { height: auto; padding: 1 2; color: $text-muted; display: none; }
+    EmptyNote.-shown { display: block; }
+    """
+
+
+class ListScreen(RanksScreen, Generic[V]):
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings("global", ("filter",)), *bindings(
+        "table", ("open", "describe", "logs", "sort", "sort_reverse", "toggle_mine", "all_projects"))]
+    columns: ClassVar[list[tuple[str, int | None]]] = []
+    sort_names: ClassVar[list[str]] = ["name"]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.row_filter = RowFilter()
+        self.sort_index = 0
+        self.sort_reverse = False
+        self.mine = False
+        self._cells: dict[Hashable, Cells] = {}
+        self._look_gen = -1
+
+    # -- to implement --------------------------------------------------------------------------------
+    def items(self) -> Mapping[Hashable, V]:
+        raise LookupError  # pragma: no cover - abstract
+
+    def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
+        raise LookupError  # pragma: no cover - abstract
+
+    def in_scope(self, item: V) -> bool:
+        return True
+
+    def row(self, item: V, now: float) -> Cells:
+        raise LookupError  # pragma: no cover - abstract
+
+    def search_texts(self, item: V) -> Iterable[str]:
+        return ()
+
+    def labels(self, item: V) -> Mapping[str, str]:
+        return {}
+
+    def sort_value(self, item: V, name: str) -> Any:
+        return getattr(item, name)
+
+    def empty_text(self) -> str:
+        return "nothing here"
+
+    def open_item(self, key: Hashable, item: V) -> None:
+        """Enter on a row."""
+
+    # -- layout ------------------------------------------------------------------------------------
+    def body(self) -> ComposeResult:
+        yield KeyedTable(id="table")
+        yield EmptyNote(id="empty")
+        yield FilterInput(placeholder="filter: regex, !regex to invert, -l key=value for labels", id="filter")
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one(KeyedTable)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self._set_columns()
+        self.resync()
+        self.set_interval(AGE_REFRESH, self._refresh_ages)
+        self.table.focus()
+
+    def _set_columns(self) -> None:
+        cols = list(self.active_columns())
+        name = self.sort_names[self.sort_index]
+        glyphs = self.ranks.look.glyphs
+        labelled = []
+        for label, width in cols:
+            if label.lower().split("/")[0] == self._sort_label(name):
+                label = f"{label}{glyphs.sort_descending if self.sort_reverse else glyphs.sort_ascending}"
+            labelled.append((label, width))
+        self.table.set_columns(labelled)
+        self._cells = {}
+
+    def _sort_label(self, name: str) -> str:
+        return {"gpus_allocated": "gpus", "gpu_util": "util", "created": "age", "ranks_total": "ranks",
+                "namespace": "namespace", "gpu_quota": "quota", "project": "project"}.get(name, name)
+
+    def active_columns(self) -> Iterable[tuple[str, int | None]]:
+        return self.columns
+
+    # -- updates -----------------------------------------------------------------------------------
+    def model_changed(self, diff: ModelDiff) -> None:
+        part = self.part(diff)
+        if not part:
+            if diff.status_changed:
+                self._update_empty()
+            return
+        now = self.ranks.clock()
+        for key in part.removed:
+            self._cells.pop(key, None)
+        items = self.items()
+        changed = []
+        for key in (*part.added, *part.changed):
+            item = items.get(key)
+            if item is not None and self.in_scope(item):
+                self._cells[key] = self.row(item, now)
+                changed.append(key)
+            else:
+                self._cells.pop(key, None)
+        self._show(changed)
+
+    def resync(self) -> None:
+        if not self.is_mounted:
+            return
+        now = self.ranks.clock()
+        self._cells = {k: self.row(v, now) for k, v in self.items().items() if self.in_scope(v)}
+        self._show(None)
+
+    def restyle(self) -> None:
+        self._set_columns()
+        self.resync()
+
+    def _order(self) -> list[Hashable]:
+        items = self.items()
+        flt = self.row_filter
+        keys = [k for k in self._cells if k in items and (
+            not flt.active or flt.matches(self.search_texts(items[k]), self.labels(items[k])))]
+        name = self.sort_names[self.sort_index]
+
+        def key(k: Hashable) -> tuple[Any, ...]:
+            v = self.sort_value(items[k], name)
+            return (v is None, v if v is not None else 0, str(k))
+        keys.sort(key=key, reverse=self.sort_reverse)
+        if self.sort_reverse:  # None values stay last
+            keys.sort(key=lambda k: self.sort_value(items[k], name) is None)
+        return keys
+
+    def _show(self, changed: list[Hashable] | None) -> None:
+        self.table.sync(self._order(), self._cells, changed)
+        self._update_empty()
+
+    def _update_empty(self) -> None:
+        note = self.query_one(EmptyNote)
+        if self.table.row_count:
+            note.remove_class("-shown")
+            return
+        st = self.ranks.store.status
+        if not self.ranks.store.synced:
+            text = {"connecting": "connecting to the API server…", "retrying": "cannot reach the API server; retrying…"
+                    }.get(st.phase, "reading the cluster…")
+        elif self.row_filter.active and self._cells:
+            text = f"no rows match the filter {self.row_filter.text!r} (Esc clears it)"
+        else:
+            text = self.empty_text()
+        note.update(Text(text))
+        note.add_class("-shown")
+
+    def _refresh_ages(self) -> None:
+        if self.app.screen is not self:
+            return
+        now = self.ranks.clock()
+        items = self.items()
+        keys = [k for k in self._cells if k in items]
+        for k in keys:
+            self._cells[k] = self.row(items[k], now)
+        if self.table.order:
+            self.table.sync(self.table.order, self._cells, keys)
+
+    # -- actions -----------------------------------------------------------------------------------
+    def selected(self) -> tuple[Hashable, V] | None:
+        key = self.table.cursor_key
+        if key is None:
+            return None
+        item = self.items().get(key)
+        return None if item is None else (key, item)
+
+    def action_open(self) -> None:
+        sel = self.selected()
+        if sel is not None:
+            self.open_item(*sel)
+
+    @on(DataTable.RowSelected, "#table")
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(self.sort_names)
+        self._set_columns()
+        self.resync()
+        self.notify(f"sorted by {self._sort_label(self.sort_names[self.sort_index])}", timeout=1.5)
+
+    def action_sort_reverse(self) -> None:
+        self.sort_reverse = not self.sort_reverse
+        self._set_columns()
+        self.resync()
+
+    def action_filter(self) -> None:
+        inp = self.query_one(FilterInput)
+        inp.add_class("-shown")
+        inp.value = self.row_filter.text
+        inp.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        try:
+            self.row_filter = RowFilter.parse(event.value)
+        except ValueError as exc:
+            event.input.border_subtitle = str(exc)
+            event.input.tooltip = str(exc)
+            return
+        self._show(None)
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        try:
+            self.row_filter = RowFilter.parse(event.value)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self._close_filter()
+
+    def _close_filter(self) -> None:
+        inp = self.query_one(FilterInput)
+        if not self.row_filter.active:
+            inp.remove_class("-shown")
+        self.table.focus()
+        self._show(None)
+
+    def action_back(self) -> None:
+        inp = self.query_one(FilterInput)
+        if inp.has_focus:
+            if not inp.value.strip():
+                self.row_filter = RowFilter()
+            self._close_filter()
+            return
+        if self.row_filter.active:
+            self.row_filter = RowFilter()
+            inp.value = ""
+            inp.remove_class("-shown")
+            self._show(None)
+            return
+        self.ranks.go_back()
+
+    def action_toggle_mine(self) -> None:
+        self.mine = not self.mine
+        self.resync()
+        self.show_status()
+        self.notify("only my workloads" if self.mine else "everyone's workloads", timeout=1.5)
+
+
+class ProjectsScreen(ListScreen[ProjectView]):
+    crumb = "projects"
+    columns: ClassVar[list[tuple[str, int | None]]] = [
+        ("PROJECT", None), ("NAMESPACE", None), ("QUOTA", 5), ("ALLOCATED", 14), ("UTIL", 10),
+        ("RUNNING", 7), ("PENDING", 7)]
+    sort_names: ClassVar[list[str]] = ["name", "gpus_allocated", "gpu_util", "pending"]
+
+    def items(self) -> Mapping[Hashable, ProjectView]:
+        return self.ranks.store.projects
+
+    def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
+        return diff.projects
+
+    def row(self, item: ProjectView, now: float) -> Cells:
+        return project_row(self.ranks.look, item)
+
+    def search_texts(self, item: ProjectView) -> Iterable[str]:
+        return (item.name, item.namespace)
+
+    def empty_text(self) -> str:
+        forbidden = self.ranks.store.status.forbidden_for("namespaces")
+        if forbidden:
+            return f"forbidden: {clean(forbidden)}"
+        return "no projects: no namespace with workloads or GPU quota is visible to you"
+
+    def open_item(self, key: Hashable, item: ProjectView) -> None:
+        self.ranks.open_workloads(item.namespace)
+
+    def action_all_projects(self) -> None:
+        self.ranks.open_workloads(None)
+
+
+class WorkloadsScreen(ListScreen[WorkloadView]):
+    sort_names: ClassVar[list[str]] = ["name", "status", "gpus_allocated", "gpu_util", "created", "ranks_total"]
+
+    def __init__(self, namespace: str | None) -> None:
+        super().__init__()
+        self.namespace = namespace
+
+    @property
+    def crumb(self) -> str:  # type: ignore[override]
+        if self.namespace is None:
+            return "all projects" + (" (mine)" if self.mine else "")
+        p = self.ranks.store.projects.get(self.namespace)
+        return (p.name if p else self.namespace) + (" (mine)" if self.mine else "")
+
+    def active_columns(self) -> Iterable[tuple[str, int | None]]:
+        cols: list[tuple[str, int | None]] = [
+            ("NAME", None), ("KIND", 12), ("STATUS", 22), ("I", 1), ("RANKS", 5), ("GPUS", 5),
+            ("UTIL", 10), ("AGE", 6)]
+        if self.namespace is None:
+            cols.insert(1, ("PROJECT", None))
+        return cols
+
+    def items(self) -> Mapping[Hashable, WorkloadView]:
+        return self.ranks.store.workloads
+
+    def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
+        return diff.workloads
+
+    def in_scope(self, item: WorkloadView) -> bool:
+        if self.namespace is not None and item.namespace != self.namespace:
+            return False
+        return not self.mine or item.user == self.ranks.me
+
+    def row(self, item: WorkloadView, now: float) -> Cells:
+        return workload_row(self.ranks.look, item, show_project=self.namespace is None, now=now)
+
+    def search_texts(self, item: WorkloadView) -> Iterable[str]:
+        return (item.name, item.kind, item.status, item.reason, item.project, item.user)
+
+    def labels(self, item: WorkloadView) -> Mapping[str, str]:
+        return dict(item.labels)
+
+    def sort_value(self, item: WorkloadView, name: str) -> Any:
+        if name == "created":
+            return -(item.created or 0.0)  # newest first, as "age" ascending
+        return getattr(item, name)
+
+    def empty_text(self) -> str:
+        st = self.ranks.store.status
+        if self.namespace is not None:
+            forbidden = next((m for n, m in st.forbidden if self.namespace in n), "")
+            if forbidden:
+                return f"forbidden: {clean(forbidden)}"
+        elif st.forbidden and not self.ranks.store.workloads:
+            return f"forbidden: {clean(st.forbidden[0][1])}"
+        where = "this project" if self.namespace else "any project you can see"
+        return f"no {'workloads of yours' if self.mine else 'distributed workloads'} in {where}"
+
+    def banner_text(self) -> Text | None:
+        st = self.ranks.store.status
+        if not st.cluster_wide and self.namespace is None and st.namespaces:
+            return Text(f"you may not list all namespaces; watching {', '.join(st.namespaces)}", style="dim")
+        return None
+
+    def open_item(self, key: Hashable, item: WorkloadView) -> None:
+        self.ranks.open_workload(item.key)
+
+    def action_describe(self) -> None:
+        sel = self.selected()
+        if sel is not None:
+            self.ranks.open_describe(sel[1])
+
+    def action_logs(self) -> None:
+        sel = self.selected()
+        if sel is not None:
+            self.ranks.open_logs(sel[1].key)
+
+    def action_all_projects(self) -> None:
+        if self.namespace is not None:
+            self.ranks.open_workloads(None)
+

@@ -1,0 +1,256 @@
+"""The merged logs of a workload: `LogView` over a UI-side buffer fed by a log engine that runs on
+the data loop (batches arrive as messages, so the view never reads what the engine is writing)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.message import Message
+from textual.widgets import Input, Static
+
+from monitors.dataloop import LogHandle
+from monitors.logs import FilterError, LineBuffer, LineFilter, LogLine, LogOptions
+from monitors.sanitize import clean
+from monitors.views import ModelDiff
+
+from ..widgets.log_view import LogView, palette_from_theme
+from .base import RanksScreen, bindings
+from .lists import FilterInput
+
+HISTORY_LINES = 5000
+
+
+class LinesArrived(Message):
+    def __init__(self, lines: list[LogLine]) -> None:
+        super().__init__()
+        self.lines = lines
+
+
+class LogNotice(Message):
+    def __init__(self, text: str) -> None:
+        super().__init__()
+        self.text = text
+
+
+class LogStatus(Static):
+    DEFAULT_CSS = """
+    LogStatus { height: 1; padding: 0 1; background: $panel; color: $text-muted; }
+    """
+
+
+class LogsScreen(RanksScreen):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        *bindings("global", ("filter",)),
+        *bindings("logs", ("save_logs", "select_ranks", "previous_logs", "next_match", "prev_match")),
+        *bindings("table", ("describe",)),
+    ]
+
+    def __init__(self, key: tuple[str, str, str], *, previous: bool = False) -> None:
+        super().__init__()
+        self.key = key
+        self.focus_key = key
+        self.previous = previous
+        self.buffer = LineBuffer()
+        self.handle: LogHandle | None = None
+        self.notice = ""
+        self.prompt = "filter"  # what the input at the bottom edits: filter / ranks / save
+        self.text_filter = ""
+        self.rank_filter = ""
+
+    @property
+    def crumb(self) -> str:  # type: ignore[override]
+        return "previous logs" if self.previous else "logs"
+
+    def body(self) -> ComposeResult:
+        look = self.ranks.look
+        yield LogView(self.buffer, palette=[] if look.mono else palette_from_theme(look.theme), id="log")
+        yield LogStatus(id="logstatus")
+        yield FilterInput(id="filter")
+
+    @property
+    def view(self) -> LogView:
+        return self.query_one(LogView)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.view.focus()
+        self._set_status("opening log streams…")
+        self._open()
+
+    @work(exclusive=True, group="logs-open")
+    async def _open(self) -> None:
+        import asyncio
+
+        opts = LogOptions(follow=not self.previous, tail=HISTORY_LINES, previous=self.previous)
+        fut = self.ranks.data.open_logs(self.key, opts, lambda lines: self.post_message(LinesArrived(lines)),
+                                        lambda text: self.post_message(LogNotice(text)))
+        try:
+            handle = await asyncio.wrap_future(fut)
+        except LookupError:
+            self._set_status("this workload does not exist (any more)")
+            return
+        except Exception as exc:
+            self._set_status(f"cannot read logs: {clean(getattr(exc, 'message', None) or exc)}")
+            return
+        if not self.is_attached:
+            handle.close()
+            return
+        self.handle = handle
+        self._set_status("")
+
+    def on_unmount(self) -> None:
+        if self.handle is not None:
+            self.handle.close()
+            self.handle = None
+
+    @on(LinesArrived)
+    def _lines(self, msg: LinesArrived) -> None:
+        self.buffer.extend(msg.lines)
+        self.view.notify_appended()
+        if not self.notice:
+            self._set_status("")
+
+    @on(LogNotice)
+    def _notice(self, msg: LogNotice) -> None:
+        self.notice = clean(msg.text, limit=200)
+        self._set_status("")
+
+    def model_changed(self, diff: ModelDiff) -> None:
+        if self.key in diff.workloads.removed:
+            self.show_status()
+
+    def banner_text(self) -> Text | None:
+        if self.ranks.store.synced and self.key not in self.ranks.store.workloads:
+            return Text(f"{self.ranks.look.glyphs.warning} this workload was deleted; its logs stay here "
+                        "(Esc to go back)", style="bold")
+        return None
+
+    def _set_status(self, text: str) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(f"{len(self.buffer):,} lines")
+        following = self.view.tail if self.is_mounted else True
+        if following:
+            t.append("  following", style="bold")
+        filters = [f for f in (self.text_filter and f"/{self.text_filter}", self.rank_filter and
+                               f"ranks {self.rank_filter}") if f]
+        if filters:
+            t.append("  " + "  ".join(filters))
+        message = text or self.notice
+        if message:
+            t.append("  " + message, style="italic")
+        self.query_one(LogStatus).update(t)
+
+    # -- filters and prompts -----------------------------------------------------------------------
+    def _ask(self, prompt: str, value: str, placeholder: str) -> None:
+        self.prompt = prompt
+        inp = self.query_one(FilterInput)
+        inp.placeholder = placeholder
+        inp.value = value
+        inp.add_class("-shown")
+        inp.focus()
+
+    def action_filter(self) -> None:
+        self._ask("filter", self.text_filter, "filter lines: regex, !regex to hide matches (Enter applies)")
+
+    def action_select_ranks(self) -> None:
+        self._ask("ranks", self.rank_filter, "only these ranks: worker-0,launcher,3 or roles (empty: all)")
+
+    def action_save_logs(self) -> None:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        self._ask("save", str(Path.cwd() / f"{self.key[2]}-{stamp}.log"), "save the lines shown to this file")
+
+    @on(Input.Submitted, "#filter")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        value = event.value.strip()
+        if self.prompt == "save":
+            self._save(value)
+        else:
+            old = (self.text_filter, self.rank_filter)
+            if self.prompt == "filter":
+                self.text_filter = value
+            else:
+                self.rank_filter = value
+            try:
+                self._apply_filter()
+            except (FilterError, re.error, ValueError) as exc:
+                self.text_filter, self.rank_filter = old
+                self.notify(clean(str(exc)), severity="error")
+                return
+        self._close_prompt()
+
+    def _apply_filter(self) -> None:
+        include = exclude = None
+        if self.text_filter.startswith("!"):
+            exclude = self.text_filter[1:] or None
+        elif self.text_filter:
+            include = self.text_filter
+        ranks = [r for r in re.split(r"[,\s]+", self.rank_filter) if r]
+        roles = [r for r in ranks if not r[0].isdigit() and "-" not in r and r not in ("launcher",)]
+        ranks = [r for r in ranks if r not in roles]
+        if not (include or exclude or ranks or roles):
+            self.view.set_filter(None)
+        else:
+            self.view.set_filter(LineFilter.build(ranks=ranks or None, roles=roles or None, include=include,
+                                                  exclude=exclude, highlight=include))
+        self._set_status("")
+
+    def _save(self, path: str) -> None:
+        if not path:
+            return
+        try:
+            n = self.view.save(Path(path).expanduser())
+        except OSError as exc:
+            self.notify(f"cannot save: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(f"saved {n:,} lines to {path}")
+
+    def _close_prompt(self) -> None:
+        inp = self.query_one(FilterInput)
+        inp.remove_class("-shown")
+        self.view.focus()
+
+    def action_back(self) -> None:
+        if self.query_one(FilterInput).has_focus:
+            self._close_prompt()
+            return
+        self.ranks.go_back()
+
+    def action_previous_logs(self) -> None:
+        if not self.previous:
+            self.ranks.push_screen(LogsScreen(self.key, previous=True))
+
+    def action_describe(self) -> None:
+        wl = self.ranks.store.workloads.get(self.key)
+        if wl is not None:
+            self.ranks.open_describe(wl)
+
+    def action_next_match(self) -> None:
+        self._jump(1)
+
+    def action_prev_match(self) -> None:
+        self._jump(-1)
+
+    def _jump(self, step: int) -> None:
+        if not self.text_filter or self.text_filter.startswith("!"):
+            self.notify("set a filter with / first", timeout=2)
+            return
+        view = self.view
+        src = view.source
+        pattern = re.compile(self.text_filter, re.IGNORECASE)
+        y = int(view.scroll_y) + step
+        while 0 <= y < len(src):
+            line = src[y]
+            if pattern.search(view.plain_line(line)):
+                view.tail = False
+                view.scroll_to(y=y, animate=False)
+                return
+            y += step
+        self.notify("no more matches", timeout=1.5)

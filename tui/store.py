@@ -1,0 +1,58 @@
+"""The dashboard's copy of the model, kept on the UI thread from the data loop's keyed diffs.
+
+Screens read from here (never from the data thread's live structures); `apply` returns what
+changed so the visible screen can update only those rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from monitors.dataloop import DataStatus, DataUpdate
+from monitors.records import EventRec
+from monitors.views import ModelDiff, NodeView, ProjectView, WorkloadView
+
+WorkloadKey = tuple[str, str, str]
+
+
+@dataclass
+class Store:
+    workloads: dict[WorkloadKey, WorkloadView] = field(default_factory=dict)
+    projects: dict[str, ProjectView] = field(default_factory=dict)
+    nodes: dict[str, NodeView] = field(default_factory=dict)
+    status: DataStatus = field(default_factory=DataStatus)
+    histories: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    last_logs: dict[str, float] = field(default_factory=dict)
+    events: tuple[EventRec, ...] = ()  # of the focused workload
+    synced: bool = False
+    generation: int = 0  # bumped on every applied update (screens compare to skip work)
+
+    def apply(self, update: DataUpdate) -> ModelDiff:
+        d = update.diff
+        if update.first:
+            self.workloads.clear()
+            self.projects.clear()
+            self.nodes.clear()
+            self.synced = True
+        for target, kd in ((self.workloads, d.workloads), (self.projects, d.projects), (self.nodes, d.nodes)):
+            for k in kd.removed:
+                target.pop(k, None)  # type: ignore[call-overload]
+            target.update(kd.added)  # type: ignore[arg-type]
+            target.update(kd.changed)  # type: ignore[arg-type]
+        self.status = update.status
+        self.histories = dict(update.histories)
+        self.last_logs = dict(update.last_logs)
+        if update.events is not None:
+            self.events = tuple(update.events)
+        self.generation += 1
+        return d
+
+    def project_of_namespace(self, namespace: str) -> ProjectView | None:
+        for p in self.projects.values():
+            if p.namespace == namespace:
+                return p
+        return None
+
+    def find_project(self, name: str) -> ProjectView | None:
+        """A project by name (team-a) or namespace (runai-team-a)."""
+        return self.projects.get(name) or self.project_of_namespace(name) or self.projects.get(f"runai-{name}")
