@@ -14,11 +14,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	@mkdir -p $(DEMO_DIR)
-	@echo "Starting simcluster's demo scenario. In another terminal:"
-	@echo "  export KUBECONFIG=$(CURDIR)/$(DEMO_DIR)/kubeconfig; kubectl get nodes"
-	@echo "Stop with Ctrl-C."
-	$(BIN)/ranks sim --scenario demo --kubeconfig $(DEMO_DIR)/kubeconfig
+	@./scripts/system-deps.sh --optional prometheus
+	$(BIN)/ranks demo --workdir $(DEMO_DIR)
 
 system-deps:
 	./scripts/system-deps.sh

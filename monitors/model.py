@@ -367,7 +367,8 @@ class LiveModel:
 
     def _rank(self, kind: str, p: PodRec, job: JobRec | None) -> tuple[Placement, RankView, PodRec]:
         """A rank's view, cached until its pod, job, GPU reading or last-log time changes."""
-        g = self.gpu.get(p.key)
+        # a rank whose container is not running uses no GPU, whatever the exporter last said
+        g = self.gpu.get(p.key) if p.phase == "Running" and p.reason in ("", "Running") else None
         last = self.last_log.get(p.key)
         hit = self._rank_cache.get(p.key)
         if hit is not None and hit[0] is p and hit[1] is job and hit[2] == g and hit[3] == last:

@@ -1,15 +1,29 @@
 #!/usr/bin/env bash
 # Install the system packages the tests use (prometheus, tmux, openssh-client, curl) when missing.
+#   scripts/system-deps.sh                      every package the tests need; fails if it cannot
+#   scripts/system-deps.sh --optional prometheus   try to install these; never fails (make demo)
 set -euo pipefail
+optional=0
+if [ "${1:-}" = "--optional" ]; then
+    optional=1
+    shift
+fi
+declare -A provides=([prometheus]=prometheus [tmux]=tmux [ssh]=openssh-client [curl]=curl)
+wanted=("$@")
+[ ${#wanted[@]} -eq 0 ] && wanted=(prometheus tmux ssh curl)
 need=()
-command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
-command -v tmux >/dev/null 2>&1 || need+=(tmux)
-command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
-command -v curl >/dev/null 2>&1 || need+=(curl)
+for cmd in "${wanted[@]}"; do
+    command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/bin/$cmd" ] || need+=("${provides[$cmd]:-$cmd}")
+done
 [ ${#need[@]} -eq 0 ] && exit 0
 echo "installing system packages: ${need[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }; then
+    if [ "$optional" -eq 1 ]; then
+        echo "could not install ${need[*]}; continuing without" >&2
+        exit 0
+    fi
+    exit 1
+fi

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from .reaper import pdeathsig_preexec
+
 if TYPE_CHECKING:
     from .cluster import SimCluster
 
@@ -200,7 +202,7 @@ class PrometheusServer:
         with open(self.log_path, "ab") as logf:
             self.proc = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT,
-                cwd=self.workdir, start_new_session=True,
+                cwd=self.workdir, start_new_session=True, preexec_fn=pdeathsig_preexec(signal.SIGTERM),
             )
         _LIVE.add(self)
         return self

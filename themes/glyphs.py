@@ -118,7 +118,7 @@ ASCII = GlyphSet(
         "suspended": "=",
         "unknown": "?",
     }),
-    lead="*",
+    lead="@",
     selected=">",
     bullet="-",
     check="+",

@@ -17,6 +17,7 @@ from textual.app import App, SystemCommand
 from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
+from textual.scrollbar import ScrollBar, ScrollBarRender
 
 from monitors.connection import ClusterConfig
 from monitors.dataloop import DataLoop, DataOptions, DataUpdate
@@ -59,6 +60,13 @@ def workload_path(w: WorkloadView) -> str | None:
     return f"{base}/namespaces/{w.namespace}/{w.kind.lower()}s/{w.name}"
 
 
+class AsciiScrollBarRender(ScrollBarRender):
+    """Scrollbars without Unicode block elements (``--ascii``)."""
+
+    VERTICAL_BARS: ClassVar[list[str]] = [" "] * 8
+    HORIZONTAL_BARS: ClassVar[list[str]] = [" "] * 8
+
+
 class RanksApp(App[int]):
     TITLE = "ranks"
     ENABLE_COMMAND_PALETTE = True
@@ -67,6 +75,11 @@ class RanksApp(App[int]):
     CSS = """
     Screen { background: $background; }
     DataTable { background: $surface; }
+    /* --ascii: no Unicode from Textual's own widgets either */
+    .-ascii * { text-overflow: clip; }
+    .-ascii Underline { display: none; }
+    .-ascii Tab.-active { text-style: bold reverse; }
+    .-ascii FooterKey.-command-palette { border-left: none; }
     """
 
     def __init__(
@@ -89,6 +102,8 @@ class RanksApp(App[int]):
         self.theme_set = themes
         self.colour_mode = colour_mode
         self.glyphs = glyphs_for(ascii or self.settings.ascii)
+        if self.glyphs.name == "ascii":
+            ScrollBar.renderer = AsciiScrollBarRender
         self.read_only = self.settings.read_only
         self.me = cfg.impersonate_user or cfg.user
         self.start_project = start_project if start_project is not None else self.settings.default_project

@@ -67,15 +67,19 @@ def status_cell(look: Look, status: str, reason: str = "") -> Text:
 
 
 def util_cell(look: Look, pct: float | None, state: str = "ok", width: int = UTIL_BAR) -> Text:
-    """`▇▇▂   42%` — a bar and the number; no value is shown as its state, never as 0."""
+    """`▇▇▂   42%` — a bar and the number; no value is shown as its state (never as 0)."""
     if pct is None:
-        label = {"ok": "-", "unknown": "-"}.get(state, state)
-        return Text(f"{look.glyphs.bar_empty * width} {label:>4}", style="dim", no_wrap=True)
+        label = STATE_LABELS.get(state, state)
+        return Text(f"{label:>{width + 5}}", style="dim", no_wrap=True)
     t = Text(bar(look.glyphs, pct / 100.0, width), style=look.util_style(pct), no_wrap=True)
     t.append(f" {percent(pct):>4}")
     if state == "stale":
         t.append(" stale", style="dim")
     return t
+
+
+STATE_LABELS = {"ok": "-", "unknown": "-", "no data": "no data", "unavailable": "n/a", "stale": "stale",
+                "no GPU": "-"}
 
 
 def spark_cell(look: Look, history: Iterable[float], width: int = SPARK) -> Text:
@@ -100,13 +104,14 @@ def gpu_pair(requested: float, allocated: float) -> Text:
     return Text(f"{gpus(allocated)}/{gpus(requested)}")
 
 
-def quota_cell(look: Look, allocated: float, quota: float | None, width: int = 6) -> Text:
+def quota_cell(look: Look, allocated: float, quota: float | None, width: int = 6, numbers: int = 5) -> Text:
+    """`███▌  10/16`: a bar of `width` cells and `allocated/quota` right-aligned in `numbers`."""
     if not quota:
-        return Text(f"{gpus(allocated)} / -", no_wrap=True)
+        return Text(f"{'':{width}} {gpus(allocated) + '/-':>{numbers}}", no_wrap=True)
     frac = allocated / quota
     style = look.status_style("Failed") if frac > 1 else look.util_style(min(frac * 100, 100))
     t = Text(bar(look.glyphs, frac, width), style=style, no_wrap=True)
-    t.append(f" {gpus(allocated)}/{gpus(quota)}")
+    t.append(f" {gpus(allocated) + '/' + gpus(quota):>{numbers}}")
     return t
 
 
@@ -124,18 +129,42 @@ def project_row(look: Look, p: ProjectView) -> tuple[Text, ...]:
     )
 
 
-def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float) -> tuple[Text, ...]:
+KIND_SHORT = {
+    "PyTorchJob": "pytorch", "TFJob": "tf", "MPIJob": "mpi", "XGBoostJob": "xgboost", "JAXJob": "jax",
+    "PaddleJob": "paddle", "TrainJob": "trainjob", "JobSet": "jobset", "DistributedWorkload": "runai", "Job": "job",
+}
+
+
+def kind_text(w: WorkloadView) -> str:
+    """pytorch, mpi, tf, xgboost... (TrainJob/JobSet add their framework: trainjob/torch)."""
+    short = KIND_SHORT.get(w.kind, w.kind.lower())
+    if w.framework and w.framework.lower() not in (short, w.kind.lower()) and w.kind in ("TrainJob", "JobSet",
+                                                                                         "DistributedWorkload"):
+        short += f"/{w.framework.lower()}"
+    return clean(short, limit=40)
+
+
+def workload_reason(w: WorkloadView) -> str:
+    """The reason worth a list cell: why it is pending or degraded, which rank failed first."""
+    if w.status == "Failed" and w.first_failure is not None:
+        return f"{w.first_failure.label} exit {w.first_failure.exit_code}"
+    if w.status in ("Succeeded", "Running", "Failed", "Completed"):
+        return ""
+    return w.reason
+
+
+def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float,
+                 util_width: int = UTIL_BAR) -> tuple[Text, ...]:
     ready = Text(f"{w.ranks_ready}/{w.ranks_total}", justify="right",
                  style="" if w.ranks_ready == w.ranks_total else "dim")
     cells = [
         plain(w.name, 253),
-        Text(clean(w.kind, limit=24) + (f"/{w.framework}" if w.framework and w.framework.lower() not in
-                                          w.kind.lower() else ""), no_wrap=True, overflow="ellipsis"),
-        status_cell(look, w.status, w.reason),
+        Text(kind_text(w), no_wrap=True, overflow="ellipsis"),
+        status_cell(look, w.status, workload_reason(w)),
         Text(look.glyphs.bullet if w.interactive else "", justify="center"),
         ready,
         gpu_pair(w.gpus_requested, w.gpus_allocated),
-        util_cell(look, w.gpu_util, "ok" if w.gpu_util is not None else "unknown"),
+        util_cell(look, w.gpu_util, "ok" if w.gpu_util is not None else "unknown", util_width),
         age_cell(w.created, now),
     ]
     if show_project:
@@ -143,13 +172,14 @@ def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float)
     return tuple(cells)
 
 
-def rank_row(look: Look, r: RankView, index: int, history: Iterable[float], now: float) -> tuple[Text, ...]:
+def rank_row(look: Look, r: RankView, index: int, history: Iterable[float], *, with_pod: bool = True,
+             spark: int = SPARK) -> tuple[Text, ...]:
     label = Text(("" if not r.lead else look.glyphs.lead + " ") + clean(r.label, limit=40),
                  style=look.rank_style(index), no_wrap=True)
     mem = "-"
     if r.gpu_mem_used_mib is not None:
         mem = mib(r.gpu_mem_used_mib) + (f"/{mib(r.gpu_mem_total_mib)}" if r.gpu_mem_total_mib else "")
-    return (
+    cells = [
         label,
         Text("-" if r.rank is None else str(r.rank), justify="right"),
         plain(r.pod, 253),
@@ -157,22 +187,31 @@ def rank_row(look: Look, r: RankView, index: int, history: Iterable[float], now:
         Text(str(r.restarts), justify="right", style=look.status_style("Failed") if r.restarts else ""),
         plain(r.node or "-", 253),
         util_cell(look, r.gpu_util, r.gpu_state if r.gpus > 0 else "no GPU"),
-        spark_cell(look, history),
+        spark_cell(look, history, spark),
         Text(mem, no_wrap=True),
-    )
+    ]
+    if not with_pod:
+        del cells[2]
+    return tuple(cells)
 
 
-def node_row(look: Look, n: NodeView) -> tuple[Text, ...]:
+def node_row(look: Look, n: NodeView, *, narrow: bool = False) -> tuple[Text, ...]:
     state = "Ready" if n.ready else "NotReady"
     if n.unschedulable:
-        state += ",SchedulingDisabled"
-    return (
+        state += ",NoSchedule"
+    product = (n.product or "-").removeprefix("NVIDIA-")
+    cells = [
         plain(n.name, 253),
         plain(n.pool or "-", 63),
-        plain(n.product or "-", 63),
-        Text(state, style=look.status_style("Running" if n.ready else "Failed"), no_wrap=True),
-        quota_cell(look, n.gpus_allocated, n.gpus or None),
-        util_cell(look, n.gpu_util, "ok" if n.gpu_util is not None else "unknown"),
+        plain(product, 63),
+        Text(state, style=look.status_style("Running" if n.ready and not n.unschedulable else "Failed"),
+             no_wrap=True),
+        quota_cell(look, n.gpus_allocated, n.gpus or None, width=4 if narrow else 6),
+        util_cell(look, n.gpu_util, "ok" if n.gpu_util is not None else "unknown", 3 if narrow else UTIL_BAR),
         Text(mib(n.gpu_mem_used_mib), justify="right"),
         Text(str(n.pods), justify="right"),
-    )
+    ]
+    if narrow:
+        del cells[6]
+        del cells[2]
+    return tuple(cells)

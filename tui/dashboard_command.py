@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,6 +59,12 @@ def run_app(cfg: Any, prepared: Prepared) -> int:
     from .app import RanksApp
 
     app = RanksApp(cfg, prepared.settings, **prepared.kwargs)
+
+    def hang_up(signum: int, _frame: object) -> None:  # terminal closed or killed: exit cleanly
+        app.exit(128 + signum)
+
+    for sig in (signal.SIGHUP, signal.SIGTERM):
+        signal.signal(sig, hang_up)
     rc = app.run()
     if app.exit_message:
         print(f"ranks: error: {app.exit_message}", file=sys.stderr)
@@ -91,8 +100,11 @@ def demo_cluster(workdir: Path, *, prometheus: bool = True) -> Iterator[tuple[Pa
         url = None
         binary = prometheus_binary() if prometheus else None
         if binary is not None:
+            _wait_for_exporters(sim_thread, sim)
             cfg = sim_thread.call(dcgm_scrape_config, sim, interval="2s")
-            server = PrometheusServer(cfg, workdir / "prometheus", binary=binary)
+            storage = workdir / "prometheus"
+            shutil.rmtree(storage, ignore_errors=True)  # no series of an earlier demo run
+            server = PrometheusServer(cfg, storage, binary=binary)
             try:
                 server.start(15.0)
                 sim_thread.call(register_prometheus_service, sim, server.host, server.port)
@@ -107,6 +119,16 @@ def demo_cluster(workdir: Path, *, prometheus: bool = True) -> Iterator[tuple[Pa
         if server is not None:
             server.stop()
         sim_thread.stop()
+
+
+def _wait_for_exporters(sim_thread: Any, sim: Any, timeout: float = 10.0) -> None:
+    """Until every node's DCGM exporter listens (they start with the cluster, a moment later)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        listening, nodes = sim_thread.call(lambda: (len(sim.dcgm.targets()), len(sim.dcgm.exporter_pods())))
+        if nodes and listening >= nodes:
+            return
+        time.sleep(0.05)
 
 
 def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: str | None,

@@ -26,6 +26,9 @@ def bindings(scope: str, only: tuple[str, ...] | None = None) -> list[BindingTyp
     return [b for b in Keymap().bindings(scope) if only is None or b.id in only]
 
 
+NARROW = 100
+
+
 class Crumbs(Static):
     DEFAULT_CSS = """
     Crumbs { height: 1; background: $panel; color: $text; padding: 0 1; }
@@ -71,6 +74,7 @@ class RanksScreen(Screen[None]):
         yield from ()
 
     def on_mount(self) -> None:
+        self.set_class(self.ranks.glyphs.name == "ascii", "-ascii")
         self.show_status()
 
     def on_screen_resume(self) -> None:
@@ -100,7 +104,7 @@ class RanksScreen(Screen[None]):
         crumbs = Text(no_wrap=True, overflow="ellipsis")
         crumbs.append("ranks", style="bold")
         for label in app.breadcrumbs(self):
-            crumbs.append(f" {app.look.glyphs.breadcrumb} ")
+            crumbs.append(app.look.glyphs.breadcrumb)
             crumbs.append(clean(label, limit=80))
         state = {"connecting": "connecting", "syncing": "syncing", "live": "", "retrying": "reconnecting"}.get(
             st.phase, st.phase)
@@ -132,4 +136,8 @@ class RanksScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self.show_status()
+
+    def is_narrow(self) -> bool:
+        """Under 100 columns (an 80x24 login-node terminal): fewer, tighter columns."""
+        return self.app.size.width < NARROW
 

@@ -24,6 +24,8 @@ from .base import RanksScreen, bindings
 NODE_COLUMNS: list[tuple[str, int | None]] = [
     ("NODE", None), ("POOL", None), ("GPU", None), ("STATE", None), ("ALLOCATED", 12), ("UTIL", 10),
     ("MEM", 7), ("PODS", 4), ("SLOTS", None)]
+NARROW_NODE_COLUMNS: list[tuple[str, int | None]] = [
+    ("NODE", None), ("POOL", None), ("STATE", None), ("ALLOC", 10), ("UTIL", 8), ("PODS", 4), ("SLOTS", None)]
 IDLE_UTIL = 5.0  # % below which an interactive session's GPUs count as idle
 
 
@@ -49,7 +51,7 @@ def quota_lines(look: Look, all_projects: Iterable[ProjectView]) -> Text:
     width = max(len(clean(p.name, limit=40)) for p in projects)
     for p in projects:
         t.append(f"{clean(p.name, limit=40):<{width}}  ")
-        t.append_text(quota_cell(look, p.gpus_allocated, p.gpu_quota, width=20))
+        t.append_text(quota_cell(look, p.gpus_allocated, p.gpu_quota, width=16, numbers=7))
         t.append("  util ")
         t.append_text(util_cell(look, p.gpu_util, "ok" if p.gpu_util is not None else "unknown"))
         t.append(f"  running {p.running}  pending {p.pending}\n")
@@ -76,7 +78,7 @@ def pending_lines(look: Look, workloads: list[WorkloadView], now: float) -> Text
 def idle_sessions(workloads: list[WorkloadView]) -> list[WorkloadView]:
     return sorted(
         (w for w in workloads if w.interactive and w.gpus_allocated > 0
-         and (w.gpu_util is None or w.gpu_util < IDLE_UTIL)),
+         and w.gpu_util is not None and w.gpu_util < IDLE_UTIL),
         key=lambda w: -w.gpus_allocated)
 
 
@@ -109,6 +111,7 @@ class ClusterScreen(RanksScreen):
     def __init__(self) -> None:
         super().__init__()
         self._cells: dict[Hashable, Cells] = {}
+        self.narrow = False
 
     def body(self) -> ComposeResult:
         with TabbedContent(id="tabs"):
@@ -128,9 +131,19 @@ class ClusterScreen(RanksScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.table.set_columns(NODE_COLUMNS)
+        self._set_columns()
         self.resync()
         self.table.focus()
+
+    def _set_columns(self) -> None:
+        self.narrow = self.is_narrow()
+        self.table.set_columns(NARROW_NODE_COLUMNS if self.narrow else NODE_COLUMNS)
+        self._cells = {}
+
+    def on_resize(self) -> None:
+        super().on_resize()
+        if self.is_mounted and self.is_narrow() != self.narrow:
+            self.restyle()
 
     def model_changed(self, diff: ModelDiff) -> None:
         if diff.nodes or diff.workloads or diff.projects or diff.status_changed:
@@ -141,8 +154,7 @@ class ClusterScreen(RanksScreen):
             self._draw(None)
 
     def restyle(self) -> None:
-        self.table.set_columns(NODE_COLUMNS)
-        self._cells = {}
+        self._set_columns()
         self.resync()
 
     def _draw(self, changed: list[Hashable] | None) -> None:
@@ -186,7 +198,7 @@ class ClusterScreen(RanksScreen):
             self.query_one("#idle", Static).update(idle_lines(look, wls, now))
 
     def _row(self, n: NodeView) -> Cells:
-        return (*node_row(self.ranks.look, n), heat_cell(self.ranks.look, n))
+        return (*node_row(self.ranks.look, n, narrow=self.narrow), heat_cell(self.ranks.look, n))
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:

@@ -50,7 +50,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self.sort_reverse = False
         self.mine = False
         self._cells: dict[Hashable, Cells] = {}
-        self._look_gen = -1
+        self.narrow = False
 
     # -- to implement --------------------------------------------------------------------------------
     def items(self) -> Mapping[Hashable, V]:
@@ -97,7 +97,13 @@ class ListScreen(RanksScreen, Generic[V]):
         self.set_interval(AGE_REFRESH, self._refresh_ages)
         self.table.focus()
 
+    def on_resize(self) -> None:
+        super().on_resize()
+        if self.is_mounted and self.is_narrow() != self.narrow:
+            self.restyle()
+
     def _set_columns(self) -> None:
+        self.narrow = self.is_narrow()
         cols = list(self.active_columns())
         name = self.sort_names[self.sort_index]
         glyphs = self.ranks.look.glyphs
@@ -324,9 +330,10 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         return (p.name if p else self.namespace) + (" (mine)" if self.mine else "")
 
     def active_columns(self) -> Iterable[tuple[str, int | None]]:
+        narrow = self.narrow
         cols: list[tuple[str, int | None]] = [
-            ("NAME", None), ("KIND", 12), ("STATUS", 22), ("I", 1), ("RANKS", 5), ("GPUS", 5),
-            ("UTIL", 10), ("AGE", 6)]
+            ("NAME", None), ("KIND", 7), ("STATUS", 15 if narrow else 28), ("I", 1), ("RANKS", 5), ("GPUS", 5),
+            ("UTIL", 8 if narrow else 10), ("AGE", 5)]
         if self.namespace is None:
             cols.insert(1, ("PROJECT", None))
         return cols
@@ -343,7 +350,8 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         return not self.mine or item.user == self.ranks.me
 
     def row(self, item: WorkloadView, now: float) -> Cells:
-        return workload_row(self.ranks.look, item, show_project=self.namespace is None, now=now)
+        return workload_row(self.ranks.look, item, show_project=self.namespace is None, now=now,
+                            util_width=3 if self.narrow else 5)
 
     def search_texts(self, item: WorkloadView) -> Iterable[str]:
         return (item.name, item.kind, item.status, item.reason, item.project, item.user)

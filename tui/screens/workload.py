@@ -25,16 +25,18 @@ from .base import RanksScreen, bindings
 
 RANK_COLUMNS: list[tuple[str, int | None]] = [
     ("RANK", None), ("#", 3), ("POD", None), ("STATUS", None), ("RST", 3), ("NODE", None), ("GPU", 10),
-    ("HISTORY", 12), ("MEM", None)]
+    ("TREND", 12), ("MEM", None)]
+NARROW_RANK_COLUMNS: list[tuple[str, int | None]] = [
+    ("RANK", None), ("#", 3), ("STATUS", 12), ("RST", 3), ("NODE", None), ("GPU", 10), ("TREND", 6),
+    ("MEM", None)]
 
 
 def header_text(look: Look, w: WorkloadView, now: float) -> Text:
-    t = Text(no_wrap=False)
+    """Four lines at most, each cut to the width: what, status, conditions, command."""
+    t = Text(no_wrap=True, overflow="ellipsis")
     t.append(clean(w.kind, limit=30), style="bold")
     if w.framework and w.framework.lower() not in w.kind.lower():
         t.append(f" ({clean(w.framework, limit=20)})")
-    t.append("  ")
-    t.append_text(status_cell(look, w.status, w.reason))
     if w.interactive:
         t.append("  interactive", style="bold")
     t.append(f"  ranks {w.ranks_ready}/{w.ranks_total}")
@@ -42,6 +44,10 @@ def header_text(look: Look, w: WorkloadView, now: float) -> Text:
     t.append(f"  age {age(now - w.created) if w.created else '-'}")
     if w.user:
         t.append(f"  user {clean(w.user, limit=40)}", style="dim")
+    t.append("\n")
+    t.append_text(status_cell(look, w.status))
+    if w.reason and w.reason != w.status:
+        t.append("  " + clean(w.reason, limit=300), style="dim")
     t.append("\n")
     conds = [c for c in w.conditions if c.status == "True"][-4:]
     if conds:
@@ -128,14 +134,15 @@ def _short_label(r: RankView) -> str:
 
 
 def event_lines(look: Look, events: tuple[EventRec, ...], now: float) -> Text:
-    t = Text(no_wrap=False)
+    t = Text(no_wrap=True, overflow="ellipsis")
     if not events:
         t.append("no events", style="dim")
         return t
     for e in reversed(events):
         t.append(f"{age(now - e.last) if e.last else '-':>6} ", style="dim")
-        t.append(f"{clean(e.type, limit=10):<8}", style=look.status_style("Failed" if e.type == "Warning" else "Running"))
-        t.append(f"{clean(e.reason, limit=30):<18} ")
+        warning = e.type == "Warning"
+        t.append(f"{look.glyphs.warning if warning else ' '} ", style=look.status_style("Failed") if warning else "")
+        t.append(f"{clean(e.reason, limit=30):<17} ", style=look.status_style("Failed") if warning else "")
         t.append(f"{clean(e.kind, limit=20).lower()}/{clean(e.object_name, limit=60)}", style="dim")
         if e.count > 1:
             t.append(f" x{e.count}", style="dim")
@@ -146,12 +153,12 @@ def event_lines(look: Look, events: tuple[EventRec, ...], now: float) -> Text:
 class WorkloadScreen(RanksScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings("table", ("open", "describe", "logs"))
     DEFAULT_CSS = """
-    WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; }
+    WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     WorkloadScreen #failure { height: auto; max-height: 3; padding: 0 1; background: $error 20%; display: none; }
     WorkloadScreen #failure.-shown { display: block; }
     WorkloadScreen TabbedContent { height: 1fr; }
     WorkloadScreen TabPane { padding: 0; }
-    WorkloadScreen #placement, WorkloadScreen #events { padding: 0 1; }
+    WorkloadScreen #placement, WorkloadScreen #events { padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, key: tuple[str, str, str]) -> None:
@@ -161,6 +168,7 @@ class WorkloadScreen(RanksScreen):
         self.last: WorkloadView | None = None
         self.gone = False
         self._cells: dict[Hashable, Cells] = {}
+        self.narrow = False
 
     @property
     def crumb(self) -> str:  # type: ignore[override]
@@ -183,7 +191,7 @@ class WorkloadScreen(RanksScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
-        self.table.set_columns(RANK_COLUMNS)
+        self._set_columns()
         self.ranks.data.focus(self.key)
         self.resync()
         self.table.focus()
@@ -210,9 +218,18 @@ class WorkloadScreen(RanksScreen):
         self._draw(wl)
 
     def restyle(self) -> None:
-        self.table.set_columns(RANK_COLUMNS)
-        self._cells = {}
+        self._set_columns()
         self.resync()
+
+    def _set_columns(self) -> None:
+        self.narrow = self.is_narrow()
+        self.table.set_columns(NARROW_RANK_COLUMNS if self.narrow else RANK_COLUMNS)
+        self._cells = {}
+
+    def on_resize(self) -> None:
+        super().on_resize()
+        if self.is_mounted and self.is_narrow() != self.narrow:
+            self.restyle()
 
     def _draw(self, wl: WorkloadView | None) -> None:
         look = self.ranks.look
@@ -233,7 +250,9 @@ class WorkloadScreen(RanksScreen):
         if ftext is not None:
             failure.update(ftext)
         hist = self.ranks.store.histories
-        cells = {r.pod: rank_row(look, r, i, hist.get(r.pod, ()), now) for i, r in enumerate(shown.ranks)}
+        spark = 6 if self.narrow else 12
+        cells = {r.pod: rank_row(look, r, i, hist.get(r.pod, ()), with_pod=not self.narrow, spark=spark)
+                 for i, r in enumerate(shown.ranks)}
         changed = [k for k, v in cells.items() if self._cells.get(k) != v]
         self._cells = cells
         self.table.sync([r.pod for r in shown.ranks], cells, changed)

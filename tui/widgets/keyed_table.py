@@ -24,25 +24,39 @@ def same_text(a: object, b: object) -> bool:
     return a == b
 
 
+def _pad(cell: Text, overflow: str = "ellipsis") -> Text:
+    out = Text(" ", style=cell.style, justify=cell.justify, no_wrap=True, overflow=overflow)  # type: ignore[arg-type]
+    out.append_text(cell)
+    return out
+
+
 class KeyedTable(DataTable[Text]):
     DEFAULT_CSS = """
     KeyedTable { height: 1fr; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False)
+        # Columns are one space apart (a leading space in every cell) instead of DataTable's two
+        # (padding on both sides): at 80 columns that space is what fits the utilisation column.
+        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False, cell_padding=0)
         self.order: list[Hashable] = []
         self.shown: dict[Hashable, Cells] = {}
         self.column_keys: list[ColumnKey] = []
         self._keys: dict[Hashable, RowKey] = {}
+        self.overflow = "ellipsis"  # "crop" where the terminal may not show "…" (--ascii)
         self.rebuilds = 0
         self.cell_updates = 0
+
+    def on_mount(self) -> None:
+        glyphs = getattr(self.app, "glyphs", None)
+        if getattr(glyphs, "name", "") == "ascii":
+            self.overflow = "crop"
 
     def set_columns(self, columns: Sequence[tuple[str, int | None]]) -> None:
         """(label, width or None for auto) per column; clears the rows."""
         self.clear(columns=True)
         self.order, self.shown, self._keys = [], {}, {}
-        self.column_keys = [self.add_column(label, width=width, key=f"c{i}")
+        self.column_keys = [self.add_column(" " + label, width=None if width is None else width + 1, key=f"c{i}")
                             for i, (label, width) in enumerate(columns)]
 
     @property
@@ -66,7 +80,8 @@ class KeyedTable(DataTable[Text]):
                     return True
                 for col, (a, b) in enumerate(zip(old, new, strict=True)):
                     if not same_text(a, b):
-                        self.update_cell(self._keys[key], self.column_keys[col], b, update_width=True)
+                        self.update_cell(self._keys[key], self.column_keys[col], _pad(b, self.overflow),
+                                         update_width=True)
                         self.cell_updates += 1
                         touched = True
                 self.shown[key] = new
@@ -82,7 +97,7 @@ class KeyedTable(DataTable[Text]):
         rows = [cells[k] for k in order]
         keys = [str(i) for i in range(len(order))]
         for k, row, rk in zip(order, rows, keys, strict=True):
-            self._keys[k] = self.add_row(*row, key=rk)
+            self._keys[k] = self.add_row(*(_pad(c, self.overflow) for c in row), key=rk)
         self.order = order
         self.shown = {k: cells[k] for k in order}
         self.rebuilds += 1

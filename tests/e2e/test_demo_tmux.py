@@ -1,0 +1,370 @@
+"""End to end: the installed `ranks` command in a real terminal (tmux), and without one.
+
+`ranks demo` runs inside a private tmux server (`tmux -L <unique>`) at a fixed size, driven with
+send-keys and read with capture-pane. A shell wrapper records the exit status and `stty -a` before
+and after, so the tests see that the terminal was restored (cooked mode, normal screen, cursor
+shown, mouse reporting off) and that the demo cluster's processes (pods, Prometheus), found by
+the demo's --workdir under tmp_path, are gone after exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONSOLE_SCRIPT = Path(sys.executable).parent / "ranks"
+RANKS: list[str] = [str(CONSOLE_SCRIPT)] if CONSOLE_SCRIPT.exists() else [sys.executable, "-m", "tui.cli"]
+
+# environment variables that would make the run depend on the developer's machine
+DROP_ENV = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "TMUX", "TMUX_PANE", "NO_COLOR",
+            "FORCE_COLOR", "COLORTERM", "COLUMNS", "LINES", "TEXTUAL", "TEXTUAL_DRIVER", "RANKS_CONFIG")
+
+
+def clean_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in DROP_ENV and not k.startswith("RANKS_")}
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(tmp_path / "config"), LC_ALL="C.UTF-8", LANG="C.UTF-8",
+               TERM="xterm-256color", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+# ---------------------------------------------------------------- processes of one demo
+
+
+def processes_under(root: Path) -> dict[int, str]:
+    """Live processes whose working directory is under root or whose command line names it."""
+    prefix = str(root)
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state == "Z":  # a zombie holds nothing; its parent will reap it
+            continue
+        if prefix in cmd or cwd == prefix or cwd.startswith(prefix + os.sep):
+            found[pid] = cmd
+    return found
+
+
+def wait_no_processes(root: Path, timeout: float) -> dict[int, str]:
+    deadline = time.monotonic() + timeout
+    left = processes_under(root)
+    while left and time.monotonic() < deadline:
+        time.sleep(0.1)
+        left = processes_under(root)
+    return left
+
+
+def kill_leftovers(root: Path) -> None:
+    """Only processes of this test's demo (identified by its workdir), each by its pid."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in processes_under(root):
+            with contextlib.suppress(OSError):
+                os.kill(pid, sig)
+        if not wait_no_processes(root, 5.0):
+            return
+
+
+# ---------------------------------------------------------------- tmux
+
+
+def tmux_binary() -> str:
+    path = shutil.which("tmux")
+    if path is None:
+        pytest.fail("tmux is not installed: run scripts/system-deps.sh (it installs tmux)", pytrace=False)
+    return path
+
+
+class Tmux:
+    """One private tmux server (its own socket) running one window of a fixed size."""
+
+    def __init__(self, env: dict[str, str], width: int, height: int) -> None:
+        self.binary = tmux_binary()
+        self.socket = f"ranks-e2e-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+        self.env = env
+        self.width = width
+        self.height = height
+        self.target = f"{self.socket}:0.0"
+        self.socket_path: str | None = None
+
+    def run(self, *args: str, check: bool = True) -> str:
+        proc = subprocess.run([self.binary, "-L", self.socket, "-f", "/dev/null", *args], env=self.env,
+                              capture_output=True, text=True, timeout=15)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc.stdout
+
+    def start(self, command: str, cwd: Path) -> None:
+        self.run("new-session", "-d", "-s", self.socket, "-x", str(self.width), "-y", str(self.height),
+                 "-c", str(cwd), command)
+        self.socket_path = self.run("display-message", "-p", "-t", self.target, "#{socket_path}").strip()
+        size = self.run("display-message", "-p", "-t", self.target, "#{pane_width}x#{pane_height}").strip()
+        assert size == f"{self.width}x{self.height}", f"tmux pane is {size}, wanted {self.width}x{self.height}"
+
+    def kill(self) -> None:
+        self.run("kill-server", check=False)
+        if self.socket_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
+
+    def screen(self, *, join: bool = False) -> str:
+        return self.run("capture-pane", "-p", *(["-J"] if join else []), "-t", self.target)
+
+    def keys(self, *keys: str) -> None:
+        """tmux key names: Enter, Escape, Down, q, ..."""
+        self.run("send-keys", "-t", self.target, *keys)
+
+    def type(self, text: str) -> None:
+        self.run("send-keys", "-t", self.target, "-l", text)
+
+    def flags(self) -> dict[str, str]:
+        names = ("alternate_on", "cursor_flag", "mouse_any_flag", "mouse_button_flag", "mouse_standard_flag",
+                 "mouse_all_flag", "mouse_sgr_flag")
+        out = self.run("display-message", "-p", "-t", self.target, " ".join(f"#{{{n}}}" for n in names))
+        return dict(zip(names, out.split(), strict=True))
+
+    def wait_for(self, what: str | Callable[[str], bool], timeout: float = 10.0, why: str = "") -> str:
+        """Poll the screen until it shows `what` (text, or a predicate on the screen)."""
+        check = (lambda s: what in s) if isinstance(what, str) else what
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            if time.monotonic() > deadline:
+                label = why or (repr(what) if isinstance(what, str) else "condition")
+                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {label}; screen:\n{screen}")
+            time.sleep(0.15)
+
+
+# ---------------------------------------------------------------- one demo run
+
+
+@dataclass
+class Demo:
+    tmux: Tmux
+    workdir: Path
+    before: Path  # stty -a before ranks ran
+    after: Path  # stty -a after ranks exited
+
+
+@contextlib.contextmanager
+def demo_in_tmux(tmp_path: Path, width: int, height: int, *extra: str) -> Iterator[Demo]:
+    env = clean_env(tmp_path)
+    workdir = tmp_path / "demo"
+    before, after = tmp_path / "stty-before.txt", tmp_path / "stty-after.txt"
+    ranks = " ".join(shlex.quote(a) for a in [*RANKS, "demo", "--workdir", str(workdir), *extra])
+    script = tmp_path / "run.sh"  # a file, so no command line but ranks' names the workdir
+    script.write_text(
+        "TERM=xterm-256color; export TERM\n"
+        f"stty -a > {shlex.quote(str(before))}\n"
+        f"{ranks}\n"
+        'echo "EXIT=$?"\n'
+        f"stty -a | tee {shlex.quote(str(after))}\n"
+        "echo WRAPPER-DONE\n"
+        "sleep 60\n"
+    )
+    tmux = Tmux(env, width, height)
+    try:
+        tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+        yield Demo(tmux, workdir, before, after)
+    finally:
+        tmux.kill()
+        try:
+            left = wait_no_processes(workdir, 10.0)
+        finally:
+            kill_leftovers(workdir)
+        assert not left, f"demo processes outlived the tmux server: {left}"
+
+
+def stty_flags(text: str) -> set[str]:
+    """The settings of `stty -a`, without the size line (rows/columns)."""
+    lines = [ln for ln in text.splitlines() if not ln.startswith("speed ")]
+    return set(re.split(r"[\s;]+", " ".join(lines))) - {""}
+
+
+def footer(screen: str) -> str:
+    lines = screen.rstrip("\n").splitlines()
+    return lines[-1] if lines else ""
+
+
+def wait_for_workloads(demo: Demo) -> str:
+    screen = demo.tmux.wait_for(lambda s: "hvd-interactive" in s and "bert-crash" in s, timeout=45,
+                                why="the demo workloads in the list")
+    flags = demo.tmux.flags()
+    # while the dashboard runs, the terminal is in the state the exit checks expect to be undone
+    assert flags["alternate_on"] == "1", flags
+    assert flags["cursor_flag"] == "0", flags
+    assert "1" in (flags["mouse_any_flag"], flags["mouse_all_flag"], flags["mouse_button_flag"]), flags
+    running = processes_under(demo.workdir)
+    assert any("train_sim.py" in cmd for cmd in running.values()), f"no demo pods found under the workdir: {running}"
+    return screen
+
+
+def quit_and_check_restored(demo: Demo) -> None:
+    tmux = demo.tmux
+    tmux.keys("q")
+    tmux.wait_for("WRAPPER-DONE", timeout=30, why="ranks to exit and the wrapper to print stty -a")
+    screen = tmux.screen(join=True)
+    assert "EXIT=0" in screen, f"ranks did not exit 0:\n{screen}"
+    assert "Traceback" not in screen and "ranks: error" not in screen, f"errors after exit:\n{screen}"
+    # the alternate screen was left: the shell's lines are visible and the dashboard is not
+    assert "icanon" in screen, f"stty -a output not visible:\n{screen}"
+    assert "ranks  ›" not in screen and "NAME▲" not in screen, f"the dashboard is still on screen:\n{screen}"
+    flags = tmux.flags()
+    assert flags["alternate_on"] == "0", f"still on the alternate screen: {flags}"
+    assert flags["cursor_flag"] == "1", f"cursor left hidden: {flags}"
+    mouse = {k: v for k, v in flags.items() if k.startswith("mouse_") and v != "0"}
+    assert not mouse, f"mouse reporting left on: {mouse}"
+    after = stty_flags(demo.after.read_text())
+    for flag in ("icanon", "echo", "isig", "iexten", "icrnl", "ixon", "opost"):
+        assert flag in after and f"-{flag}" not in after, f"terminal left with -{flag}: {sorted(after)}"
+    assert after == stty_flags(demo.before.read_text()), (
+        f"terminal settings changed: lost {sorted(stty_flags(demo.before.read_text()) - after)}, "
+        f"gained {sorted(after - stty_flags(demo.before.read_text()))}")
+    left = wait_no_processes(demo.workdir, 5.0)
+    assert not left, f"ranks demo left processes behind: {left}"
+
+
+# ---------------------------------------------------------------- tests in a terminal
+
+
+@pytest.mark.timeout(150)
+def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
+    with demo_in_tmux(tmp_path, 100, 30) as demo:
+        tmux = demo.tmux
+        wait_for_workloads(demo)
+
+        # the footer tells where the focus is: the filter input shows only "esc Back  / Filter"
+        tmux.keys("/")
+        tmux.wait_for(lambda s: "l Logs" not in footer(s), timeout=10, why="the filter input to take the focus")
+        tmux.type("bert")
+        tmux.wait_for(lambda s: "bert-crash" in s and "hvd-interactive" not in s, timeout=10,
+                      why="the filter to keep only bert-crash")
+        tmux.keys("Enter")  # closes the filter, focus back on the table
+        tmux.wait_for(lambda s: "l Logs" in footer(s), timeout=10, why="the table to take the focus")
+        tmux.keys("Enter")
+        tmux.wait_for("›  bert-crash", timeout=10, why="the workload screen of bert-crash")
+        screen = tmux.wait_for("first failure", timeout=40, why="bert-crash's first failure")
+        assert re.search(r"first failure: worker-1 \(rank 2\)", screen), screen
+
+        tmux.keys("l")
+        screen = tmux.wait_for(lambda s: "›  logs" in s and "Traceback" in s and "step" in s, timeout=20,
+                               why="bert-crash's logs with its traceback")
+        assert re.search(r"\[worker-1\] .*RuntimeError", screen), screen
+
+        tmux.keys("Escape")
+        tmux.wait_for(lambda s: "›  logs" not in s and "first failure" in s, timeout=10,
+                      why="back on the workload screen")
+
+        tmux.keys("p")
+        screen = tmux.wait_for(lambda s: "PROJECT" in s and "team-a" in s, timeout=10, why="the projects list")
+        assert "runai-team-a" in screen and "team-b" in screen, screen
+
+        tmux.keys("c")
+        screen = tmux.wait_for(lambda s: "cluster load" in s and "h100-node-01" in s, timeout=15,
+                               why="the cluster load with its nodes")
+        assert "a100-node-01" in screen and "8 nodes" in screen, screen
+
+        tmux.keys("?")
+        tmux.wait_for("ranks — keys", timeout=10, why="the help screen")
+        tmux.keys("Escape")
+        tmux.wait_for(lambda s: "ranks — keys" not in s and "h100-node-01" in s, timeout=10,
+                      why="the help to close")
+
+        quit_and_check_restored(demo)
+
+
+@pytest.mark.timeout(120)
+def test_demo_in_tmux_80x24_clean_exit(tmp_path: Path) -> None:
+    with demo_in_tmux(tmp_path, 80, 24, "--ascii") as demo:
+        tmux = demo.tmux
+        screen = wait_for_workloads(demo)
+        assert all(len(line) <= 80 for line in screen.splitlines())
+        tmux.keys("c")
+        tmux.wait_for(lambda s: "h100-node-01" in s and "a100-node-01" in s, timeout=15,
+                      why="the cluster load with its nodes")
+        tmux.keys("Escape")
+        tmux.wait_for(lambda s: "hvd-interactive" in s and "h100-node-01" not in s, timeout=10,
+                      why="back on the workloads list")
+        tmux.keys("?")
+        tmux.wait_for("ranks — keys", timeout=10, why="the help screen")
+        tmux.keys("Escape")
+        tmux.wait_for(lambda s: "ranks — keys" not in s and "hvd-interactive" in s, timeout=10)
+        quit_and_check_restored(demo)
+        assert "rows 24; columns 80" in demo.after.read_text()
+
+
+# ---------------------------------------------------------------- tests without a terminal
+
+
+def run_ranks(tmp_path: Path, *args: str, kubeconfig: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = clean_env(tmp_path)
+    if kubeconfig is not None:
+        env["KUBECONFIG"] = str(kubeconfig)
+    return subprocess.run([*RANKS, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=30)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], code: int, *needles: str) -> str:
+    lines = proc.stderr.splitlines()
+    assert proc.returncode == code, f"exit {proc.returncode}, wanted {code}; stderr: {proc.stderr!r}"
+    assert len(lines) == 1 and lines[0].startswith("ranks: error: "), f"not one error line: {proc.stderr!r}"
+    assert "Traceback" not in proc.stderr and proc.stdout == "", (proc.stdout, proc.stderr)
+    for needle in needles:
+        assert needle in lines[0], f"{needle!r} not in {lines[0]!r}"
+    return lines[0]
+
+
+def write_kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: e2e\n"
+        "clusters:\n- name: e2e\n  cluster:\n    server: https://127.0.0.1:9\n"
+        "users:\n- name: e2e\n  user:\n    token: t0ken\n"
+        "contexts:\n- name: e2e\n  context:\n    cluster: e2e\n    user: e2e\n"
+    )
+    return path
+
+
+def test_dashboard_without_terminal_is_a_usage_error(tmp_path: Path) -> None:
+    proc = run_ranks(tmp_path, kubeconfig=write_kubeconfig(tmp_path))
+    assert_one_line_error(proc, 2, "needs a terminal")
+
+
+def test_dashboard_without_terminal_or_kubeconfig_is_a_usage_error(tmp_path: Path) -> None:
+    """No terminal is the first problem: a dashboard can never run here, whatever the kubeconfig."""
+    proc = run_ranks(tmp_path)
+    assert_one_line_error(proc, 2, "needs a terminal")
+
+
+@pytest.mark.parametrize("args", [
+    ("--theme", "nope"),
+    ("demo", "--theme", "nope"),
+    ("--theme", "nope", "demo"),
+], ids=["dashboard", "demo-option-after", "demo-option-before"])
+def test_unknown_theme_is_a_one_line_usage_error(tmp_path: Path, args: tuple[str, ...]) -> None:
+    proc = run_ranks(tmp_path, *args, kubeconfig=write_kubeconfig(tmp_path))
+    assert_one_line_error(proc, 2, "unknown theme 'nope'", "dark")
+    assert not (tmp_path / "demo").exists()
