@@ -209,7 +209,7 @@ class RanksApp(App[int]):
         if path is None:
             lead = w.lead or (w.ranks[0] if w.ranks else None)
             if lead is None:
-                self.notify("nothing to describe", severity="warning")
+                self.notify("nothing to describe", severity="warning", markup=False)
                 return
             self.open_describe_pod(w.namespace, lead.pod)
             return
@@ -251,7 +251,7 @@ class RanksApp(App[int]):
         names = self.theme_set.names()
         i = names.index(self.theme) if self.theme in names else -1
         self.theme = names[(i + 1) % len(names)]
-        self.notify(f"theme: {self.theme}", timeout=1.5)
+        self.notify(f"theme: {self.theme}", timeout=1.5, markup=False)
 
     def _theme_changed(self, theme: object) -> None:
         name = getattr(theme, "name", self.theme)

@@ -57,9 +57,12 @@ class DescribeScreen(RanksScreen):
     def body(self) -> ComposeResult:
         yield TextArea("loading…", read_only=True, show_line_numbers=False, soft_wrap=False, id="yaml")
 
+
     def on_mount(self) -> None:
         super().on_mount()
-        self.query_one(TextArea).focus()
+        area = self.query_one(TextArea)
+        area.cursor_blink = False
+        area.focus()
         self._load()
 
     @work(exclusive=True, group="describe")

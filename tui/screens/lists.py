@@ -29,6 +29,9 @@ class FilterInput(Input):
     FilterInput.-shown { display: block; }
     """
 
+    def on_mount(self) -> None:
+        self.cursor_blink = False  # no redraws twice a second over a slow SSH link
+
 
 class EmptyNote(Static):
     DEFAULT_CSS = """
@@ -222,7 +225,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self.sort_index = (self.sort_index + 1) % len(self.sort_names)
         self._set_columns()
         self.resync()
-        self.notify(f"sorted by {self._sort_label(self.sort_names[self.sort_index])}", timeout=1.5)
+        self.notify(f"sorted by {self._sort_label(self.sort_names[self.sort_index])}", timeout=1.5, markup=False)
 
     def action_sort_reverse(self) -> None:
         self.sort_reverse = not self.sort_reverse
@@ -250,7 +253,7 @@ class ListScreen(RanksScreen, Generic[V]):
         try:
             self.row_filter = RowFilter.parse(event.value)
         except ValueError as exc:
-            self.notify(str(exc), severity="error")
+            self.notify(str(exc), severity="error", markup=False)
             return
         self._close_filter()
 
@@ -280,7 +283,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self.mine = not self.mine
         self.resync()
         self.show_status()
-        self.notify("only my workloads" if self.mine else "everyone's workloads", timeout=1.5)
+        self.notify("only my workloads" if self.mine else "everyone's workloads", timeout=1.5, markup=False)
 
 
 class ProjectsScreen(ListScreen[ProjectView]):

@@ -182,7 +182,7 @@ class LogsScreen(RanksScreen):
                 self._apply_filter()
             except (FilterError, re.error, ValueError) as exc:
                 self.text_filter, self.rank_filter = old
-                self.notify(clean(str(exc)), severity="error")
+                self.notify(clean(str(exc)), severity="error", markup=False)
                 return
         self._close_prompt()
 
@@ -208,9 +208,9 @@ class LogsScreen(RanksScreen):
         try:
             n = self.view.save(Path(path).expanduser())
         except OSError as exc:
-            self.notify(f"cannot save: {exc.strerror or exc}", severity="error")
+            self.notify(f"cannot save: {exc.strerror or exc}", severity="error", markup=False)
             return
-        self.notify(f"saved {n:,} lines to {path}")
+        self.notify(f"saved {n:,} lines to {path}", markup=False)
 
     def _close_prompt(self) -> None:
         inp = self.query_one(FilterInput)
@@ -240,7 +240,7 @@ class LogsScreen(RanksScreen):
 
     def _jump(self, step: int) -> None:
         if not self.text_filter or self.text_filter.startswith("!"):
-            self.notify("set a filter with / first", timeout=2)
+            self.notify("set a filter with / first", timeout=2, markup=False)
             return
         view = self.view
         src = view.source
@@ -253,4 +253,4 @@ class LogsScreen(RanksScreen):
                 view.scroll_to(y=y, animate=False)
                 return
             y += step
-        self.notify("no more matches", timeout=1.5)
+        self.notify("no more matches", timeout=1.5, markup=False)
