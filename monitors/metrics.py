@@ -573,10 +573,11 @@ class GpuMetrics:
         exporters = list(src.exporters)
         budget = self.timeout * (2 + len(exporters) / self._workers)  # each scrape has `timeout`
         try:
-            scrapes: list[_Scrape] = await asyncio.wait_for(
-                asyncio.gather(*(self._call(_scrape, session, api, e, self.timeout) for e in exporters)),
-                budget,
-            )
+            # asyncio.timeout, not wait_for: on 3.11 a cancelled wait_for leaves the gather's
+            # CancelledError unretrieved (logged at exit)
+            async with asyncio.timeout(budget):
+                scrapes: list[_Scrape] = await asyncio.gather(
+                    *(self._call(_scrape, session, api, e, self.timeout) for e in exporters))
         except TimeoutError:
             return self._failed(src, now, f"{src.description}: timed out", queries=len(exporters))
         errors = [s.error for s in scrapes if s.error]

@@ -49,6 +49,14 @@ PROJECT = click.option("-p", "--project", metavar="PROJECT", default=None,
 ALL = click.option("-A", "--all-projects", "all_projects", is_flag=True, help="All projects.")
 
 
+PROJECT_COMMANDS = ("demo", "list", "get", "logs")
+
+
+def _group_project(ctx: click.Context, project: str | None) -> str | None:
+    """-p given before the subcommand (``ranks -p team-a list``) counts too."""
+    return project or (ctx.obj or {}).get("dashboard", {}).get("project")
+
+
 def dashboard_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--theme", metavar="NAME", default=None,
                       help="Theme: dark, light, high-contrast, colour-blind or one of yours.")(fn)
@@ -73,7 +81,13 @@ def cli(ctx: click.Context, theme: str | None, ascii: bool, project: str | None,
     for key in GLOBAL_KEYS:
         if kwargs.get(key) is not None:
             ctx.obj[key] = kwargs[key]
-    if ctx.invoked_subcommand is None:
+    ctx.obj["dashboard"] = {"theme": theme, "ascii": ascii, "project": project}
+    sub = ctx.invoked_subcommand
+    if sub is not None and sub != "demo" and (theme is not None or ascii):
+        raise click.UsageError("--theme and --ascii belong to the dashboard ('ranks' or 'ranks demo')")
+    if sub is not None and project and sub not in PROJECT_COMMANDS:
+        raise click.UsageError(f"-p/--project does not apply to 'ranks {sub}'")
+    if sub is None:
         from .dashboard_command import run_dashboard
 
         sys.exit(run_dashboard(dict(ctx.obj), theme=theme, ascii=ascii, project=project))
@@ -91,7 +105,10 @@ def demo_command(ctx: click.Context, theme: str | None, ascii: bool, project: st
     Prometheus scraping its GPU exporters when `prometheus` is installed."""
     from .dashboard_command import run_demo
 
-    sys.exit(run_demo(_merge_globals(ctx, kwargs), theme=theme, ascii=ascii, project=project, workdir=workdir))
+    outer = (ctx.obj or {}).get("dashboard", {})
+    theme = theme if theme is not None else outer.get("theme")
+    sys.exit(run_demo(_merge_globals(ctx, kwargs), theme=theme, ascii=ascii or bool(outer.get("ascii")),
+                      project=_group_project(ctx, project), workdir=workdir))
 
 
 @cli.command("projects")
@@ -119,7 +136,7 @@ def list_command(ctx: click.Context, project: str | None, all_projects: bool, st
     """Distributed workloads of a project (default: the context's) or of all projects."""
     from .cli_commands import run_list
 
-    sys.exit(run_list(_merge_globals(ctx, kwargs), project, all_projects, status, mine, output))
+    sys.exit(run_list(_merge_globals(ctx, kwargs), _group_project(ctx, project), all_projects, status, mine, output))
 
 
 @cli.command("get")
@@ -135,7 +152,7 @@ def get_command(ctx: click.Context, workload: str, project: str | None, output: 
     """
     from .cli_commands import run_get
 
-    sys.exit(run_get(_merge_globals(ctx, kwargs), workload, project, output))
+    sys.exit(run_get(_merge_globals(ctx, kwargs), workload, _group_project(ctx, project), output))
 
 
 @cli.command("top")
@@ -182,7 +199,7 @@ def logs_command(ctx: click.Context, workload: str, project: str | None, **kw: A
     from .logs_command import run_logs
 
     opts = _merge_globals(ctx, kw)
-    sys.exit(run_logs(opts, workload, project, **kw))
+    sys.exit(run_logs(opts, workload, _group_project(ctx, project), **kw))
 
 
 @cli.command("sim")

@@ -73,11 +73,11 @@ def run_app(cfg: Any, prepared: Prepared) -> int:
 
 def run_dashboard(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: str | None) -> int:
     prepared = prepare(opts, theme=theme, ascii=ascii, project=project)
+    _need_terminal()
     try:
         cfg = load_cluster_config(opts.get("kubeconfig"), opts.get("context"))
     except ConnectionProblem as exc:
         fail(exc.message, exc.code)
-    _need_terminal()
     return run_app(cfg, prepared)
 
 

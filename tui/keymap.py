@@ -223,9 +223,13 @@ class Keymap:
             return self.overrides[binding_id]
         return parse_keys(self.by_id[binding_id].key)
 
-    def display(self, binding_id: str) -> str:
-        """The keys as shown in help and footers (``?``, ``ctrl+p``, ``esc``), joined with ``/``."""
-        return "/".join(format_key(k) for k in self.keys(binding_id))
+    def display(self, binding_id: str, *, ascii: bool = False) -> str:
+        """The keys as shown in help and footers (``?``, ``ctrl+p``, ``esc``), joined with ``/``;
+        `ascii`: names instead of symbols that need Unicode (``enter``, not ``⏎``)."""
+        shown = (format_key(k) for k in self.keys(binding_id))
+        if ascii:
+            shown = (d if d.isascii() else k for d, k in zip(shown, self.keys(binding_id), strict=True))
+        return "/".join(shown)
 
     def bindings(self, scope: str) -> list[Binding]:
         """Textual `Binding`s (with ids) for `scope`, the overrides applied."""

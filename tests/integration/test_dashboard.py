@@ -235,6 +235,7 @@ async def test_filter_regex_invert_labels_and_bad_regex(live: ThreadedSimCluster
         await pilot.press("enter")  # refused with a notification, no crash
         await pilot.pause()
         assert len(row_names(app)) == 8 and app.screen is screen and app.return_code is None
+        # (Textual has no public list of notifications)
         assert any("bad regular expression" in str(n.message) for n in app._notifications)
         await pilot.press("ctrl+u", "escape")
         await pilot.pause()
@@ -256,6 +257,9 @@ async def test_sort_cycles_keys_and_reverses(live: ThreadedSimCluster) -> None:
         def column(attr: str) -> list[Any]:
             return [getattr(app.store.workloads[k], attr) for k in t.order]  # type: ignore[index]
 
+        # llama-finetune holds the most GPUs (4 ranks x 2) once it is scheduled
+        await wait_for(pilot, lambda: app.store.workloads[LLAMA].gpus_allocated == 8, timeout=20,
+                       what="llama-finetune scheduled")
         assert row_names(app) == sorted(row_names(app)), "name order first"
         by_name = list(t.order)
 
@@ -274,7 +278,7 @@ async def test_sort_cycles_keys_and_reverses(live: ThreadedSimCluster) -> None:
         await pilot.press("O")  # reversed: most GPUs first
         gpus_rev = column("gpus_allocated")
         assert gpus_rev == sorted(gpus_rev, reverse=True)
-        assert t.order[0] == LLAMA  # 8 GPUs, the most of the demo
+        assert t.order[0] == LLAMA
         assert any("GPUS" in str(c.label) and "▼" in str(c.label) for c in t.columns.values())
         await pilot.press("O")
         assert column("gpus_allocated") == sorted(column("gpus_allocated"))

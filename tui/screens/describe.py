@@ -91,6 +91,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen { align: center middle; }
     HelpScreen > VerticalScroll { width: 76; max-width: 100%; height: 90%; border: round $accent;
                                   background: $surface; padding: 0 1; }
+    HelpScreen.-ascii > VerticalScroll { border: ascii $accent; }
     """
 
     def __init__(self, keymap: Keymap, ids: set[str] | None = None) -> None:
@@ -102,10 +103,17 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(self.help_text(), id="help-text")
 
+    def on_mount(self) -> None:
+        self.set_class(self.ascii, "-ascii")
+
+    @property
+    def ascii(self) -> bool:
+        return getattr(getattr(self.app, "glyphs", None), "name", "") == "ascii"
+
     def help_text(self) -> Text:
         t = Text()
-        t.append("ranks — keys\n", style="bold")
-        t.append("Enter opens, Esc goes back; the mouse works too. Remap any key by its id in the\n"
+        t.append("ranks - keys\n" if self.ascii else "ranks — keys\n", style="bold")
+        t.append("Enter opens, Esc goes back; the mouse works too. Remap any key by its id in the "
                  "[keymap] table of the config file (id = \"key\").\n", style="dim")
         for scope in SCOPES:
             specs = [s for s in self.keymap.catalogue if s.scope == scope and (self.ids is None or s.id in self.ids)]
@@ -113,7 +121,7 @@ class HelpScreen(ModalScreen[None]):
                 continue
             t.append(f"\n{SCOPE_TITLES.get(scope, scope)}\n", style="bold underline")
             for s in specs:
-                t.append(f"  {self.keymap.display(s.id):<16}", style="bold")
+                t.append(f"  {self.keymap.display(s.id, ascii=self.ascii):<16}", style="bold")
                 t.append(f"{s.description:<24}")
                 t.append(f"{s.id}\n", style="dim")
         t.append("\n: or ctrl+p opens the command palette: jump to a project, a workload or a view,\n"

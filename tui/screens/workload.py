@@ -283,7 +283,10 @@ class WorkloadScreen(RanksScreen):
 
     # -- actions -----------------------------------------------------------------------------------
     def action_open(self) -> None:
-        self.action_describe()
+        """Enter on a rank: its pod as YAML."""
+        pod = self.table.cursor_key
+        if pod is not None and self.last is not None:
+            self.ranks.open_describe_pod(self.last.namespace, str(pod))
 
     @on(DataTable.RowSelected, "#ranks")
     def _row(self, event: DataTable.RowSelected) -> None:
@@ -291,14 +294,9 @@ class WorkloadScreen(RanksScreen):
         self.action_open()
 
     def action_describe(self) -> None:
-        pod = self.table.cursor_key
-        shown = self.last
-        if shown is None:
-            return
-        if pod is not None and self.focused is self.table:
-            self.ranks.open_describe_pod(shown.namespace, str(pod))
-        else:
-            self.ranks.open_describe(shown)
+        """`d`: the workload itself as YAML."""
+        if self.last is not None:
+            self.ranks.open_describe(self.last)
 
     def action_logs(self) -> None:
         self.ranks.open_logs(self.key)
