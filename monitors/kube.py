@@ -133,6 +133,23 @@ class KubeClient:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise self._connection_problem(exc) from None
 
+    async def websocket(self, path: str, params: list[tuple[str, str]], protocols: tuple[str, ...]
+                        ) -> aiohttp.ClientWebSocketResponse:
+        """A WebSocket upgrade of `path` (exec, attach, port-forward). A refused upgrade raises
+        `aiohttp.WSServerHandshakeError` (its status; the body is not available); no answer
+        raises `ConnectionProblem`."""
+        session = self._get_session()
+        try:
+            return await session.ws_connect(
+                self.server + path, params=params, headers=self._headers("*/*"), protocols=protocols,
+                timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=5.0), autoping=True, heartbeat=None,
+                max_msg_size=0, compress=0,
+            )
+        except aiohttp.WSServerHandshakeError:
+            raise
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise self._connection_problem(exc) from None
+
     async def get(self, path: str, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> Any:
         return orjson.loads(await self.request("GET", path, params=params, timeout=timeout))
 

@@ -381,7 +381,7 @@ class LiveModel:
             node=p.node, pod_ip=p.pod_ip, gpus=p.gpus, lead=False, created=p.created,
             gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
             gpu_mem_total_mib=g.mem_total_mib if g else None,
-            gpu_state=g.state if g else "unknown", last_log=last,
+            gpu_state=g.state if g else "unknown", last_log=last, exit_code=_exit_code(p),
         )
         self._rank_cache[p.key] = (p, job, g, last, pl, rv)
         return pl, rv, p
@@ -442,6 +442,15 @@ class LiveModel:
         ]
         out.sort(key=lambda e: e.last or 0.0)
         return out[-limit:]
+
+
+def _exit_code(p: PodRec) -> int | None:
+    """The exit code of the pod's latest terminated container, when that is its state now."""
+    if not (p.terminated or p.reason in ("Error", "OOMKilled", "Completed", "CrashLoopBackOff",
+                                         "ContainerCannotRun")):
+        return None
+    last = max(p.exits, key=lambda e: e.finished_at or 0.0, default=None)
+    return None if last is None else last.exit_code
 
 
 def _hints(p: PodRec) -> list[tuple[str, str]]:

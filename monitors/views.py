@@ -36,6 +36,7 @@ class RankView:
     gpu_mem_total_mib: float | None = None
     gpu_state: str = "unknown"  # ok / no data / stale / unavailable / unknown
     last_log: float | None = None
+    exit_code: int | None = None  # of the main container, when it has terminated
 
     @property
     def status(self) -> str:

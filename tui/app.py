@@ -73,7 +73,7 @@ class RanksApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = bindings(
         "global", ("quit", "help", "command_palette", "command_palette_alt", "refresh", "projects", "theme", "cluster"))
     CSS = """
-    Screen { background: $background; }
+    RanksScreen { background: $background; }
     DataTable { background: $surface; }
     /* --ascii: no Unicode from Textual's own widgets either */
     .-ascii * { text-overflow: clip; }

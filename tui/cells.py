@@ -71,7 +71,7 @@ def util_cell(look: Look, pct: float | None, state: str = "ok", width: int = UTI
     if pct is None:
         label = STATE_LABELS.get(state, state)
         return Text(f"{label:>{width + 5}}", style="dim", no_wrap=True)
-    t = Text(bar(look.glyphs, pct / 100.0, width), style=look.util_style(pct), no_wrap=True)
+    t = bar_text(look, pct / 100.0, width, look.util_style(pct))
     t.append(f" {percent(pct):>4}")
     if state == "stale":
         t.append(" stale", style="dim")
@@ -104,13 +104,28 @@ def gpu_pair(requested: float, allocated: float) -> Text:
     return Text(f"{gpus(allocated)}/{gpus(requested)}")
 
 
+def track(look: Look, text: str) -> Text:
+    """A bar's unused part as a visible dim track (a blank track hides the bar's length)."""
+    dot = "·" if look.glyphs.name != "ascii" else "."
+    return Text(text.replace(" ", dot), style="dim")
+
+
+def bar_text(look: Look, fraction: float | None, width: int, style: Style | str) -> Text:
+    s = bar(look.glyphs, fraction, width)
+    used = s.rstrip(look.glyphs.bar_empty) if look.glyphs.bar_empty == " " else s
+    t = Text(used, style=style, no_wrap=True)
+    if len(used) < width:
+        t.append_text(track(look, " " * (width - len(used))))
+    return t
+
+
 def quota_cell(look: Look, allocated: float, quota: float | None, width: int = 6, numbers: int = 5) -> Text:
     """`███▌  10/16`: a bar of `width` cells and `allocated/quota` right-aligned in `numbers`."""
     if not quota:
         return Text(f"{'':{width}} {gpus(allocated) + '/-':>{numbers}}", no_wrap=True)
     frac = allocated / quota
     style = look.status_style("Failed") if frac > 1 else look.util_style(min(frac * 100, 100))
-    t = Text(bar(look.glyphs, frac, width), style=style, no_wrap=True)
+    t = bar_text(look, frac, width, style)
     t.append(f" {gpus(allocated) + '/' + gpus(quota):>{numbers}}")
     return t
 
@@ -183,7 +198,7 @@ def rank_row(look: Look, r: RankView, index: int, history: Iterable[float], *, w
         label,
         Text("-" if r.rank is None else str(r.rank), justify="right"),
         plain(r.pod, 253),
-        status_cell(look, r.status),
+        status_cell(look, r.status, "" if r.exit_code is None else str(r.exit_code)),
         Text(str(r.restarts), justify="right", style=look.status_style("Failed") if r.restarts else ""),
         plain(r.node or "-", 253),
         util_cell(look, r.gpu_util, r.gpu_state if r.gpus > 0 else "no GPU"),

@@ -49,7 +49,8 @@ PROJECT = click.option("-p", "--project", metavar="PROJECT", default=None,
 ALL = click.option("-A", "--all-projects", "all_projects", is_flag=True, help="All projects.")
 
 
-PROJECT_COMMANDS = ("demo", "list", "get", "logs")
+PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
+                    "convert")
 
 
 def _group_project(ctx: click.Context, project: str | None) -> str | None:
@@ -202,6 +203,53 @@ def logs_command(ctx: click.Context, workload: str, project: str | None, **kw: A
     sys.exit(run_logs(opts, workload, _group_project(ctx, project), **kw))
 
 
+@cli.command("shell")
+@click.argument("workload")
+@PROJECT
+@click.option("--rank", "rank", metavar="R", default=None, help="This rank (worker-2, or a rank number).")
+@click.option("--pod", "pod", metavar="POD", default=None, help="This pod of the workload.")
+@click.option("-c", "--container", metavar="NAME", default=None, help="This container (default: the main one).")
+@click.option("--wait", is_flag=True, help="If the pod is not running yet, wait for it without asking.")
+@global_options
+@click.pass_context
+def shell_cmd(ctx: click.Context, workload: str, project: str | None, rank: str | None, pod: str | None,
+              container: str | None, wait: bool, **kwargs: Any) -> None:
+    """A shell in the lead pod of WORKLOAD (MPI launcher, PyTorch master, TF chief), or another rank's.
+
+    Prints the world size, the hostfile or master address and ready-to-paste horovodrun / mpirun /
+    torchrun lines first. Commands are recorded in ~/.ranks_history in the pod (see `ranks convert
+    --from-history`). The exit status is the shell's.
+    """
+    from .shell_command import run_shell
+
+    if rank and pod:
+        raise click.UsageError("--rank and --pod cannot be used together")
+    sys.exit(run_shell(_merge_globals(ctx, kwargs), workload, _group_project(ctx, project), rank=rank, pod=pod,
+                       container=container, wait=wait))
+
+
+@cli.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("workload")
+@PROJECT
+@click.option("--all", "all_ranks", is_flag=True, help="Every rank.")
+@click.option("--rank", "ranks", multiple=True, metavar="R[,R...]", help="These ranks (labels or rank numbers).")
+@click.option("-c", "--container", metavar="NAME", default=None, help="This container (default: the main one).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@global_options
+@click.pass_context
+def exec_cmd(ctx: click.Context, workload: str, project: str | None, all_ranks: bool, ranks: tuple[str, ...],
+             container: str | None, command: tuple[str, ...], **kwargs: Any) -> None:
+    """Run a command on several ranks of WORKLOAD at once: ranks exec WORKLOAD --all -- CMD...
+
+    Output lines are prefixed with the rank; each rank's exit status is printed at the end, and the
+    exit status is 1 when any rank failed.
+    """
+    from .shell_command import run_exec
+
+    sys.exit(run_exec(_merge_globals(ctx, kwargs), workload, _group_project(ctx, project), all_ranks=all_ranks,
+                      ranks=ranks, container=container, command=command))
+
+
 @cli.command("sim")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")
@@ -247,6 +295,8 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # never a traceback for the user
         fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_USAGE - 1)
 
+
+from . import cli_sessions  # noqa: E402,F401  (TEMPORARY: added by the submit helper for testing)
 
 if __name__ == "__main__":
     main()

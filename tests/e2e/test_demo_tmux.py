@@ -286,8 +286,14 @@ def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
         assert re.search(r"first failure: worker-1 \(rank 2\)", screen), screen
 
         tmux.keys("l")
-        screen = tmux.wait_for(lambda s: crumbs(s)[-1] == "logs" and "Traceback" in s and "step" in s,
-                               timeout=20, why="bert-crash's logs with its traceback")
+        tmux.wait_for(lambda s: crumbs(s)[-1] == "logs bert-crash" and "step" in s,
+                      timeout=20, why="bert-crash's merged logs")
+        # the traceback may have scrolled away while following: filter the merged logs for it
+        tmux.keys("/")
+        tmux.type("Traceback|RuntimeError")
+        tmux.keys("Enter")
+        screen = tmux.wait_for(lambda s: "Traceback" in s and "RuntimeError" in s and "step 1" not in s,
+                               timeout=20, why="the filtered logs showing the traceback")
         assert re.search(r"\[worker-1\] .*RuntimeError", screen), screen
 
         tmux.keys("Escape")

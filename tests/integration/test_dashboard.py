@@ -163,7 +163,7 @@ async def test_navigation_projects_workloads_ranks_logs_and_back(live: ThreadedS
 
         await pilot.press("l")
         logs = await wait_screen(pilot, LogsScreen)
-        assert crumbs(app) == ["ranks", "projects", "team-a", "llama-finetune", "logs"]
+        assert crumbs(app) == ["ranks", "projects", "team-a", "llama-finetune", "logs llama-finetune"]
 
         def labels() -> set[str]:
             return {line.label for line in logs.buffer if line.kind == "line"}

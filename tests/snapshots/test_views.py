@@ -4,7 +4,8 @@ The cluster is a passive simcluster (no operators, scheduler or kubelet) holding
 objects with explicit status, creation times and uids, so nothing changes while a test runs; the
 app's clock is fixed, GPU metrics are off and times are shown in UTC, so every frame is the same
 on every run. The logs view needs real container logs: its test runs a second cluster with the
-kubelet, whose two pods print fixed lines in a fixed order (a file handshake between the ranks).
+kubelet, whose two pods print fixed lines in a fixed order: each rank prints its next line only once
+the kubelet has written the other's previous one to its log file.
 
 Update the SVGs after an intended UI change with
     .venv/bin/python -m pytest -q tests/snapshots -p no:cacheprovider --snapshot-update
@@ -14,7 +15,6 @@ and look at them (the failure report, snapshot_report.html, shows old and new si
 from __future__ import annotations
 
 import calendar
-import os
 import sys
 import time
 import uuid
@@ -399,7 +399,7 @@ def test_workload_placement(snap_compare: SnapCompare, cluster: ThreadedSimClust
         screen = await open_workload(pilot, "llama-finetune")
         await show_tab(pilot, "tab-placement")
         placement = screen.query_one("#placement", Static)
-        await wait_for(pilot, lambda: "GPU index" in str(placement.render()), "the placement grid")
+        await wait_for(pilot, lambda: "slots are filled" in str(placement.render()), "the placement grid")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -429,8 +429,11 @@ def test_cluster_nodes(snap_compare: SnapCompare, cluster: ThreadedSimCluster, t
 
 
 @pytest.mark.parametrize("theme", THEMES)
-@pytest.mark.parametrize(("tab", "expect"), [("tab-quota", "team-a"), ("tab-pending", "big-pretrain"),
-                                             ("tab-idle", "hvd-interactive")])
+@pytest.mark.parametrize(("tab", "expect"), [
+    pytest.param("tab-quota", "team-a", id="quota"),
+    pytest.param("tab-pending", "big-pretrain", id="pending"),
+    pytest.param("tab-idle", "", id="idle"),  # GPU metrics are off: no session is known to be idle
+])
 def test_cluster_tabs(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme: str, tab: str,
                       expect: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
@@ -439,7 +442,7 @@ def test_cluster_tabs(snap_compare: SnapCompare, cluster: ThreadedSimCluster, th
         await wait_for(pilot, lambda: isinstance(app.screen, ClusterScreen), "the cluster screen")
         await show_tab(pilot, tab)
         panel = app.screen.query_one(f"#{tab.removeprefix('tab-')}", Static)
-        await wait_for(pilot, lambda: expect in str(panel.render()), f"the {tab} panel")
+        await wait_for(pilot, lambda: str(panel.render()) != "" and expect in str(panel.render()), f"the {tab} panel")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -470,55 +473,67 @@ def test_help(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme: str
 
 # -- logs: real processes, a fixed order of lines -------------------------------------------------------
 
-LOG_ROUNDS = 6
-
-
-def log_program(me: str, other: str, role: str, rounds: int, marks: Path) -> list[str]:
-    """Print one line per round, alternating with the other rank through marker files (each rank waits
-    for the other's mark of the round, then a pause, so the kubelet stamps the lines in this order)."""
-    prog = f"""
-import os, sys, time
-marks = {str(marks)!r}
-def wait(name):
-    while not os.path.exists(os.path.join(marks, name)):
-        time.sleep(0.01)
-    time.sleep(0.25)
-def mark(name):
-    open(os.path.join(marks, name), "w").close()
-lines = {{
+LOG_NS = "runai-team-a"
+LOG_JOB = "llama-finetune"
+LOG_CONTAINER = CONTAINERS["PyTorchJob"]
+LOG_LINES = {
     "master": ["loading checkpoint from s3://ckpt/llama-7b/step-1200", "world size 2, backend nccl",
                "step 1200 loss=1.8421 lr=2.0e-05 tok/s=15230", "step 1210 loss=1.8377 lr=2.0e-05 tok/s=15188",
                "step 1220 loss=1.8302 lr=2.0e-05 tok/s=15241", "saving checkpoint step-1220"],
-    "worker": ["NCCL INFO Bootstrap : Using eth0:10.244.1.11<0>", "NCCL INFO comm 0x55d0 rank 1 nranks 2 - Init COMPLETE",
+    "worker": ["NCCL INFO Bootstrap : Using eth0:10.244.1.11<0>",
+               "NCCL INFO comm 0x55d0 rank 1 nranks 2 - Init COMPLETE",
                "step 1200 loss=1.8433 grad_norm=0.912", "step 1210 loss=1.8369 grad_norm=0.887",
                "WARNING: dataloader worker 3 is slow (2.4 s/batch)", "step 1220 loss=1.8311 grad_norm=0.874"],
-}}[{role!r}]
-for i in range({rounds}):
-    if {role!r} == "worker":
-        wait(f"{other}-{{i}}")
-    print(lines[i], flush=True)
-    mark(f"{me}-{{i}}")
-    if {role!r} == "master" and i + 1 < {rounds}:
-        wait(f"{other}-{{i}}")
+}
+
+
+def cri_log(workdir: Path, role: str) -> Path:
+    """The kubelet's log file of a log pod's container (simcluster.podlogs: one record per line)."""
+    pod = f"{LOG_JOB}-{role}-0"
+    return workdir / "logs" / f"{LOG_NS}_{pod}_{uid(f'{LOG_NS}/pod/{pod}')}" / LOG_CONTAINER / "0.log"
+
+
+def records(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
+
+
+def log_program(role: str, workdir: Path) -> list[str]:
+    """Print LOG_LINES[role], the master's and the worker's lines alternating: before each line a rank
+    waits until the kubelet has stamped and written the other's previous line, so the merged view's
+    order (by the kubelet's timestamps) is the same on every run."""
+    other = "worker" if role == "master" else "master"
+    prog = f"""
+import time
+def records(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().count(b"\\n")
+    except FileNotFoundError:
+        return 0
+for i, line in enumerate({LOG_LINES[role]!r}):
+    while records({str(cri_log(workdir, other))!r}) < i + {0 if role == "master" else 1}:
+        time.sleep(0.01)
+    print(line, flush=True)
 time.sleep(3600)
 """
     return [sys.executable, "-u", "-c", prog]
 
 
-def logs_objects(marks: Path) -> list[dict[str, Any]]:
-    node = gpu_node("h100-node-01", 8, pool="h100", product="NVIDIA-H100-80GB-HBM3")
-    ns = namespace("runai-team-a", {"runai/queue": "team-a"})
-    out: list[dict[str, Any]] = [node, ns, gpu_quota("runai-team-a", 16)]
+def logs_objects(workdir: Path) -> list[dict[str, Any]]:
+    """One node, one project, a two-rank PyTorchJob whose pods the kubelet runs."""
+    out: list[dict[str, Any]] = [gpu_node("h100-node-01", 8, pool="h100", product="NVIDIA-H100-80GB-HBM3"),
+                                 namespace(LOG_NS, {"runai/queue": "team-a"}), gpu_quota(LOG_NS, 16)]
     for o in out:
         o["metadata"]["creationTimestamp"] = ts(90 * 86400)
-    master_cmd = log_program("master-0", "worker-0", "master", LOG_ROUNDS, marks)
-    worker_cmd = log_program("worker-0", "master-0", "worker", LOG_ROUNDS, marks)
-    job = kf_job("PyTorchJob", "llama-finetune", "runai-team-a",
-                 {"Master": (1, 2, master_cmd), "Worker": (1, 2, worker_cmd)}, user="alice", created=3600,
-                 conditions=[("Created", 3600, "PyTorchJob llama-finetune is created."),
-                             ("Running", 3590, "PyTorchJob llama-finetune is running.")])
+    cmds = {role: log_program(role, workdir) for role in LOG_LINES}
+    job = kf_job("PyTorchJob", LOG_JOB, LOG_NS, {"Master": (1, 2, cmds["master"]), "Worker": (1, 2, cmds["worker"])},
+                 user="alice", created=3600, conditions=[("Created", 3600, "PyTorchJob llama-finetune is created."),
+                                                         ("Running", 3590, "PyTorchJob llama-finetune is running.")])
     out.append(job)
-    for rtype, cmd in (("Master", master_cmd), ("Worker", worker_cmd)):
+    for rtype, cmd in (("Master", cmds["master"]), ("Worker", cmds["worker"])):
         pod = kf_pod(job, rtype, 0, node="h100-node-01", gpus=2, command=cmd)
         del pod["status"]  # the kubelet runs it
         pod["spec"]["terminationGracePeriodSeconds"] = 1
@@ -528,15 +543,15 @@ def logs_objects(marks: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def logs_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
-    marks = tmp_path_factory.mktemp("marks")
-    with sim_in_thread(components=("kubelet",), workdir=tmp_path_factory.mktemp("logsim")) as t:
-        t.call(load, t.sim, logs_objects(marks))
+    workdir = tmp_path_factory.mktemp("logsim")
+    with sim_in_thread(components=("kubelet",), workdir=workdir) as t:
+        t.call(load, t.sim, logs_objects(workdir))
         deadline = time.monotonic() + TIMEOUT
-        while len(os.listdir(marks)) < 2 * LOG_ROUNDS:  # every line written before any test reads them
+        # every line is in the kubelet's files before a test reads them
+        while any(records(cri_log(workdir, role)) < len(lines) for role, lines in LOG_LINES.items()):
             if time.monotonic() > deadline:
-                raise AssertionError(f"the log pods did not print their lines: {sorted(os.listdir(marks))}")
+                raise AssertionError("the log pods did not print their lines")
             time.sleep(0.05)
-        time.sleep(0.2)  # the kubelet flushes captured output every 25 ms
         yield t
 
 
@@ -548,7 +563,29 @@ def test_logs(snap_compare: SnapCompare, logs_cluster: ThreadedSimCluster, theme
                                           for r in w.ranks), "the log pods running")
         await pilot.press("l")
         await wait_for(pilot, lambda: isinstance(app.screen, LogsScreen)
-                       and len(app.screen.buffer) == 2 * LOG_ROUNDS and app.screen.handle is not None,
+                       and len(app.screen.buffer) == sum(map(len, LOG_LINES.values()))
+                       and app.screen.handle is not None,
                        "every log line")
 
     snap(snap_compare, make_app(logs_cluster, theme), run_before)
+
+
+# -- 80 columns: what gets cut first (dark theme only; the light one lays out the same) ----------------
+
+
+def test_workload_failed_80x24(snap_compare: SnapCompare, cluster: ThreadedSimCluster) -> None:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        screen = await open_workload(pilot, "bert-crash")
+        await wait_for(pilot, lambda: screen.query_one("#failure").has_class("-shown"), "the first-failure banner")
+
+    snap(snap_compare, make_app(cluster, "dark"), run_before, SMALL)
+
+
+def test_cluster_nodes_80x24(snap_compare: SnapCompare, cluster: ThreadedSimCluster) -> None:
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app = await synced(pilot)
+        await pilot.press("c")
+        await wait_for(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
+                       "the nodes table")
+
+    snap(snap_compare, make_app(cluster, "dark"), run_before, SMALL)

@@ -68,7 +68,7 @@ class RanksScreen(Screen[None]):
         yield Crumbs(id="crumbs")
         yield Banner(id="banner")
         yield from self.body()
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def body(self) -> ComposeResult:
         yield from ()
@@ -104,7 +104,7 @@ class RanksScreen(Screen[None]):
         crumbs = Text(no_wrap=True, overflow="ellipsis")
         crumbs.append("ranks", style="bold")
         for label in app.breadcrumbs(self):
-            crumbs.append(app.look.glyphs.breadcrumb)
+            crumbs.append(f" {app.look.glyphs.breadcrumb.strip()} ")
             crumbs.append(clean(label, limit=80))
         state = {"connecting": "connecting", "syncing": "syncing", "live": "", "retrying": "reconnecting"}.get(
             st.phase, st.phase)

@@ -66,9 +66,9 @@ def pending_lines(look: Look, workloads: list[WorkloadView], now: float) -> Text
     for w in sorted(workloads, key=lambda w: w.created or 0.0):
         t.append(f"{clean(w.project, limit=30)}/{clean(w.name, limit=60)}", style="bold")
         t.append(f"  {gpus(w.gpus_requested)} GPUs  waiting {age(now - w.created) if w.created else '-'}  ")
-        t.append_text(status_cell(look, w.status, w.reason))
+        t.append_text(status_cell(look, w.status))
         reasons = sorted({clean(r.message or r.reason, limit=200) for r in w.ranks
-                          if r.phase == "Pending" and (r.message or r.reason)})
+                          if r.phase == "Pending" and (r.message or r.reason)}) or ([clean(w.reason)] if w.reason else [])
         for reason in reasons[:2]:
             t.append(f"\n    {reason}", style="dim")
         t.append("\n")
@@ -105,7 +105,7 @@ class ClusterScreen(RanksScreen):
     DEFAULT_CSS = """
     ClusterScreen TabbedContent { height: 1fr; }
     ClusterScreen TabPane { padding: 0; }
-    ClusterScreen .panel { padding: 0 1; }
+    ClusterScreen .panel { padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self) -> None:
@@ -203,11 +203,18 @@ class ClusterScreen(RanksScreen):
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
         self._draw(None)
+        self.refresh_bindings()
 
     @on(DataTable.RowSelected, "#nodes")
     def _row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
         self.action_describe()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Open and describe act on the nodes table: hidden on the other tabs."""
+        if action in ("open", "describe") and self.is_mounted:
+            return self.query_one(TabbedContent).active == "tab-nodes"
+        return True
 
     def action_open(self) -> None:
         self.action_describe()

@@ -41,7 +41,7 @@ def to_yaml(obj: Any) -> str:
 class DescribeScreen(RanksScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings("details", ("yaml",))
     DEFAULT_CSS = """
-    DescribeScreen TextArea { height: 1fr; border: none; }
+    DescribeScreen TextArea, DescribeScreen TextArea:focus { height: 1fr; border: none; }
     """
 
     def __init__(self, title: str, path: str) -> None:

@@ -66,7 +66,7 @@ class LogsScreen(RanksScreen):
 
     @property
     def crumb(self) -> str:  # type: ignore[override]
-        return "previous logs" if self.previous else "logs"
+        return f"{'previous logs' if self.previous else 'logs'} {self.key[2]}"
 
     def body(self) -> ComposeResult:
         look = self.ranks.look

@@ -49,14 +49,14 @@ def header_text(look: Look, w: WorkloadView, now: float) -> Text:
     if w.reason and w.reason != w.status:
         t.append("  " + clean(w.reason, limit=300), style="dim")
     t.append("\n")
-    conds = [c for c in w.conditions if c.status == "True"][-4:]
+    conds = [c for c in w.conditions if c.status == "True"][-4:][::-1]  # newest first: cut last
     if conds:
         t.append("conditions ", style="dim")
         for i, c in enumerate(conds):
             if i:
                 t.append(", ")
             t.append(clean(c.type, limit=30), style=look.status_style(c.type))
-            if c.reason and c.reason != c.type:
+            if c.reason and not c.reason.endswith(c.type):
                 t.append(f" ({clean(c.reason, limit=40)})", style="dim")
         t.append("\n")
     t.append("command ", style="dim")
@@ -84,7 +84,8 @@ def failure_text(look: Look, w: WorkloadView) -> Text | None:
     return t
 
 
-def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float]) -> Text:
+def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float],
+                   node_alloc: dict[str, float] | None = None) -> Text:
     """Nodes x GPU slots, each slot labelled with the rank holding it and coloured by its use."""
     by_node: dict[str, list[tuple[int, RankView]]] = {}
     for i, r in enumerate(w.ranks):
@@ -95,7 +96,7 @@ def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float]) -> 
         return t
     width = max((len(clean(n, limit=40)) for n in by_node), default=4)
     slots_max = int(max([node_gpus.get(n, 0) for n in by_node if n] + [0]))
-    t.append(" " * (width + 2) + "".join(f"{i:<4}" for i in range(slots_max)) + "  GPU index\n", style="dim")
+    t.append(f"{'GPU':<{width}}  " + "".join(f"{i:<4}" for i in range(slots_max)) + "\n", style="dim")
     for node in sorted(by_node, key=lambda n: (n == "", n)):
         ranks = by_node[node]
         t.append(f"{clean(node, limit=40) or '(unscheduled)':<{width}}  ")
@@ -114,11 +115,18 @@ def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float]) -> 
                 used += 1
             if n == 0:
                 t.append(f"({_short_label(r)}) ", style=look.rank_style(i))
-        free = int(node_gpus.get(node, 0)) - used
+        total = int(node_gpus.get(node, 0))
+        others = max(0, min(total - used, math.ceil((node_alloc or {}).get(node, 0.0)) - used))
+        free = total - used - others
+        ascii_ = look.glyphs.name == "ascii"
+        if others > 0:
+            t.append(("xxx " if ascii_ else "▒▒▒ ") * others, style="dim")
         if free > 0:
-            t.append((look.glyphs.bar_empty * 3 + " ") * free, style="dim")
+            t.append(("... " if ascii_ else "··· ") * free, style="dim")
         t.append("\n")
-    t.append("slots are filled in rank order; colour is GPU utilisation", style="dim")
+    t.append("slots are filled in rank order; colour is GPU utilisation; "
+             + ("xxx" if look.glyphs.name == "ascii" else "▒▒▒") + " other workloads, "
+             + ("..." if look.glyphs.name == "ascii" else "···") + " free", style="dim")
     return t
 
 
@@ -138,15 +146,16 @@ def event_lines(look: Look, events: tuple[EventRec, ...], now: float) -> Text:
     if not events:
         t.append("no events", style="dim")
         return t
+    objects = {e: f"{clean(e.kind, limit=20).lower()}/{clean(e.object_name, limit=60)}" for e in events}
+    width = max(len(o) for o in objects.values())
     for e in reversed(events):
         t.append(f"{age(now - e.last) if e.last else '-':>6} ", style="dim")
         warning = e.type == "Warning"
         t.append(f"{look.glyphs.warning if warning else ' '} ", style=look.status_style("Failed") if warning else "")
         t.append(f"{clean(e.reason, limit=30):<17} ", style=look.status_style("Failed") if warning else "")
-        t.append(f"{clean(e.kind, limit=20).lower()}/{clean(e.object_name, limit=60)}", style="dim")
-        if e.count > 1:
-            t.append(f" x{e.count}", style="dim")
-        t.append("  " + clean(e.message, limit=400) + "\n")
+        t.append(f"{objects[e]:<{width}} ", style="dim")
+        t.append(f"{'x' + str(e.count) if e.count > 1 else '':>4} ", style="dim")
+        t.append(" " + clean(e.message, limit=400) + "\n")
     return t
 
 
@@ -266,8 +275,9 @@ class WorkloadScreen(RanksScreen):
         tabs = self.query_one(TabbedContent)
         look = self.ranks.look
         if tabs.active == "tab-placement":
-            node_gpus = {n.name: n.gpus for n in self.ranks.store.nodes.values()}
-            self.query_one("#placement", Static).update(placement_text(look, shown, node_gpus))
+            nodes = self.ranks.store.nodes.values()
+            self.query_one("#placement", Static).update(placement_text(
+                look, shown, {n.name: n.gpus for n in nodes}, {n.name: n.gpus_allocated for n in nodes}))
         elif tabs.active == "tab-events":
             self.query_one("#events", Static).update(event_lines(look, self.ranks.store.events, self.ranks.clock()))
 

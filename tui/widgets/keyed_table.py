@@ -33,12 +33,15 @@ def _pad(cell: Text, overflow: str = "ellipsis") -> Text:
 class KeyedTable(DataTable[Text]):
     DEFAULT_CSS = """
     KeyedTable { height: 1fr; }
+    KeyedTable > .datatable--cursor { background: $primary 20%; color: $foreground; }
+    KeyedTable:focus > .datatable--cursor { background: $primary 40%; color: $foreground; text-style: bold; }
     """
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         # Columns are one space apart (a leading space in every cell) instead of DataTable's two
         # (padding on both sides): at 80 columns that space is what fits the utilisation column.
         super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False, cell_padding=0)
+        self.cursor_foreground_priority = "renderable"  # keep status and bar colours on the cursor row
         self.order: list[Hashable] = []
         self.shown: dict[Hashable, Cells] = {}
         self.column_keys: list[ColumnKey] = []
