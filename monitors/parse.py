@@ -199,10 +199,14 @@ def _conditions(status: dict[str, Any]) -> tuple[Condition, ...]:
 def _template_replica(name: str, replicas: int, template: dict[str, Any], restart: str = "") -> ReplicaSpec:
     pspec = (template or {}).get("spec") or {}
     containers = pspec.get("containers") or []
+    gpus = container_gpus(containers)
+    ann = ((template or {}).get("metadata") or {}).get("annotations") or {}
+    if not gpus and ann.get("gpu-fraction"):  # Run:ai GPU portion: no nvidia.com/gpu request
+        gpus = _num(ann["gpu-fraction"]) * max(1.0, _num(ann.get("gpu-fraction-num-devices", "1")))
     return ReplicaSpec(
         rtype=name,
         replicas=replicas,
-        gpus_per_replica=container_gpus(containers),
+        gpus_per_replica=gpus,
         command=_command(containers[0] if containers else None),
         restart_policy=restart or pspec.get("restartPolicy", ""),
     )

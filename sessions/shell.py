@@ -67,6 +67,10 @@ def launch_commands(history: str) -> list[str]:
     return out
 
 
+class NotYet(ExecError):
+    """The rank to open does not exist yet (its pod is not created): wait, or give up."""
+
+
 @dataclass
 class ShellTarget:
     workload: WorkloadView
@@ -97,9 +101,14 @@ def pick_rank(wl: WorkloadView, *, rank: str | None = None, pod: str | None = No
                 return r
         labels = ", ".join(f"{r.label} (rank {r.rank})" if r.rank is not None else r.label for r in wl.ranks)
         raise ExecError(f'no rank "{rank}" in {wl.name} (ranks: {labels or "none"})', ExitCode.NOT_FOUND)
-    lead = wl.lead or (wl.ranks[0] if wl.ranks else None)
+    lead = wl.lead
+    if lead is None and wl.kind == "MPIJob":
+        ready = sum(1 for r in wl.ranks if r.ready)
+        raise NotYet(f"{wl.name} has no launcher pod yet (it starts once every worker is Ready: "
+                     f"{ready}/{len(wl.ranks)} ready)")
+    lead = lead or (wl.ranks[0] if wl.ranks else None)
     if lead is None:
-        raise ExecError(f"{wl.name} has no pods yet", ExitCode.ERROR)
+        raise NotYet(f"{wl.name} has no pods yet" + (f" ({clean(wl.reason, limit=200)})" if wl.reason else ""))
     return lead
 
 

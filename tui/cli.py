@@ -296,7 +296,9 @@ def main(argv: list[str] | None = None) -> None:
         fail(f"internal error: {type(exc).__name__}: {exc}", EXIT_USAGE - 1)
 
 
-from . import cli_sessions  # noqa: E402,F401  (TEMPORARY: added by the submit helper for testing)
+from . import cli_sessions  # noqa: E402,F401  (registers submit, delete, suspend, resume)
 
 if __name__ == "__main__":
-    main()
+    from tui.cli import main as _main  # the group the command modules registered on, not __main__'s copy
+
+    _main()

@@ -20,6 +20,7 @@ from monitors.views import RankView, WorkloadView
 from sessions.exec_all import run_on_ranks, select_ranks
 from sessions.exec_bridge import ExecError, ExecOutcome, ExecSession
 from sessions.shell import (
+    NotYet,
     ShellTarget,
     banner,
     default_container,
@@ -65,9 +66,13 @@ async def wait_until_running(cfg: ClusterConfig, client: KubeClient, ref: str, p
     last = ""
     while True:
         wl = await load_workload(cfg, client, ref, project)
-        rank = pick_rank(wl, **pick)
-        why = not_running_reason(rank)
-        if why is None:
+        try:
+            rank: RankView | None = pick_rank(wl, **pick)
+        except NotYet as exc:
+            rank, why = None, exc.message
+        else:
+            why = not_running_reason(rank)
+        if why is None and rank is not None:
             return wl, rank
         if wl.status in ("Failed", "Succeeded"):
             raise UserError(f"{wl.name} is {wl.status}; {why}", ExitCode.ERROR)
@@ -84,14 +89,18 @@ async def open_target(cfg: ClusterConfig, client: KubeClient, ref: str, project:
     """The rank to open a shell in, waiting for it (asked, or `wait`) when it does not run yet."""
     pick = {"rank": rank, "pod": pod}
     wl = await load_workload(cfg, client, ref, project)
-    r = pick_rank(wl, **pick)
-    why = not_running_reason(r)
-    if why is not None:
+    try:
+        r: RankView | None = pick_rank(wl, **pick)
+        why = not_running_reason(r) if r is not None else None
+    except NotYet as exc:
+        r, why = None, exc.message
+    if why is not None or r is None:
         if wl.status in ("Failed", "Succeeded"):
             raise UserError(f"{wl.name} is {wl.status}; {why}", ExitCode.ERROR)
         if not wait and not _ask(f"{why}\nwait until it runs? [y/N] "):
             raise UserError(f"{why} (use --wait to wait for it)", ExitCode.ERROR)
         wl, r = await wait_until_running(cfg, client, ref, project, pick)
+    assert r is not None
     raw = await client.get(f"/api/v1/namespaces/{wl.namespace}/pods/{r.pod}")
     workers = [x for x in wl.ranks if x.role == "worker"]
     return ShellTarget(wl, r, default_container(raw, container), raw, workers)
