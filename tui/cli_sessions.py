@@ -1,4 +1,4 @@
-"""`ranks submit | delete | suspend | resume`: the commands that create and change workloads.
+"""`ranks submit | delete | suspend | resume | convert`: the commands that create and change workloads.
 
 Registered on the `cli` group when tui.cli imports this module (its last line).
 """
@@ -92,3 +92,32 @@ def resume_command(ctx: click.Context, workload: str, project: str | None, **kw:
     from .session_commands import run_resume
 
     sys.exit(run_resume(_merge_globals(ctx, kw), workload, _group_project(ctx, project)))
+
+
+@cli.command("convert")
+@click.argument("workload")
+@PROJECT
+@click.option("--command", "command", metavar="CMD", default=None,
+              help="What the job runs (a shell command line), instead of sleep infinity.")
+@click.option("--from-history", "from_history", is_flag=True,
+              help="Pick the command from the session's shell history (latest horovodrun/mpirun/torchrun first).")
+@click.option("--name", metavar="NEW", default=None, help="Name of the new job (default: WORKLOAD-train).")
+@click.option("--delete-interactive", is_flag=True, help="Delete the interactive session once the job is created.")
+@click.option("--dry-run", is_flag=True, help="Show the diff and create nothing.")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask (needed without a terminal).")
+@global_options
+@click.pass_context
+def convert_command(ctx: click.Context, workload: str, project: str | None, command: str | None,
+                    from_history: bool, name: str | None, delete_interactive: bool, dry_run: bool, yes: bool,
+                    **kw: Any) -> None:
+    """Turn the interactive session WORKLOAD into an unattended training job.
+
+    Same image, resources, env, volumes, node pool and replicas; the launcher (MPI) or every replica
+    runs the command instead of sleep infinity; runPolicy backoffLimit 3, cleanPodPolicy Running,
+    ttlSecondsAfterFinished one day. Shows the diff and asks before submitting.
+    """
+    from .convert_command import run_convert
+
+    sys.exit(run_convert(_merge_globals(ctx, kw), workload, _group_project(ctx, project), command=command,
+                         from_history=from_history, name=name, delete_interactive=delete_interactive,
+                         dry_run=dry_run, yes=yes))

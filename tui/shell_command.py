@@ -14,7 +14,6 @@ from typing import Any
 
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.kube import ApiProblem, KubeClient
-from monitors.monitor import Monitor
 from monitors.sanitize import clean
 from monitors.views import RankView, WorkloadView
 from sessions.exec_all import run_on_ranks, select_ranks
@@ -30,23 +29,15 @@ from sessions.shell import (
 )
 from sessions.terminal import LocalTerminal
 
-from .cli_commands import UserError, _pick, _run, resolve_project
+from .cli_commands import UserError, _run, resolve_project
+from .session_commands import find_workload
 
 WAIT_POLL = 1.0
 
 
 async def load_workload(cfg: ClusterConfig, client: KubeClient, ref: str, project: str | None) -> WorkloadView:
     ns = await resolve_project(client, project) if project else cfg.namespace
-    monitor = Monitor(cfg, once=True, events=False, nodes=False, scope=(ns,))
-    try:
-        await monitor.start()
-        await monitor.wait_synced(timeout=60)
-        forbidden = [m for n, m in monitor.status.forbidden.items() if n.startswith("pods")]
-        if forbidden:
-            raise UserError(f"forbidden: {forbidden[0]}", ExitCode.FORBIDDEN)
-        return _pick(list(monitor.model.workloads.values()), ref)
-    finally:
-        await monitor.stop()
+    return await find_workload(cfg, ns, ref)
 
 
 def _ask(question: str) -> bool:
