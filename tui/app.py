@@ -32,6 +32,7 @@ from .screens.describe import DescribeScreen, HelpScreen
 from .screens.lists import ProjectsScreen, WorkloadsScreen
 from .screens.logs import LogsScreen
 from .screens.workload import WorkloadScreen
+from .session_actions import SessionActions
 from .settings import Settings
 from .store import Store
 
@@ -67,7 +68,7 @@ class AsciiScrollBarRender(ScrollBarRender):
     HORIZONTAL_BARS: ClassVar[list[str]] = [" "] * 8
 
 
-class RanksApp(App[int]):
+class RanksApp(SessionActions, App[int]):
     TITLE = "ranks"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = bindings(
@@ -93,6 +94,7 @@ class RanksApp(App[int]):
         start_project: str | None = None,
         data_options: DataOptions | None = None,
         clock: Callable[[], float] = time.time,
+        read_only_why: str = "",
     ) -> None:
         super().__init__()
         self.cfg = cfg
@@ -105,6 +107,8 @@ class RanksApp(App[int]):
         if self.glyphs.name == "ascii":
             ScrollBar.renderer = AsciiScrollBarRender
         self.read_only = self.settings.read_only
+        self.read_only_why = read_only_why or (f"read_only = true in {self.settings.path}" if self.settings.path
+                                               else "--read-only")
         self.me = cfg.impersonate_user or cfg.user
         self.start_project = start_project if start_project is not None else self.settings.default_project
         self.store = Store()

@@ -46,7 +46,8 @@ def prepare(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: st
         mode = detect_colour_mode(os.environ, settings.colours)
     except ValueError as exc:
         fail(str(exc), ExitCode.USAGE)
-    return Prepared(settings, dict(themes=themes, colour_mode=mode, start_project=project))
+    why = "--read-only" if opts.get("read_only") else f"read_only = true in {settings.path}"
+    return Prepared(settings, dict(themes=themes, colour_mode=mode, start_project=project, read_only_why=why))
 
 
 def _need_terminal() -> None:

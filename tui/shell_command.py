@@ -30,7 +30,7 @@ from sessions.shell import (
 from sessions.terminal import LocalTerminal
 
 from .cli_commands import UserError, _run, resolve_project
-from .session_commands import find_workload
+from .session_commands import _refuse_if_read_only, find_workload
 
 WAIT_POLL = 1.0
 
@@ -133,6 +133,9 @@ async def explain_end(client: KubeClient, target: ShellTarget, outcome: ExecOutc
 
 def run_shell(opts: dict[str, Any], ref: str, project: str | None, *, rank: str | None, pod: str | None,
               container: str | None, wait: bool) -> int:
+    refused = _refuse_if_read_only(opts, f"open a shell in {ref}")  # as k9s: a shell can change anything
+    if refused is not None:
+        return refused
     async def body(cfg: ClusterConfig) -> int:
         async with KubeClient(cfg) as client:
             try:
@@ -153,6 +156,9 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
              container: str | None, command: Sequence[str]) -> int:
     if not command:
         return _usage("no command given: ranks exec WORKLOAD --all -- CMD...")
+    refused = _refuse_if_read_only(opts, f"run commands in {ref}")
+    if refused is not None:
+        return refused
     if all_ranks == bool(ranks):
         return _usage("choose the ranks: --all, or --rank R[,R...]")
     wanted = [w for item in ranks for w in item.split(",") if w]

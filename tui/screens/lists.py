@@ -42,7 +42,8 @@ class EmptyNote(Static):
 
 class ListScreen(RanksScreen, Generic[V]):
     BINDINGS: ClassVar[list[BindingType]] = [*bindings("global", ("filter",)), *bindings(
-        "table", ("open", "describe", "logs", "sort", "sort_reverse", "toggle_mine", "all_projects"))]
+        "table", ("open", "describe", "logs", "sort", "sort_reverse", "toggle_mine", "all_projects",
+                  "new_session"))]
     columns: ClassVar[list[tuple[str, int | None]]] = []
     sort_names: ClassVar[list[str]] = ["name"]
 
@@ -317,8 +318,14 @@ class ProjectsScreen(ListScreen[ProjectView]):
     def action_all_projects(self) -> None:
         self.ranks.open_workloads(None)
 
+    def action_new_session(self) -> None:
+        sel = self.selected()
+        self.ranks.new_session(sel[1].namespace if sel else None)
+
 
 class WorkloadsScreen(ListScreen[WorkloadView]):
+    BINDINGS: ClassVar[list[BindingType]] = bindings(
+        "table", ("shell", "exec_all", "delete", "suspend", "convert"))
     sort_names: ClassVar[list[str]] = ["name", "status", "gpus_allocated", "gpu_util", "created", "ranks_total"]
 
     def __init__(self, namespace: str | None) -> None:
@@ -400,4 +407,30 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
     def action_all_projects(self) -> None:
         if self.namespace is not None:
             self.ranks.open_workloads(None)
+
+    def _on_selected(self, act: str) -> None:
+        sel = self.selected()
+        if sel is None:
+            return
+        wl = sel[1]
+        {"shell": self.ranks.shell_into, "exec_all": self.ranks.exec_all, "delete": self.ranks.delete_workload,
+         "suspend": self.ranks.toggle_suspend, "convert": self.ranks.convert_workload}[act](wl)
+
+    def action_shell(self) -> None:
+        self._on_selected("shell")
+
+    def action_exec_all(self) -> None:
+        self._on_selected("exec_all")
+
+    def action_delete(self) -> None:
+        self._on_selected("delete")
+
+    def action_suspend(self) -> None:
+        self._on_selected("suspend")
+
+    def action_convert(self) -> None:
+        self._on_selected("convert")
+
+    def action_new_session(self) -> None:
+        self.ranks.new_session(self.namespace)
 

@@ -160,7 +160,8 @@ def event_lines(look: Look, events: tuple[EventRec, ...], now: float) -> Text:
 
 
 class WorkloadScreen(RanksScreen):
-    BINDINGS: ClassVar[list[BindingType]] = bindings("table", ("open", "describe", "logs"))
+    BINDINGS: ClassVar[list[BindingType]] = bindings(
+        "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert"))
     DEFAULT_CSS = """
     WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     WorkloadScreen #failure { height: auto; max-height: 3; padding: 0 1; background: $error 20%; display: none; }
@@ -310,6 +311,38 @@ class WorkloadScreen(RanksScreen):
 
     def action_logs(self) -> None:
         self.ranks.open_logs(self.key)
+
+    def action_shell(self) -> None:
+        """`s`: a shell in the rank under the cursor (the lead when the table is not focused)."""
+        wl = self.ranks.store.workloads.get(self.key)
+        if wl is None:
+            self.notify("this workload was deleted", severity="warning", markup=False)
+            return
+        pod = self.table.cursor_key if self.focused is self.table else None
+        rank = next((r for r in wl.ranks if r.pod == pod), None)
+        self.ranks.shell_into(wl, rank)
+
+    def _live(self) -> WorkloadView | None:
+        wl = self.ranks.store.workloads.get(self.key)
+        if wl is None:
+            self.notify("this workload was deleted", severity="warning", markup=False)
+        return wl
+
+    def action_exec_all(self) -> None:
+        if (wl := self._live()) is not None:
+            self.ranks.exec_all(wl)
+
+    def action_delete(self) -> None:
+        if (wl := self._live()) is not None:
+            self.ranks.delete_workload(wl)
+
+    def action_suspend(self) -> None:
+        if (wl := self._live()) is not None:
+            self.ranks.toggle_suspend(wl)
+
+    def action_convert(self) -> None:
+        if (wl := self._live()) is not None:
+            self.ranks.convert_workload(wl)
 
     def action_back(self) -> None:
         self.ranks.go_back()
