@@ -99,7 +99,7 @@ class LocalTerminal:
                 return
             view = view[n:]
 
-    async def resizes(self, poll: float = 0.25) -> AsyncIterator[tuple[int, int]]:
+    async def resizes(self, poll: float = 0.1) -> AsyncIterator[tuple[int, int]]:
         """The current size at once, then every change: SIGWINCH on the main thread; elsewhere
         (a signal handler can only be set there) the size is polled every `poll` seconds."""
         self._loop = asyncio.get_running_loop()

@@ -318,6 +318,56 @@ def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
         quit_and_check_restored(demo)
 
 
+@pytest.mark.timeout(150)
+def test_dashboard_shell_suspends_runs_and_repaints(tmp_path: Path) -> None:
+    """`s` on the interactive session: the dashboard steps aside, the shell runs in the launcher
+    (banner, commands, resize), and after `exit` the dashboard is back, whole, in a sane terminal."""
+    with demo_in_tmux(tmp_path, 100, 30) as demo:
+        tmux = demo.tmux
+        wait_for_workloads(demo)
+        tmux.keys("/")
+        tmux.wait_for(lambda s: "l Logs" not in footer(s), timeout=10, why="the filter input")
+        tmux.type("hvd")
+        tmux.wait_for(lambda s: "hvd-interactive" in s and "bert-crash" not in s, timeout=10,
+                      why="the filter to keep only hvd-interactive")
+        tmux.keys("Enter")
+        tmux.wait_for(lambda s: "l Logs" in footer(s), timeout=10, why="the table to take the focus")
+        tmux.wait_for(lambda s: re.search(r"hvd-interactive .*Running .*3/3", s) is not None, timeout=40,
+                      why="the session's three ranks running")
+
+        tmux.keys("s")
+        tmux.wait_for(lambda s: "ranks shell: MPIJob hvd-interactive" in s and "horovodrun" in s,
+                      timeout=20, why="the shell's banner")
+        screen = tmux.screen(join=True)  # wrapped banner lines joined
+        assert "hostfile" in screen and "hvd-interactive-worker-1" in screen, screen
+        flags = tmux.flags()
+        assert flags["alternate_on"] == "0", f"the dashboard did not step aside: {flags}"
+        tmux.type('echo "marker-$((6*7))"; cat "$OMPI_MCA_orte_default_hostfile"')
+        tmux.keys("Enter")
+        screen = tmux.wait_for("marker-42", timeout=10, why="the command's output")
+        assert "slots=" in screen, screen
+        tmux.run("resize-window", "-t", tmux.target, "-x", "90", "-y", "26")
+        # a suspended app's shell notices size changes by polling (no SIGWINCH off the main thread)
+        tmux.wait_for(lambda s: tmux.run("display-message", "-p", "-t", tmux.target,
+                                         "#{pane_width}x#{pane_height}").strip() == "90x26", timeout=5,
+                      why="tmux to resize the pane")
+        time.sleep(0.5)
+        tmux.type("stty size")
+        tmux.keys("Enter")
+        tmux.wait_for(lambda s: "26 90" in s, timeout=10, why="the resize to reach the remote pty")
+        tmux.type("exit 3")
+        tmux.keys("Enter")
+
+        screen = tmux.wait_for(lambda s: "hvd-interactive" in s and "ranks" in crumbs(s)[0:1], timeout=20,
+                               why="the dashboard back after the shell")
+        assert tmux.flags()["alternate_on"] == "1", "the dashboard did not take the screen back"
+        assert "marker-42" not in screen, f"the shell's output is still on the dashboard's screen:\n{screen}"
+        tmux.wait_for(lambda s: "exit 3" in s, timeout=10, why="the notification of the shell's exit status")
+        tmux.keys("Escape")  # the dashboard still answers keys (the filter is cleared)
+        tmux.wait_for(lambda s: "bert-crash" in s, timeout=10, why="the filter to clear after the shell")
+        quit_and_check_restored(demo)
+
+
 @pytest.mark.timeout(120)
 def test_demo_in_tmux_80x24_ascii_clean_exit(tmp_path: Path) -> None:
     with demo_in_tmux(tmp_path, 80, 24, "--ascii") as demo:
