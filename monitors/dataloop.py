@@ -79,7 +79,8 @@ class DataUpdate:
     histories: Mapping[str, tuple[float, ...]] = field(default_factory=dict)  # pod -> util history
     last_logs: Mapping[str, float] = field(default_factory=dict)  # pod -> last log line time
     events: tuple[Any, ...] | None = None  # the focused workload's events (None: unchanged)
-    first: bool = False  # the first complete picture after the initial LIST
+    reset: bool = False  # a new model starts (connected, or reconnected from scratch): forget the old one
+    synced: bool = False  # every kind has been listed: the picture is complete
 
 
 class LogHandle:
@@ -196,34 +197,34 @@ class DataLoop:
             delay = min(delay * 2, self.options.backoff[1])
 
     async def _serve(self, monitor: Monitor) -> None:
+        """One monitor's life. The UI sees the model as it fills (a reset first, then the diffs of
+        each LIST page as it is applied, then `synced`): a big cluster's rows appear page by page."""
         assert self._stop is not None
         self.monitor = monitor
         self._set_status(phase="connecting" if not self._synced else "retrying")
         await monitor.start()
         self._set_status(phase="syncing", problem="", cluster_wide=monitor.status.cluster_wide,
                          namespaces=monitor.status.namespaces)
-        first = True
+        self._emit(ModelDiff(*_empty_diffs(), status_changed=True), reset=True)
+        live = False
 
         def on_diff(d: ModelDiff) -> None:
-            nonlocal first
-            self._refresh_status(monitor)
-            self._emit(d, first=first)
-            first = False
+            self._refresh_status(monitor, live)
+            self._emit(d)
 
+        monitor.subscribe(on_diff)
+        metrics: asyncio.Task[None] | None = None
         try:
             # A first sync that is slow (a huge cluster) still ends: informers retry inside.
-            monitor.subscribe(lambda d: None)  # keep flushes flowing before the UI subscribes
             await monitor.wait_synced()
-            self._synced = True
-            self._set_status(phase="live")
-            self._refresh_status(monitor)
-            self._emit(_everything(monitor), first=True)
-            first = False
-            monitor._subscribers[:] = [on_diff]
-            metrics = asyncio.create_task(self._metrics(monitor)) if self.options.metrics else None
+            live = self._synced = True
+            self._refresh_status(monitor, live)
+            self._emit(ModelDiff(*_empty_diffs(), status_changed=True), synced=True)
+            if self.options.metrics:
+                metrics = asyncio.create_task(self._metrics(monitor))
             await self._stop.wait()
         finally:
-            if "metrics" in locals() and metrics is not None:
+            if metrics is not None:
                 metrics.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await metrics
@@ -255,7 +256,8 @@ class DataLoop:
                 model.status_changed = model.status_changed or (
                     (monitor.metrics_note, monitor.metrics_problem)
                     != (self._status.metrics_note, self._status.metrics_problem))
-                monitor.flush()
+                if not monitor.flush() and self._focus is not None:
+                    self._push_focus(refocus=False)  # the focused ranks' GPU history grew
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), gm.interval)
         finally:
@@ -266,11 +268,11 @@ class DataLoop:
         fields = {**self._status.__dict__, **changes}
         self._status = DataStatus(**fields)
 
-    def _refresh_status(self, monitor: Monitor) -> None:
+    def _refresh_status(self, monitor: Monitor, live: bool = True) -> None:
         st = monitor.status
         retrying = "; ".join(sorted(set(st.retrying.values())))
         self._set_status(
-            phase="retrying" if retrying else "live",
+            phase="retrying" if retrying else ("live" if live else "syncing"),
             problem=retrying,
             forbidden=tuple(sorted(st.forbidden.items())),
             cluster_wide=st.cluster_wide,
@@ -279,10 +281,10 @@ class DataLoop:
             metrics_problem=monitor.metrics_problem,
         )
 
-    def _emit(self, d: ModelDiff, *, first: bool = False, refocus: bool = False) -> None:
-        histories, last_logs, events = self._focus_extras(d, refocus or first)
+    def _emit(self, d: ModelDiff, *, reset: bool = False, synced: bool = False, refocus: bool = False) -> None:
+        histories, last_logs, events = self._focus_extras(d, refocus or synced)
         self.updates += 1
-        self.on_update(DataUpdate(d, self._status, histories, last_logs, events, first))
+        self.on_update(DataUpdate(d, self._status, histories, last_logs, events, reset, synced))
 
     def _focus_extras(self, d: ModelDiff, refocus: bool
                       ) -> tuple[dict[str, tuple[float, ...]], dict[str, float], tuple[Any, ...] | None]:
@@ -303,8 +305,8 @@ class DataLoop:
             events = tuple(model.events_for(wl, 50))
         return hist, logs, events
 
-    def _push_focus(self) -> None:
-        self._emit(ModelDiff(*_empty_diffs(), status_changed=False), refocus=True)
+    def _push_focus(self, refocus: bool = True) -> None:
+        self._emit(ModelDiff(*_empty_diffs(), status_changed=False), refocus=refocus)
 
     # -- queries and logs (any thread) ---------------------------------------------------------------
     def events_for(self, key: WorkloadKey, limit: int = 30) -> concurrent.futures.Future[list[Any]]:
@@ -350,12 +352,3 @@ def _empty_diffs() -> tuple[Any, Any, Any]:
     from .views import KeyedDiff
 
     return KeyedDiff(), KeyedDiff(), KeyedDiff()
-
-
-def _everything(monitor: Monitor) -> ModelDiff:
-    """The whole model as one diff of additions (the UI's first picture)."""
-    from .views import KeyedDiff
-
-    m = monitor.model
-    return ModelDiff(KeyedDiff(added=dict(m.workloads)), KeyedDiff(added=dict(m.projects)),
-                     KeyedDiff(added=dict(m.nodes)), status_changed=True)

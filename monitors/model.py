@@ -234,26 +234,35 @@ class LiveModel:
 
     def set_gpu(self, pods: Mapping[PodKey, GpuReading], nodes: Mapping[str, tuple[float | None, float | None]]
                 ) -> None:
+        """A metrics refresh. Only workloads whose ranks' readings changed are rebuilt, and projects
+        and nodes only when their figures moved: a refresh that changes nothing costs no rebuild."""
         now = self.now()
-        touched = set(pods) | set(self.gpu)
+        old = self.gpu
+        changed = {pk for pk, g in pods.items() if old.get(pk) != g} | {pk for pk in old if pk not in pods}
         self.gpu = dict(pods)
-        self.node_gpu = dict(nodes)
         for pk, reading in pods.items():
             if reading.util is not None and reading.state == "ok":
                 hist = self.gpu_history.setdefault(pk, deque(maxlen=HISTORY))
                 hist.append((now, reading.util))
-        for pk in touched:
+        for pk in changed:
             wl = self.pod_workload.get(pk)
             if wl is not None:
                 self._dirty.add(wl)
+        if dict(nodes) != self.node_gpu:
+            self.node_gpu = dict(nodes)
+            self._all_nodes_dirty = True
+        if not changed:
+            return
         per_ns: dict[str, list[tuple[float, float]]] = {}
         for pk, g in self.gpu.items():
             p = self.pods.get(pk)
             if p is None or g.util is None or g.state not in ("ok", "stale"):
                 continue
             per_ns.setdefault(pk[0], []).append((g.util, p.gpus or 1.0))
-        self._ns_util = {ns: sum(u * w for u, w in v) / sum(w for _, w in v) for ns, v in per_ns.items()}
-        self._all_ns_dirty = self._all_nodes_dirty = True
+        ns_util = {ns: sum(u * w for u, w in v) / sum(w for _, w in v) for ns, v in per_ns.items()}
+        moved = {ns for ns in ns_util.keys() | self._ns_util.keys() if ns_util.get(ns) != self._ns_util.get(ns)}
+        self._ns_util = ns_util
+        self._dirty_ns |= moved
 
     def note_log(self, namespace: str, pod: str, at: float) -> None:
         """The log engine reports each rank's last log line time (for hang diagnostics)."""

@@ -78,6 +78,7 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None) -> di
     meta["name"] = new_name
     meta.pop("generateName", None)
     meta.setdefault("annotations", {})[CONVERTED_FROM] = src_name
+    meta["annotations"].pop("ranks/submit-id", None)
     out["metadata"] = meta
     spec = out["spec"]
     replicas: dict[str, Any] = spec.get(field) or {}
@@ -94,7 +95,7 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None) -> di
         if not containers:
             continue
         main = containers[0]
-        main["command"] = argv
+        main["command"] = list(argv)
         main.pop("args", None)
         changed = True
     if not changed:
@@ -119,14 +120,15 @@ def diff(job: dict[str, Any], new: dict[str, Any]) -> str:
 
 async def create(client: KubeClient, source: Target, new: dict[str, Any]) -> Target:
     """Create the new job; an existing name is an error (never an overwrite)."""
+    from .submit import existing
+
     target = Target(source.namespace, source.kind, new["metadata"]["name"], source.api_version)
-    try:
-        await client.get(target.path)
-    except ApiProblem as exc:
-        if exc.status != 404:
-            raise problem(exc, "get", target) from None
-    else:
-        raise SessionError(f'{target.ref} already exists in "{target.namespace}"; choose another --name',
+    clash = await existing(client, source.namespace, target.name)
+    if clash:
+        same = any(fw.kind == source.kind for fw in clash)
+        other = "" if same else f" (a {clash[0].kind}: its pods and Services would clash)"
+        ref = target.ref if same else f"{clash[0].kind.lower()}/{target.name}"
+        raise SessionError(f'{ref} already exists in "{target.namespace}"{other}; choose another --name',
                            ExitCode.USAGE)
     collection = target.path.rsplit("/", 1)[0]
     new = {**new, "metadata": {**new["metadata"], "namespace": source.namespace}}

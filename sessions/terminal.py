@@ -34,6 +34,8 @@ class LocalTerminal:
         self._old_winch: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._eof = False
+        self._chunks: asyncio.Queue[bytes] | None = None
+        self._reader_loop: asyncio.AbstractEventLoop | None = None
 
     # -- mode ----------------------------------------------------------------------------------------
     def __enter__(self) -> LocalTerminal:
@@ -47,6 +49,10 @@ class LocalTerminal:
 
     def restore(self) -> None:
         """Back to the saved mode (idempotent); also stops resize tracking."""
+        if self._reader_loop is not None:
+            with contextlib.suppress(Exception):
+                self._reader_loop.remove_reader(self.fd_in)
+            self._reader_loop = None
         if self._saved is not None:
             with contextlib.suppress(termios.error, OSError):
                 termios.tcsetattr(self.fd_in, termios.TCSAFLUSH, self._saved)
@@ -66,24 +72,29 @@ class LocalTerminal:
 
     # -- byte stream ---------------------------------------------------------------------------------
     async def read(self) -> bytes:
+        """The next bytes typed (b"" at the end): one reader registered for the whole session,
+        each wake-up reads at once (no add/remove of the reader per keystroke)."""
         if self._eof:
             return b""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[None] = loop.create_future()
+        if self._chunks is None:
+            loop = asyncio.get_running_loop()
+            chunks: asyncio.Queue[bytes] = asyncio.Queue()
+            self._chunks = chunks
 
-        def ready() -> None:
-            if not fut.done():
-                fut.set_result(None)
+            def ready() -> None:
+                try:
+                    data = os.read(self.fd_in, READ_CHUNK)
+                except BlockingIOError:
+                    return
+                except OSError:
+                    data = b""
+                if not data:
+                    loop.remove_reader(self.fd_in)
+                chunks.put_nowait(data)
 
-        loop.add_reader(self.fd_in, ready)
-        try:
-            await fut
-        finally:
-            loop.remove_reader(self.fd_in)
-        try:
-            data = os.read(self.fd_in, READ_CHUNK)
-        except OSError:
-            data = b""
+            loop.add_reader(self.fd_in, ready)
+            self._reader_loop = loop
+        data = await self._chunks.get()
         if not data:
             self._eof = True
         return data

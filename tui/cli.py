@@ -228,7 +228,7 @@ def shell_cmd(ctx: click.Context, workload: str, project: str | None, rank: str 
                        container=container, wait=wait))
 
 
-@cli.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@cli.command("exec", context_settings={"ignore_unknown_options": True})
 @click.argument("workload")
 @PROJECT
 @click.option("--all", "all_ranks", is_flag=True, help="Every rank.")

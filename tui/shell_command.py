@@ -124,6 +124,9 @@ async def explain_end(client: KubeClient, target: ShellTarget, outcome: ExecOutc
         return ""
     except Exception:
         return outcome.message
+    uid = (target.pod.get("metadata") or {}).get("uid")
+    if uid and (raw.get("metadata") or {}).get("uid") != uid:
+        return f"pod {target.rank.pod} was deleted during the shell (a new pod of that name replaced it)"
     phase = (raw.get("status") or {}).get("phase", "")
     deleting = bool((raw.get("metadata") or {}).get("deletionTimestamp"))
     if deleting or phase in ("Failed", "Succeeded"):

@@ -29,10 +29,12 @@ class Store:
 
     def apply(self, update: DataUpdate) -> ModelDiff:
         d = update.diff
-        if update.first:
+        if update.reset:
             self.workloads.clear()
             self.projects.clear()
             self.nodes.clear()
+            self.synced = False
+        if update.synced:
             self.synced = True
         for target, kd in ((self.workloads, d.workloads), (self.projects, d.projects), (self.nodes, d.nodes)):
             for k in kd.removed:

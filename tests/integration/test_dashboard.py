@@ -268,7 +268,7 @@ async def test_sort_cycles_keys_and_reverses(live: ThreadedSimCluster) -> None:
         statuses = column("status")
         assert statuses == sorted(statuses) and len(set(statuses)) > 1
         assert list(t.order) != by_name
-        assert any("STATUS" in str(c.label) and "▲" in str(c.label) for c in t.columns.values())
+        assert any("STATUS" in label and "▲" in label for label in t.labels)
 
         await pilot.press("o")
         assert screen.sort_names[screen.sort_index] == "gpus_allocated"
@@ -279,7 +279,7 @@ async def test_sort_cycles_keys_and_reverses(live: ThreadedSimCluster) -> None:
         gpus_rev = column("gpus_allocated")
         assert gpus_rev == sorted(gpus_rev, reverse=True)
         assert t.order[0] == LLAMA
-        assert any("GPUS" in str(c.label) and "▼" in str(c.label) for c in t.columns.values())
+        assert any("GPUS" in label and "▼" in label for label in t.labels)
         await pilot.press("O")
         assert column("gpus_allocated") == sorted(column("gpus_allocated"))
 
@@ -304,7 +304,7 @@ async def test_themes_switch_and_redraw(live: ThreadedSimCluster) -> None:
         def status_style() -> str:
             t = table(app)
             cells = t.shown[LLAMA]
-            col = next(i for i, c in enumerate(t.columns.values()) if str(c.label).strip().startswith("STATUS"))
+            col = next(i for i, label in enumerate(t.labels) if label.strip().startswith("STATUS"))
             return str(cells[col].style) + str(cells[col].spans)
 
         styles = {"dark": status_style()}

@@ -11,7 +11,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import DataTable, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors.humanize import age, gpus, percent
 from monitors.sanitize import clean
@@ -205,8 +205,8 @@ class ClusterScreen(RanksScreen):
         self._draw(None)
         self.refresh_bindings()
 
-    @on(DataTable.RowSelected, "#nodes")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(KeyedTable.RowSelected, "#nodes")
+    def _row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_describe()
 

@@ -9,12 +9,12 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import DataTable, Input, Static
+from textual.widgets import Input, Static
 
 from monitors.sanitize import clean
 from monitors.views import KeyedDiff, ModelDiff, ProjectView, WorkloadView
 
-from ..cells import Cells, project_row, workload_row
+from ..cells import Cells, age_cell, project_row, workload_row
 from ..filtering import RowFilter
 from ..widgets.keyed_table import KeyedTable
 from .base import RanksScreen, bindings
@@ -193,16 +193,25 @@ class ListScreen(RanksScreen, Generic[V]):
         note.update(Text(text))
         note.add_class("-shown")
 
+    def age_cell(self, item: V, now: float) -> Text | None:
+        """The age cell (the last column) of rows that have one."""
+        return None
+
     def _refresh_ages(self) -> None:
+        """Every 30 s: only the age cells whose text changed are replaced."""
         if self.app.screen is not self:
             return
         now = self.ranks.clock()
         items = self.items()
-        keys = [k for k in self._cells if k in items]
-        for k in keys:
-            self._cells[k] = self.row(items[k], now)
-        if self.table.order:
-            self.table.sync(self.table.order, self._cells, keys)
+        changed = []
+        for k, cells in self._cells.items():
+            item = items.get(k)
+            cell = None if item is None else self.age_cell(item, now)
+            if cell is not None and cell.plain != cells[-1].plain:
+                self._cells[k] = (*cells[:-1], cell)
+                changed.append(k)
+        if changed and self.table.order:
+            self.table.sync(self.table.order, self._cells, changed)
 
     # -- actions -----------------------------------------------------------------------------------
     def selected(self) -> tuple[Hashable, V] | None:
@@ -217,8 +226,8 @@ class ListScreen(RanksScreen, Generic[V]):
         if sel is not None:
             self.open_item(*sel)
 
-    @on(DataTable.RowSelected, "#table")
-    def _row_selected(self, event: DataTable.RowSelected) -> None:
+    @on(KeyedTable.RowSelected, "#table")
+    def _row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_open()
 
@@ -365,6 +374,9 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
 
     def search_texts(self, item: WorkloadView) -> Iterable[str]:
         return (item.name, item.kind, item.status, item.reason, item.project, item.user)
+
+    def age_cell(self, item: WorkloadView, now: float) -> Text | None:
+        return age_cell(item.created, now)
 
     def labels(self, item: WorkloadView) -> Mapping[str, str]:
         return dict(item.labels)

@@ -12,7 +12,7 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import DataTable, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors.humanize import age, gpus
 from monitors.records import EventRec
@@ -179,6 +179,7 @@ class WorkloadScreen(RanksScreen):
         self.gone = False
         self._cells: dict[Hashable, Cells] = {}
         self.narrow = False
+        self._hist_shown: dict[str, tuple[float, ...]] = {}
 
     @property
     def crumb(self) -> str:  # type: ignore[override]
@@ -216,6 +217,8 @@ class WorkloadScreen(RanksScreen):
         if self.key in wd.added or self.key in wd.changed:
             self.gone = False
             self.resync()
+        elif self.ranks.store.histories != self._hist_shown:
+            self.resync()  # the ranks' GPU history grew
         elif diff.events_changed or diff.status_changed:
             self._draw_side()
 
@@ -260,6 +263,7 @@ class WorkloadScreen(RanksScreen):
         if ftext is not None:
             failure.update(ftext)
         hist = self.ranks.store.histories
+        self._hist_shown = dict(hist)
         spark = 6 if self.narrow else 12
         cells = {r.pod: rank_row(look, r, i, hist.get(r.pod, ()), with_pod=not self.narrow, spark=spark)
                  for i, r in enumerate(shown.ranks)}
@@ -299,8 +303,8 @@ class WorkloadScreen(RanksScreen):
         if pod is not None and self.last is not None:
             self.ranks.open_describe_pod(self.last.namespace, str(pod))
 
-    @on(DataTable.RowSelected, "#ranks")
-    def _row(self, event: DataTable.RowSelected) -> None:
+    @on(KeyedTable.RowSelected, "#ranks")
+    def _row(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_open()
 

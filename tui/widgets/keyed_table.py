@@ -1,19 +1,31 @@
-"""`KeyedTable`: a DataTable updated by keyed diffs.
+"""`KeyedTable`: a table on Textual's Line API, updated by keyed diffs.
 
 `sync(order, cells, changed)` brings the table to `order` (row keys, top to bottom) with `cells`
-(key -> tuple of `Text`). When the order is unchanged only the cells of `changed` rows that differ
-are updated in place (`update_cell`), so a status change repaints one row. When rows come, go or
-move, the table is rebuilt in one pass (DataTable cannot insert at a position, and `remove_row`
-relayouts every row) and the cursor stays on the same row key.
+(key -> tuple of `Text`). Only what is visible is rendered: one cached strip per row (rebuilt when
+its cells or the column widths change), the cursor drawn as a background on that one strip, so
+moving the cursor or changing one cell repaints one line. A new order (rows added, removed,
+filtered, sorted) swaps the key list; nothing is measured again except the cells that changed.
+
+Columns are one space apart. A column given a width is cut to it (ellipsis, or crop with
+``--ascii``); an automatic column grows to its widest cell (it never shrinks while shown, so the
+layout does not jump). Keys: up/down, page up/down, home/end; Enter or a click on the cursor row
+posts `KeyedTable.RowSelected`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any, ClassVar
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
-from textual.widgets import DataTable
-from textual.widgets.data_table import ColumnKey, RowKey
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 Cells = tuple[Text, ...]
 
@@ -24,95 +36,259 @@ def same_text(a: object, b: object) -> bool:
     return a == b
 
 
-def _pad(cell: Text, overflow: str = "ellipsis") -> Text:
-    out = Text(" ", style=cell.style, justify=cell.justify, no_wrap=True, overflow=overflow)  # type: ignore[arg-type]
-    out.append_text(cell)
-    return out
-
-
-class KeyedTable(DataTable[Text]):
+class KeyedTable(ScrollView, can_focus=True):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "edge(0)", "Top", show=False),
+        Binding("end", "edge(1)", "Bottom", show=False),
+        Binding("enter", "select", "Select", show=False),
+    ]
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"keyed-table--header", "keyed-table--cursor"}
     DEFAULT_CSS = """
-    KeyedTable { height: 1fr; }
-    KeyedTable > .datatable--cursor { background: $primary 20%; color: $foreground; }
-    KeyedTable:focus > .datatable--cursor { background: $primary 40%; color: $foreground; text-style: bold; }
+    KeyedTable { height: 1fr; background: $surface; }
+    KeyedTable > .keyed-table--header { text-style: bold; color: $foreground; background: $panel; }
+    KeyedTable > .keyed-table--cursor { background: $primary 20%; }
+    KeyedTable:focus > .keyed-table--cursor { background: $primary 40%; text-style: bold; }
     """
 
+    class RowSelected(Message):
+        def __init__(self, table: KeyedTable, key: Hashable, row: int) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+            self.row = row
+
+        @property
+        def control(self) -> KeyedTable:
+            return self.table
+
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
-        # Columns are one space apart (a leading space in every cell) instead of DataTable's two
-        # (padding on both sides): at 80 columns that space is what fits the utilisation column.
-        super().__init__(id=id, classes=classes, cursor_type="row", zebra_stripes=False, cell_padding=0)
-        self.cursor_foreground_priority = "renderable"  # keep status and bar colours on the cursor row
+        super().__init__(id=id, classes=classes)
         self.order: list[Hashable] = []
+        self.cursor_row = 0
+        self.header_height = 1
         self.shown: dict[Hashable, Cells] = {}
-        self.column_keys: list[ColumnKey] = []
-        self._keys: dict[Hashable, RowKey] = {}
+        self._index: dict[Hashable, int] = {}
+        self.labels: list[str] = []
+        self.fixed: list[int | None] = []
+        self.widths: list[int] = []
+        self._strips: dict[Hashable, Strip] = {}
+        self._header: Strip | None = None
         self.overflow = "ellipsis"  # "crop" where the terminal may not show "…" (--ascii)
         self.rebuilds = 0
         self.cell_updates = 0
+        self.render_count = 0
 
     def on_mount(self) -> None:
         glyphs = getattr(self.app, "glyphs", None)
         if getattr(glyphs, "name", "") == "ascii":
             self.overflow = "crop"
 
+    # -- columns and rows ------------------------------------------------------------------------------
     def set_columns(self, columns: Sequence[tuple[str, int | None]]) -> None:
-        """(label, width or None for auto) per column; clears the rows."""
-        self.clear(columns=True)
-        self.order, self.shown, self._keys = [], {}, {}
-        self.column_keys = [self.add_column(" " + label, width=None if width is None else width + 1, key=f"c{i}")
-                            for i, (label, width) in enumerate(columns)]
+        """(label, width or None for automatic) per column; clears the rows."""
+        self.labels = [label for label, _ in columns]
+        self.fixed = [w for _, w in columns]
+        self.widths = [w if w is not None else len(label) for label, w in columns]
+        self.order, self.shown, self._index = [], {}, {}
+        self._invalidate()
+        self._update_size()
+
+    @property
+    def row_count(self) -> int:
+        return len(self.order)
 
     @property
     def cursor_key(self) -> Hashable | None:
-        if not self.order or self.cursor_row < 0 or self.cursor_row >= len(self.order):
+        if not self.order or not 0 <= self.cursor_row < len(self.order):
             return None
         return self.order[self.cursor_row]
-
-    def sync(self, order: Sequence[Hashable], cells: Mapping[Hashable, Cells],
-             changed: Iterable[Hashable] | None = None) -> bool:
-        """Show `order`; returns True when anything was redrawn."""
-        order = list(order)
-        if order == self.order:
-            keys = self.order if changed is None else [k for k in changed if k in self.shown]
-            touched = False
-            for key in keys:
-                new = cells[key]
-                old = self.shown[key]
-                if len(new) != len(old):
-                    self._rebuild(order, cells)
-                    return True
-                for col, (a, b) in enumerate(zip(old, new, strict=True)):
-                    if not same_text(a, b):
-                        self.update_cell(self._keys[key], self.column_keys[col], _pad(b, self.overflow),
-                                         update_width=True)
-                        self.cell_updates += 1
-                        touched = True
-                self.shown[key] = new
-            return touched
-        self._rebuild(order, cells)
-        return True
-
-    def _rebuild(self, order: list[Hashable], cells: Mapping[Hashable, Cells]) -> None:
-        keep = self.cursor_key
-        cursor = self.cursor_row
-        self.clear()
-        self._keys = {}
-        rows = [cells[k] for k in order]
-        keys = [str(i) for i in range(len(order))]
-        for k, row, rk in zip(order, rows, keys, strict=True):
-            self._keys[k] = self.add_row(*(_pad(c, self.overflow) for c in row), key=rk)
-        self.order = order
-        self.shown = {k: cells[k] for k in order}
-        self.rebuilds += 1
-        if order:
-            index = order.index(keep) if keep in self.shown else min(max(cursor, 0), len(order) - 1)
-            self.move_cursor(row=index, animate=False)
 
     def key_at(self, row: int) -> Hashable | None:
         return self.order[row] if 0 <= row < len(self.order) else None
 
     def move_to_key(self, key: Hashable) -> bool:
-        if key in self.shown:
-            self.move_cursor(row=self.order.index(key), animate=False)
-            return True
-        return False
+        row = self._index.get(key)
+        if row is None:
+            return False
+        self.move_cursor(row)
+        return True
+
+    def sync(self, order: Sequence[Hashable], cells: Mapping[Hashable, Cells],
+             changed: Iterable[Hashable] | None = None) -> bool:
+        """Show `order` with `cells`; `changed` (None: all) names the rows whose cells may differ.
+        Returns True when anything will be redrawn."""
+        order = list(order)
+        same_order = order == self.order
+        if changed is None:
+            candidates = order
+        else:
+            wanted = set(changed)
+            candidates = [k for k in order if k in wanted or k not in self.shown]
+        touched: list[Hashable] = []
+        grew = False
+        for key in candidates:
+            new = cells[key]
+            old = self.shown.get(key)
+            if old is not None and len(old) == len(new) and all(
+                    same_text(a, b) for a, b in zip(old, new, strict=True)):
+                continue
+            self.shown[key] = new
+            self._strips.pop(key, None)
+            self.cell_updates += 1
+            grew = self._grow(new) or grew
+            touched.append(key)
+        if same_order and not grew:
+            for key in touched:
+                self._refresh_row(self._index[key])
+            return bool(touched)
+        if grew:
+            self._invalidate()
+        if not same_order:
+            keep = self.cursor_key
+            index = {k: i for i, k in enumerate(order)}
+            for key in [k for k in self.shown if k not in index]:
+                del self.shown[key]
+                self._strips.pop(key, None)
+            self.order, self._index = order, index
+            self.rebuilds += 1
+            row = index.get(keep) if keep is not None else None
+            self.move_cursor(row if row is not None else min(self.cursor_row, max(0, len(order) - 1)))
+        self._update_size()
+        self.refresh()
+        return True
+
+    def _grow(self, row: Cells) -> bool:
+        grew = False
+        for i, cell in enumerate(row[: len(self.widths)]):
+            if self.fixed[i] is None and cell.cell_len > self.widths[i]:
+                self.widths[i] = cell.cell_len
+                grew = True
+        return grew
+
+    def _invalidate(self) -> None:
+        self._strips.clear()
+        self._header = None
+
+    def _update_size(self) -> None:
+        width = sum(self.widths) + len(self.widths) + 1
+        self.virtual_size = Size(width, len(self.order) + 1)
+
+    def restyle(self) -> None:
+        """Theme changed: render every line again."""
+        self._invalidate()
+        self.refresh()
+
+    # -- cursor ----------------------------------------------------------------------------------------
+    @property
+    def _page(self) -> int:
+        return max(1, self.scrollable_content_region.height - 1)
+
+    def move_cursor(self, row: int) -> None:
+        if not self.order:
+            self.cursor_row = 0
+            return
+        row = min(max(row, 0), len(self.order) - 1)
+        old = self.cursor_row
+        self.cursor_row = row
+        top = int(self.scroll_y)
+        if row < top:
+            self.scroll_to(y=row, animate=False)
+        elif row >= top + self._page:
+            self.scroll_to(y=row - self._page + 1, animate=False)
+        self._refresh_row(old)
+        self._refresh_row(row)
+
+    def action_cursor(self, step: int) -> None:
+        self.move_cursor(self.cursor_row + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_cursor(self.cursor_row + step * self._page)
+
+    def action_edge(self, end: int) -> None:
+        self.move_cursor(len(self.order) - 1 if end else 0)
+
+    def action_select(self) -> None:
+        key = self.cursor_key
+        if key is not None:
+            self.post_message(self.RowSelected(self, key, self.cursor_row))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y < 1:
+            return
+        row = int(self.scroll_y) + event.y - 1
+        if 0 <= row < len(self.order):
+            again = row == self.cursor_row
+            self.move_cursor(row)
+            if again or event.chain > 1:
+                self.action_select()
+
+    def _refresh_row(self, row: int) -> None:
+        y = row - int(self.scroll_y) + 1
+        if 1 <= y < self.size.height:
+            self.refresh(Region(0, y, self.size.width, 1))
+
+    # -- rendering -----------------------------------------------------------------------------------------
+    def _line(self, cells: Sequence[Text], style: Style) -> Strip:
+        console = self.app.console
+        line = Text(" ", no_wrap=True, end="")
+        for i, width in enumerate(self.widths):
+            cell = cells[i] if i < len(cells) else Text("")
+            part = cell.copy()
+            part.overflow = self.overflow  # type: ignore[assignment]
+            part.no_wrap = True
+            part.truncate(width, overflow=self.overflow)  # type: ignore[arg-type]
+            part.align(cell.justify if cell.justify in ("left", "center", "right") else "left", width)
+            line.append_text(part)
+            line.append(" ")
+        segs = list(line.render(console))
+        return Strip(Segment.apply_style(segs, style), line.cell_len)
+
+    def _header_strip(self) -> Strip:
+        if self._header is None:
+            style = self.rich_style + self.get_component_rich_style("keyed-table--header")
+            self._header = self._line([Text(label) for label in self.labels], style)
+        return self._header
+
+    def _row_strip(self, key: Hashable) -> Strip:
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._line(self.shown[key], self.rich_style)
+            self._strips[key] = strip
+        return strip
+
+    def render_line(self, y: int) -> Strip:
+        self.render_count += 1
+        width = self.scrollable_content_region.width
+        scroll_x, scroll_y = self.scroll_offset
+        base = self.rich_style
+        if y == 0:
+            return self._header_strip().crop_extend(scroll_x, scroll_x + width,
+                                                    base + self.get_component_rich_style("keyed-table--header"))
+        row = scroll_y + y - 1
+        if row >= len(self.order):
+            return Strip.blank(width, base)
+        strip = self._row_strip(self.order[row]).crop_extend(scroll_x, scroll_x + width, base)
+        if row == self.cursor_row:
+            cursor = self.get_component_rich_style("keyed-table--cursor")
+            overlay = Style(bgcolor=cursor.bgcolor, bold=cursor.bold)
+            strip = Strip(Segment.apply_style(list(strip), post_style=overlay), strip.cell_length)
+        return strip
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._invalidate()
+
+    def visible_text(self) -> list[str]:
+        """The plain text of the header and the rows in view (for tests)."""
+        height = self.scrollable_content_region.height
+        return [self.render_line(y).text for y in range(height)]
+
+    def row_text(self, key: Hashable) -> str:
+        return self._row_strip(key).text if key in self.shown else ""
+
+    def get_row(self, key: Hashable) -> tuple[Any, ...]:
+        return self.shown[key]

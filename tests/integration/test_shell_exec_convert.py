@@ -1,0 +1,747 @@
+"""`ranks shell | exec | convert` against simcluster with the operators, scheduler, kubelet and exec
+running (pods are local processes, exec is the Kubernetes WebSocket protocol): the acceptance tests
+of issue #7 for the shell, running on all ranks and converting a session to an unattended job.
+
+The shell runs as a user runs it, on a real terminal: a private tmux server (`tmux -L`) at a fixed
+size, driven with send-keys and read with capture-pane. A wrapper script records `stty -a` before
+and after `ranks shell`, ranks' exit status and its stderr (in a file, so that its messages are
+read exactly), to check that the terminal is restored on every way out.
+
+One cluster serves the module; the sessions are submitted once (`ranks submit ... --interactive`
+for the two main ones) and shared by the tests that do not change them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from monitors.connection import load_cluster_config
+from monitors.kube import ApiProblem, KubeClient
+from sessions.manifests import FRAMEWORKS, SubmitSpec
+from sessions.submit import submit
+from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from simcluster.scenarios.demo import namespace
+from simcluster.scenarios.nodes import gpu_nodes
+
+ROOT = Path(__file__).resolve().parents[2]
+A = "runai-team-a"
+COMPONENTS = ("operators", "scheduler", "kubelet", "exec")
+RANKS = [sys.executable, "-m", "tui.cli"]
+JOB_NAME = "training.kubeflow.org/job-name"
+MUTATING = ("POST", "PUT", "PATCH", "DELETE")
+BANNER_END = "turns the last launch into a training job"
+DROP_ENV = ("KUBECONFIG", "KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "TMUX", "TMUX_PANE", "NO_COLOR",
+            "FORCE_COLOR", "COLORTERM", "COLUMNS", "LINES", "PROMPT_COMMAND", "PS1", "HISTFILE")
+
+
+# -- cluster and sessions -----------------------------------------------------------------------------
+
+
+def setup(sim: Any) -> None:
+    for node in gpu_nodes(3, 4, pool="main", prefix="main-node"):
+        sim.apply(node)
+    for node in gpu_nodes(1, 2, pool="solo", prefix="solo-node"):  # one small node for the Pending session
+        sim.apply(node)
+    sim.apply(namespace(A, {"runai/queue": "team-a"}))
+
+
+def spec(name: str, framework: str = "pytorch", **kw: Any) -> SubmitSpec:
+    base: dict[str, Any] = dict(image="nvcr.io/nvidia/pytorch:24.10-py3", workers=0, namespace=A, project="team-a",
+                                user="admin", interactive=True)
+    base.update(kw)
+    if base.get("command") is not None:
+        base["interactive"] = False
+    return SubmitSpec(name=name, framework=framework, **base)
+
+
+# sessions submitted directly (sessions.submit, what `ranks submit` calls): name -> (spec, pods when running)
+AUX = {
+    "gone": (spec("gone"), 1),  # its pod is deleted during a shell
+    "cv": (spec("cv", workers=1, cpu="1", memory="1Gi", env=("CONVERT_ME=yes",)), 2),  # converted (PyTorch)
+    "cvm": (spec("cvm", "mpi", workers=1), 2),  # converted (MPI)
+    "taken": (spec("taken"), 1),  # a name convert must not reuse
+    "batch": (spec("batch", command="sleep 600"), 1),  # not a session
+    "blocker": (spec("blocker", gpus=2, node_pool="solo"), 1),  # fills the solo node
+}
+CLI_SESSIONS = {
+    "pt": ["--framework", "pytorch", "--workers", "2", "-g", "1"],
+    "hvd": ["--framework", "mpi", "--workers", "2", "-g", "1"],
+}
+
+
+def clean_env(home: Path, kubeconfig: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in DROP_ENV and not k.startswith("RANKS_")}
+    home.mkdir(parents=True, exist_ok=True)
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / "config"), RANKS_CONFIG="", KUBECONFIG=str(kubeconfig),
+               LC_ALL="C.UTF-8", LANG="C.UTF-8", TERM="xterm-256color", PYTHONDONTWRITEBYTECODE="1")
+    return env
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
+    with sim_in_thread(scenario="empty", components=COMPONENTS, workdir=tmp_path_factory.mktemp("shell")) as t:
+        t.call(setup, t.sim)
+        yield t
+
+
+@pytest.fixture(scope="module")
+def env(cluster: ThreadedSimCluster) -> dict[str, str]:
+    return clean_env(cluster.sim.workdir / "home", Path(cluster.sim.kubeconfig_path))
+
+
+def ranks(env: dict[str, str], *args: str, extra_env: dict[str, str] | None = None,
+          timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user runs it, not on a terminal (stdin is /dev/null); the kubeconfig comes from
+    $KUBECONFIG so that nothing is appended after `ranks exec ... -- CMD`."""
+    return subprocess.run([*RANKS, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT,
+                          env={**env, **(extra_env or {})}, stdin=subprocess.DEVNULL)
+
+
+def one_line_error(r: subprocess.CompletedProcess[str], code: int, *fragments: str) -> str:
+    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ranks: error: "), r.stderr
+    assert "Traceback" not in r.stderr
+    for f in fragments:
+        assert f in lines[0], (f, lines[0])
+    return lines[0]
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def call(t: ThreadedSimCluster, fn: Callable[[KubeClient], Any]) -> Any:
+    """Run `fn(client)` (a coroutine function) with a client of the cluster's admin."""
+    cfg = load_cluster_config(str(t.sim.kubeconfig_path), None)
+
+    async def body() -> Any:
+        async with KubeClient(cfg) as client:
+            return await fn(client)
+
+    return asyncio.run(body())
+
+
+def api_delete(t: ThreadedSimCluster, path: str) -> None:
+    call(t, lambda c: c.request("DELETE", path))
+
+
+def job_of(t: ThreadedSimCluster, framework: str, name: str) -> dict[str, Any] | None:
+    def get() -> dict[str, Any] | None:
+        st = t.sim.store.find(("kubeflow.org", FRAMEWORKS[framework].plural), A, name)
+        return copy.deepcopy(st.obj) if st is not None else None
+
+    return t.call(get)
+
+
+def pods_of(t: ThreadedSimCluster, name: str) -> dict[str, dict[str, Any]]:
+    def get() -> dict[str, dict[str, Any]]:
+        return {p["metadata"]["name"]: copy.deepcopy(p) for p in t.sim.store.objects(("", "pods"), A)
+                if (p["metadata"].get("labels") or {}).get(JOB_NAME) == name}
+
+    return t.call(get)
+
+
+def running(t: ThreadedSimCluster, name: str, count: int) -> dict[str, dict[str, Any]] | None:
+    live = {n: p for n, p in pods_of(t, name).items() if (p.get("status") or {}).get("phase") == "Running"
+            and not p["metadata"].get("deletionTimestamp")}
+    return live if len(live) == count else None
+
+
+def pod_root(t: ThreadedSimCluster, pod: str) -> Path:
+    return Path(t.call(lambda: t.sim.kubelet.runtime(A, pod).root))
+
+
+def mutations_since(t: ThreadedSimCluster, since: float) -> list[tuple[str, str]]:
+    return [(r.method, r.path) for r in t.sim.requests.since(since) if r.method in MUTATING]
+
+
+def execs_since(t: ThreadedSimCluster, since: float) -> list[str]:
+    return [r.path for r in t.sim.requests.since(since) if r.path.endswith("/exec")]
+
+
+def processes_matching(marker: str) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if marker in cmd and state != b"Z":
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture(scope="module")
+def sessions(cluster: ThreadedSimCluster, env: dict[str, str]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every session of the module, Running: name -> its pods."""
+    procs = {name: subprocess.Popen([*RANKS, "submit", name, *args, "-i", "nvcr.io/nvidia/pytorch:24.10-py3",
+                                     "--node-pool", "main", "--interactive", "-p", "team-a"],
+                                    cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+             for name, args in CLI_SESSIONS.items()}
+
+    async def aux(client: KubeClient) -> None:
+        await asyncio.gather(*(submit(client, s) for s, _ in AUX.values()))
+
+    call(cluster, aux)
+    for name, p in procs.items():
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 0, (name, out, err)
+        assert f"{name} created in {A}; when it runs: ranks shell {name} -p team-a" in out, out
+    want = {**{n: 3 for n in CLI_SESSIONS}, **{n: c for n, (_, c) in AUX.items()}}
+    return {n: wait_for(lambda n=n, c=c: running(cluster, n, c), timeout=60, what=f"{n}: {c} pods Running")
+            for n, c in want.items()}
+
+
+# -- a terminal -----------------------------------------------------------------------------------------
+
+
+class Tmux:
+    """One private tmux server (its own socket) running one window of a fixed size."""
+
+    def __init__(self, env: dict[str, str], width: int, height: int) -> None:
+        binary = shutil.which("tmux")
+        if binary is None:
+            pytest.fail("tmux is not installed: run scripts/system-deps.sh (it installs tmux)", pytrace=False)
+        self.binary = binary
+        self.socket = f"ranks-shell-{os.getpid()}-{uuid.uuid4().hex[:10]}"
+        self.env = env
+        self.width, self.height = width, height
+        self.target = f"{self.socket}:0.0"
+        self.socket_path: str | None = None
+
+    def run(self, *args: str, check: bool = True) -> str:
+        proc = subprocess.run([self.binary, "-L", self.socket, "-f", "/dev/null", *args], env=self.env,
+                              capture_output=True, text=True, timeout=15)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
+        return proc.stdout
+
+    def start(self, command: str, cwd: Path) -> None:
+        self.run("new-session", "-d", "-s", self.socket, "-x", str(self.width), "-y", str(self.height),
+                 "-c", str(cwd), command)
+        self.socket_path = self.run("display-message", "-p", "-t", self.target, "#{socket_path}").strip()
+        assert self.size() == (self.width, self.height)
+
+    def size(self) -> tuple[int, int]:
+        w, h = self.run("display-message", "-p", "-t", self.target, "#{pane_width} #{pane_height}").split()
+        return int(w), int(h)
+
+    def resize(self, width: int, height: int) -> None:
+        self.run("resize-window", "-t", self.target, "-x", str(width), "-y", str(height))
+        assert self.size() == (width, height)
+
+    def kill(self) -> None:
+        self.run("kill-server", check=False)
+        if self.socket_path:
+            with contextlib.suppress(OSError):
+                os.unlink(self.socket_path)
+
+    def screen(self) -> str:
+        """Everything the pane showed (scrollback too), wrapped lines joined."""
+        return self.run("capture-pane", "-p", "-J", "-S", "-", "-t", self.target)
+
+    def keys(self, *keys: str) -> None:
+        self.run("send-keys", "-t", self.target, *keys)
+
+    def type(self, text: str) -> None:
+        self.run("send-keys", "-t", self.target, "-l", text)
+
+    def wait_for(self, what: str | Callable[[str], bool], timeout: float = 15.0, why: str = "") -> str:
+        check = (lambda s: what in s) if isinstance(what, str) else what
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            if time.monotonic() > deadline:
+                label = why or (repr(what) if isinstance(what, str) else "condition")
+                raise AssertionError(f"timed out after {timeout:g}s waiting for {label}; screen:\n{screen}")
+            time.sleep(0.1)
+
+
+def stty_flags(text: str) -> set[str]:
+    """The settings of `stty -a`, without the line with the speed and the size."""
+    lines = [ln for ln in text.splitlines() if not ln.startswith("speed ")]
+    return set(re.split(r"[\s;]+", " ".join(lines))) - {""}
+
+
+def prompt_shown(screen: str) -> bool:
+    """The banner, then a shell prompt waiting on the last line."""
+    if BANNER_END not in screen:
+        return False
+    after = screen.split(BANNER_END, 1)[1]
+    lines = [ln.rstrip() for ln in after.splitlines() if ln.strip()]
+    return bool(lines) and lines[-1].endswith(("#", "$"))
+
+
+@dataclass
+class Shell:
+    """`ranks shell ARGS` in tmux, inside a wrapper that records the terminal around it."""
+
+    tmux: Tmux
+    before: Path
+    after: Path
+    err: Path
+    steps: int = 0
+
+    def wait_prompt(self, timeout: float = 20.0) -> str:
+        return self.tmux.wait_for(prompt_shown, timeout=timeout, why="the banner and the remote prompt")
+
+    def run(self, command: str, timeout: float = 15.0) -> str:
+        """Type `command` and Enter, wait for it to finish: what the pane showed since the previous
+        step (the prompt, the typed line, the output)."""
+        self.steps += 1
+        marker = re.compile(rf"^@@step{100 + self.steps}$", re.M)
+        self.tmux.type(f'{command}; echo "@@step$((100+{self.steps}))"')
+        self.tmux.keys("Enter")
+        screen = self.tmux.wait_for(lambda s: marker.search(s) is not None, timeout=timeout,
+                                    why=f"{command!r} to finish")
+        end = marker.search(screen).start()  # type: ignore[union-attr]
+        previous = [m.end() for m in re.finditer(r"^@@step\d+$", screen[:end], re.M)]
+        start = previous[-1] if previous else screen.find(BANNER_END) + len(BANNER_END)
+        return screen[start:end]
+
+    def finish(self, timeout: float = 20.0) -> tuple[int, str]:
+        """Wait for ranks to exit: (its exit status, the screen)."""
+        screen = self.tmux.wait_for("WRAPPER-DONE", timeout=timeout, why="ranks to exit and the wrapper to end")
+        found = re.findall(r"EXIT=(\d+)$", screen, re.M)
+        assert found, screen
+        return int(found[-1]), screen
+
+    def assert_terminal_restored(self) -> None:
+        after = stty_flags(self.after.read_text())
+        before = stty_flags(self.before.read_text())
+        for flag in ("icanon", "echo", "isig", "iexten", "icrnl", "opost"):
+            assert flag in after and f"-{flag}" not in after, f"terminal left with -{flag}: {sorted(after)}"
+        assert after == before, f"terminal settings changed: lost {sorted(before - after)}, gained {sorted(after - before)}"
+
+
+@contextlib.contextmanager
+def shell_in_tmux(env: dict[str, str], tmp: Path, *args: str, width: int = 100, height: int = 30) -> Iterator[Shell]:
+    tmp.mkdir(parents=True, exist_ok=True)
+    before, after, err = tmp / "stty-before.txt", tmp / "stty-after.txt", tmp / "stderr.txt"
+    q = shlex.quote
+    ranks_line = " ".join(q(a) for a in [*RANKS, "shell", *args])
+    script = tmp / "run.sh"
+    script.write_text(
+        f"stty -a > {q(str(before))}\n"
+        f"{ranks_line} 2> {q(str(err))}\n"
+        'echo "EXIT=$?"\n'
+        f"stty -a > {q(str(after))}\n"
+        "echo WRAPPER-DONE\n"
+        "sleep 60\n"
+    )
+    tmux = Tmux(env, width, height)
+    try:
+        tmux.start(f"sh {q(str(script))}", ROOT)
+        yield Shell(tmux, before, after, err)
+    finally:
+        tmux.kill()
+
+
+# -- the shell: PyTorch session ---------------------------------------------------------------------------
+
+SLEEP = f"sleep {1000 + os.getpid() % 9000}"  # a command line no other test run has
+OLD_LAUNCH = "torchrun --nnodes=3 --node_rank=$RANK old_train.py"
+NEW_LAUNCH = "torchrun --nnodes=3 --node_rank=$RANK new_train.py"
+
+
+@dataclass
+class ShellRun:
+    banner: str
+    first_size: str  # `stty size` at 100x30
+    env: str  # echo of $WORLD_SIZE and $RANK
+    resized: str  # `stty size` after the window became 120x40
+    interrupted: str  # SLEEP, Ctrl-C, then an echo
+    sleep_seen: bool
+    sleep_gone: bool
+    exit_code: int
+    screen: str
+    stderr: str
+    history: str
+    shell: Shell
+
+
+@pytest.fixture(scope="module")
+def pt_shell(cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any],
+             tmp_path_factory: pytest.TempPathFactory) -> ShellRun:
+    """One shell in the PyTorch session's master, driven through what the tests below check."""
+    with shell_in_tmux(env, tmp_path_factory.mktemp("pt-shell"), "pt", "-p", "team-a") as sh:
+        banner = sh.wait_prompt()
+        first_size = sh.run("stty size")
+        echoed = sh.run('echo "ws=$WORLD_SIZE rank=$RANK"')
+        sh.tmux.resize(120, 40)
+        deadline = time.monotonic() + 10
+        resized = sh.run("stty size")
+        while not re.search(r"^40 120$", resized, re.M) and time.monotonic() < deadline:
+            resized = sh.run("stty size")
+        # Ctrl-C goes to the remote command; the shell (and ranks) carry on
+        sh.tmux.type(SLEEP)
+        sh.tmux.keys("Enter")
+        sleep_seen = bool(wait_for(lambda: processes_matching(SLEEP), timeout=10, what="the remote sleep"))
+        sh.tmux.keys("C-c")
+        interrupted = sh.run('echo "alive-$((6*7))"')
+        sleep_gone = bool(wait_for(lambda: not processes_matching(SLEEP), timeout=5, what="sleep to end"))
+        # launch lines for --from-history (they fail here: no torchrun in the pod; still recorded)
+        for line in (OLD_LAUNCH, NEW_LAUNCH):
+            sh.run(line)
+        sh.run("echo after-the-launch")
+        sh.tmux.type("exit 7")
+        sh.tmux.keys("Enter")
+        code, screen = sh.finish()
+        history = (pod_root(cluster, "pt-master-0") / ".ranks_history").read_text()
+        return ShellRun(banner, first_size, echoed, resized, interrupted, sleep_seen, sleep_gone, code, screen,
+                        sh.err.read_text(), history, sh)
+
+
+def test_shell_banner_pytorch(pt_shell: ShellRun, sessions: dict[str, Any]) -> None:
+    banner = pt_shell.banner.split(BANNER_END)[0]
+    node = sessions["pt"]["pt-master-0"]["spec"]["nodeName"]
+    assert "ranks shell: PyTorchJob pt (project team-a)" in banner, banner
+    assert f"pod pt-master-0 [pytorch] on node {node}, master-0 rank 0" in banner, banner
+    assert "world size 3, 3 pods, 3 GPUs" in banner, banner
+    assert "master pt-master-0:23456" in banner, banner
+    line = ("torchrun --nnodes=3 --nproc_per_node=1 --node_rank=$RANK --master_addr=pt-master-0 "
+            "--master_port=23456 train.py")
+    assert f"    {line}" in banner, banner
+    assert f"ranks exec pt -p team-a --all -- sh -c '{line}'" in banner, banner
+    assert "commands are recorded in ~/.ranks_history" in banner
+
+
+def test_shell_env_and_window_size(pt_shell: ShellRun) -> None:
+    assert re.search(r"^ws=3 rank=0$", pt_shell.env, re.M), pt_shell.env
+    assert re.search(r"^30 100$", pt_shell.first_size, re.M), pt_shell.first_size
+    assert re.search(r"^40 120$", pt_shell.resized, re.M), f"the resize did not reach the pod: {pt_shell.resized}"
+
+
+def test_shell_ctrl_c_interrupts_the_remote_command(pt_shell: ShellRun) -> None:
+    assert pt_shell.sleep_seen and pt_shell.sleep_gone
+    assert re.search(r"^alive-42$", pt_shell.interrupted, re.M), pt_shell.interrupted
+    assert "^C" in pt_shell.interrupted  # the remote terminal saw the interrupt character
+
+
+def test_shell_exit_status_and_terminal_restored(pt_shell: ShellRun) -> None:
+    assert pt_shell.exit_code == 7, pt_shell.screen
+    assert pt_shell.stderr.strip() == "", pt_shell.stderr
+    assert "Traceback" not in pt_shell.screen
+    pt_shell.shell.assert_terminal_restored()
+
+
+def test_shell_history_records_commands(pt_shell: ShellRun) -> None:
+    lines = [ln for ln in pt_shell.history.splitlines() if ln.strip() and not ln.startswith("#")]
+    wanted = ['echo "ws=$WORLD_SIZE rank=$RANK"', SLEEP, OLD_LAUNCH, NEW_LAUNCH, "exit 7"]
+    positions = []
+    for w in wanted:
+        hits = [i for i, ln in enumerate(lines) if ln.startswith(w)]
+        assert hits, f"{w!r} not in the history: {lines}"
+        positions.append(hits[0])
+    assert positions == sorted(positions), lines
+
+
+def test_convert_from_history_picks_the_latest_launch(cluster: ThreadedSimCluster, env: dict[str, str],
+                                                      pt_shell: ShellRun) -> None:
+    t0 = time.time()
+    r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--yes", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("--- PyTorchJob/pt\n+++ PyTorchJob/pt-train\n"), r.stdout
+    added = [ln for ln in r.stdout.splitlines() if ln.startswith("+")]
+    assert any(NEW_LAUNCH in ln for ln in added), r.stdout
+    assert "old_train.py" not in r.stdout and "after-the-launch" not in r.stdout
+    assert "ranks: dry run: nothing was created" in r.stderr
+    assert mutations_since(cluster, t0) == [] and job_of(cluster, "pytorch", "pt-train") is None
+
+
+# -- the shell: MPI session, pod deleted, Pending session -------------------------------------------------
+
+
+def test_shell_mpi_banner_and_hostfile(cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any],
+                                       tmp_path: Path) -> None:
+    (launcher,) = [p for p in sessions["hvd"] if "-launcher" in p]
+    hosts = [f"hvd-worker-{i}.hvd.{A}.svc" for i in range(2)]
+    with shell_in_tmux(env, tmp_path, "hvd", "-p", "team-a", width=160, height=40) as sh:
+        banner = sh.wait_prompt().split(BANNER_END)[0]
+        assert "ranks shell: MPIJob hvd (project team-a)" in banner, banner
+        assert f"pod {launcher} [mpi] on node" in banner and ", launcher" in banner, banner
+        assert "world size 2, 3 pods, 2 GPUs" in banner, banner
+        assert f"hostfile /etc/mpi/hostfile: {', '.join(hosts)}" in banner, banner
+        assert f"horovodrun -np 2 -H {hosts[0]}:1,{hosts[1]}:1 python train.py" in banner, banner
+        assert "horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py" in banner, banner
+        assert "mpirun -np 2 --hostfile /etc/mpi/hostfile python train.py" in banner, banner
+        out = sh.run('cat "$OMPI_MCA_orte_default_hostfile"')
+        for h in hosts:
+            assert re.search(rf"^{re.escape(h)} slots=1$", out, re.M), out
+        sh.tmux.type("exit")
+        sh.tmux.keys("Enter")
+        code, screen = sh.finish()
+        assert code == 0, screen
+        assert sh.err.read_text().strip() == ""
+        sh.assert_terminal_restored()
+
+
+def test_shell_pod_deleted_during_the_shell(cluster: ThreadedSimCluster, env: dict[str, str],
+                                            sessions: dict[str, Any], tmp_path: Path) -> None:
+    with shell_in_tmux(env, tmp_path, "gone", "-p", "team-a") as sh:
+        sh.wait_prompt()
+        assert re.search(r"^ws=1$", sh.run('echo "ws=$WORLD_SIZE"'), re.M)
+        api_delete(cluster, f"/api/v1/namespaces/{A}/pods/gone-master-0")
+        code, screen = sh.finish()
+        assert code != 0, screen
+        lines = [ln.strip() for ln in sh.err.read_text().splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("ranks: error: pod gone-master-0 "), lines
+        assert "deleted" in lines[0] or "stopped" in lines[0], lines
+        assert "Traceback" not in screen
+        sh.assert_terminal_restored()
+
+
+def test_pending_session_refused_without_terminal_then_waited_for(
+        cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any], tmp_path: Path) -> None:
+    """A session that cannot be scheduled (its node pool is full): without a terminal, one line saying
+    why and suggesting --wait; with --wait, the shell opens once the blocking job is gone."""
+    call(cluster, lambda c: submit(c, spec("waiter", gpus=2, node_pool="solo")))
+
+    def unschedulable() -> bool:
+        pod = pods_of(cluster, "waiter").get("waiter-master-0")
+        conds = ((pod or {}).get("status") or {}).get("conditions") or []
+        return any(c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable" for c in conds)
+
+    wait_for(unschedulable, timeout=20, what="waiter-master-0 to be found unschedulable")
+    r = ranks(env, "shell", "waiter", "-p", "team-a")
+    one_line_error(r, 1, "waiter-master-0", "Pending", "Insufficient nvidia.com/gpu", "--wait")
+    assert r.stdout == ""
+
+    with shell_in_tmux(env, tmp_path, "waiter", "-p", "team-a", "--wait") as sh:
+        wait_for(lambda: "ranks: waiting: " in sh.err.read_text(), timeout=20, what="ranks to say it waits")
+        assert "Insufficient nvidia.com/gpu" in sh.err.read_text()
+        assert BANNER_END not in sh.tmux.screen()
+        api_delete(cluster, f"/apis/kubeflow.org/v1/namespaces/{A}/pytorchjobs/blocker")
+        sh.wait_prompt(timeout=30)
+        assert re.search(r"^ws=1$", sh.run('echo "ws=$WORLD_SIZE"'), re.M)
+        sh.tmux.type("exit 3")
+        sh.tmux.keys("Enter")
+        code, screen = sh.finish()
+        assert code == 3, screen
+        assert "ranks: error" not in sh.err.read_text()
+        sh.assert_terminal_restored()
+
+
+# -- exec on several ranks ---------------------------------------------------------------------------------
+
+
+def rank_lines(text: str) -> list[str]:
+    return sorted(ln for ln in text.splitlines() if ln.startswith("["))
+
+
+def test_exec_all_ranks_prefixed_with_exit_codes(env: dict[str, str], sessions: dict[str, Any]) -> None:
+    r = ranks(env, "exec", "pt", "-p", "team-a", "--all", "--", "sh", "-c", "echo rank=$RANK; exit 0")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert rank_lines(r.stdout) == ["[master-0] rank=0", "[worker-0] rank=1", "[worker-1] rank=2"], r.stdout
+    assert sorted(r.stderr.splitlines()) == ["master-0: exit 0", "worker-0: exit 0", "worker-1: exit 0"], r.stderr
+
+    r = ranks(env, "exec", "pt", "-p", "team-a", "--all", "--", "sh", "-c",
+              'echo rank=$RANK; echo "err-$RANK" >&2; test "$RANK" != 1 || exit 5')
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert rank_lines(r.stdout) == ["[master-0] rank=0", "[worker-0] rank=1", "[worker-1] rank=2"], r.stdout
+    err = r.stderr.splitlines()
+    assert sorted(ln for ln in err if ln.startswith("[")) == ["[master-0] err-0", "[worker-0] err-1",
+                                                             "[worker-1] err-2"], r.stderr
+    assert sorted(ln for ln in err if not ln.startswith("[")) == ["master-0: exit 0", "worker-0: exit 5",
+                                                                 "worker-1: exit 0"], r.stderr
+
+
+def test_exec_selected_ranks(env: dict[str, str], sessions: dict[str, Any]) -> None:
+    r = ranks(env, "exec", "pt", "-p", "team-a", "--rank", "0,worker-1", "--", "sh", "-c", "echo rank=$RANK")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert rank_lines(r.stdout) == ["[master-0] rank=0", "[worker-1] rank=2"], r.stdout
+    assert sorted(r.stderr.splitlines()) == ["master-0: exit 0", "worker-1: exit 0"], r.stderr
+    # the MPI session: the launcher reads the hostfile the workers are listed in
+    r = ranks(env, "exec", "hvd", "-p", "team-a", "--rank", "launcher", "--", "sh", "-c",
+              'cat "$OMPI_MCA_orte_default_hostfile"')
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert rank_lines(r.stdout) == [f"[launcher] hvd-worker-{i}.hvd.{A}.svc slots=1" for i in range(2)], r.stdout
+
+
+def test_exec_refusals(cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any]) -> None:
+    t0 = time.time()
+    one_line_error(ranks(env, "exec", "pt", "-p", "team-a", "--rank", "worker-7", "--", "true"), 8,
+                   "no such rank in pt: worker-7", "master-0 (rank 0)")
+    one_line_error(ranks(env, "exec", "pt", "-p", "team-a", "--all"), 2, "no command given")
+    one_line_error(ranks(env, "exec", "pt", "-p", "team-a", "--", "true"), 2, "--all, or --rank")
+    one_line_error(ranks(env, "exec", "nosuch", "-p", "team-a", "--all", "--", "true"), 8,
+                   'workload "nosuch" not found')
+    assert execs_since(cluster, t0) == []
+
+
+# -- convert ---------------------------------------------------------------------------------------------
+
+
+def collect_logs(t: ThreadedSimCluster, name: str, done: Callable[[dict[str, str]], bool],
+                 timeout: float = 40) -> dict[str, str]:
+    """The job's pod logs (pod -> text), read through the API as soon as they appear: a job that
+    ends deletes its still-running pods (cleanPodPolicy: Running)."""
+    seen: dict[str, str] = {}
+
+    async def go(client: KubeClient) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline and not done(seen):
+            pods = await client.get(f"/api/v1/namespaces/{A}/pods", {"labelSelector": f"{JOB_NAME}={name}"})
+            for p in pods["items"]:
+                with contextlib.suppress(ApiProblem):
+                    raw = await client.request("GET", f"/api/v1/namespaces/{A}/pods/{p['metadata']['name']}/log")
+                    seen[p["metadata"]["name"]] = raw.decode()
+            await asyncio.sleep(0.1)
+
+    call(t, go)
+    return seen
+
+
+def test_convert_pytorch_session_runs_the_command_everywhere(cluster: ThreadedSimCluster, env: dict[str, str],
+                                                             sessions: dict[str, Any]) -> None:
+    source = job_of(cluster, "pytorch", "cv")
+    assert source is not None
+    cmd = "echo converted-run-$RANK; sleep 2"
+    r = ranks(env, "convert", "cv", "-p", "team-a", "--command", cmd, "--yes", "--delete-interactive")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert r.stdout.startswith("--- PyTorchJob/cv\n+++ PyTorchJob/cv-train\n"), r.stdout
+    assert f"pytorchjob.kubeflow.org/cv-train created in {A}, running: {cmd}" in r.stdout
+    assert f"pytorchjob.kubeflow.org/cv deleted from {A}" in r.stdout
+    new = job_of(cluster, "pytorch", "cv-train")
+    assert new is not None
+    assert new["metadata"]["annotations"]["ranks/converted-from"] == "cv"
+    assert "ranks/interactive" not in new["metadata"]["annotations"]
+    assert new["metadata"]["labels"] == source["metadata"]["labels"]
+    policy = new["spec"]["runPolicy"]
+    assert policy["cleanPodPolicy"] == "Running" and policy["backoffLimit"] >= 1
+    assert policy["ttlSecondsAfterFinished"] > 0 and not policy.get("suspend")
+    old_reps, new_reps = source["spec"]["pytorchReplicaSpecs"], new["spec"]["pytorchReplicaSpecs"]
+    assert list(new_reps) == ["Master", "Worker"]
+    for role in new_reps:
+        assert new_reps[role]["replicas"] == old_reps[role]["replicas"]
+        (c,) = new_reps[role]["template"]["spec"]["containers"]
+        (old,) = old_reps[role]["template"]["spec"]["containers"]
+        assert c["command"] == ["/bin/sh", "-c", cmd] and "args" not in c
+        assert {k: v for k, v in c.items() if k != "command"} == {k: v for k, v in old.items() if k != "command"}
+        assert {"name": "CONVERT_ME", "value": "yes"} in c["env"]
+    # the interactive session is gone, the new job ran the command on every replica
+    assert job_of(cluster, "pytorch", "cv") is None
+    logs = collect_logs(cluster, "cv-train", lambda s: len([t for t in s.values() if "converted-run-" in t]) == 2)
+    assert {ln for text in logs.values() for ln in text.split() if ln.startswith("converted-run-")} == {
+        "converted-run-0", "converted-run-1"}, logs
+    wait_for(lambda: not pods_of(cluster, "cv"), what="the session's pods to go")
+
+
+def test_convert_mpi_session_runs_the_command_on_the_launcher(cluster: ThreadedSimCluster, env: dict[str, str],
+                                                              sessions: dict[str, Any]) -> None:
+    cmd = 'echo converted-run-$K_MPI_JOB_ROLE; cat "$OMPI_MCA_orte_default_hostfile"'
+    r = ranks(env, "convert", "cvm", "-p", "team-a", "--command", cmd, "--yes", "--delete-interactive")
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    assert f"mpijob.kubeflow.org/cvm-train created in {A}" in r.stdout
+    assert f"mpijob.kubeflow.org/cvm deleted from {A}" in r.stdout
+    new = job_of(cluster, "mpi", "cvm-train")
+    assert new is not None
+    reps = new["spec"]["mpiReplicaSpecs"]
+    (launcher,) = reps["Launcher"]["template"]["spec"]["containers"]
+    (worker,) = reps["Worker"]["template"]["spec"]["containers"]
+    assert launcher["command"] == ["/bin/sh", "-c", cmd]
+    assert "command" not in worker and "args" not in worker  # the workers keep the operator's sshd
+    assert job_of(cluster, "mpi", "cvm") is None
+    logs = collect_logs(cluster, "cvm-train", lambda s: any("converted-run-launcher" in t for t in s.values()))
+    (text,) = [t for p, t in logs.items() if "-launcher" in p]
+    assert "converted-run-launcher" in text and f"cvm-train-worker-0.cvm-train.{A}.svc slots=1" in text, logs
+
+
+def test_convert_dry_run_shows_the_diff_and_creates_nothing(cluster: ThreadedSimCluster, env: dict[str, str],
+                                                            sessions: dict[str, Any]) -> None:
+    t0 = time.time()
+    cmd = "torchrun --nnodes=3 --node_rank=$RANK train.py"
+    r = ranks(env, "convert", "pt", "-p", "team-a", "--command", cmd, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("--- PyTorchJob/pt\n+++ PyTorchJob/pt-train\n"), r.stdout
+    assert "-    ranks/interactive: 'true'" in r.stdout and "+    ranks/converted-from: pt" in r.stdout
+    # the command replaces `sleep infinity` in each replica (Master and Worker), readable in each
+    assert r.stdout.count(f"+            - {cmd}\n") == 2, r.stdout
+    assert r.stdout.count("-            - infinity\n") == 2, r.stdout
+    assert "*id" not in r.stdout and "&id" not in r.stdout, "YAML aliases hide the command in the diff"
+    assert "+    ttlSecondsAfterFinished: 86400" in r.stdout
+    assert r.stderr.strip() == "ranks: dry run: nothing was created"
+    assert mutations_since(cluster, t0) == [] and job_of(cluster, "pytorch", "pt-train") is None
+
+
+def test_convert_refusals(cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any],
+                          tmp_path: Path) -> None:
+    t0 = time.time()
+    taken = job_of(cluster, "pytorch", "taken")
+    assert taken is not None
+    one_line_error(ranks(env, "convert", "pt", "-p", "team-a", "--command", "true", "--name", "taken", "--yes"), 2,
+                   "taken already exists", "choose another --name")
+    after = job_of(cluster, "pytorch", "taken")
+    assert after is not None and after["metadata"]["uid"] == taken["metadata"]["uid"]
+    assert after["spec"] == taken["spec"]
+    one_line_error(ranks(env, "convert", "batch", "-p", "team-a", "--command", "true", "--yes"), 2,
+                   "pytorchjob/batch is not an interactive session")
+    one_line_error(ranks(env, "convert", "pt", "-p", "team-a", "--command", "true", "--read-only"), 2,
+                   "read-only mode (--read-only): refusing to convert pt")
+    config = tmp_path / "config.toml"
+    config.write_text("read_only = true\n")
+    one_line_error(ranks(env, "convert", "pt", "-p", "team-a", "--command", "true", "--yes",
+                         extra_env={"RANKS_CONFIG": str(config)}), 2,
+                   f"read-only mode (read_only = true in {config}): refusing to convert pt")
+    one_line_error(ranks(env, "convert", "pt", "-p", "team-a", "--command", "true"), 2, "--yes")
+    one_line_error(ranks(env, "convert", "pt", "-p", "team-a"), 2, "--command CMD, or --from-history")
+    assert mutations_since(cluster, t0) == []
+    assert job_of(cluster, "pytorch", "pt-train") is None
+
+
+def test_read_only_refuses_exec_and_shell(cluster: ThreadedSimCluster, env: dict[str, str],
+                                          sessions: dict[str, Any]) -> None:
+    """pods/exec is `create` in RBAC (the built-in `view` role does not grant it) and a command in a
+    pod can change anything there: read-only mode refuses `ranks exec` and `ranks shell` too."""
+    t0 = time.time()
+    one_line_error(ranks(env, "exec", "pt", "-p", "team-a", "--read-only", "--all", "--", "true"), 2,
+                   "read-only mode (--read-only): refusing to")
+    one_line_error(ranks(env, "shell", "pt", "-p", "team-a", "--read-only"), 2,
+                   "read-only mode (--read-only): refusing to")
+    assert execs_since(cluster, t0) == []
+
+
+def test_convert_refuses_a_name_used_by_another_kind(cluster: ThreadedSimCluster, env: dict[str, str],
+                                                     sessions: dict[str, Any]) -> None:
+    """A PyTorchJob named like the MPIJob hvd would clash with its pods and Services (hvd-worker-0)."""
+    t0 = time.time()
+    try:
+        one_line_error(ranks(env, "convert", "pt", "-p", "team-a", "--command", "true", "--name", "hvd", "--yes"),
+                       2, "hvd already exists")
+        assert mutations_since(cluster, t0) == []
+    finally:
+        if job_of(cluster, "pytorch", "hvd") is not None:
+            api_delete(cluster, f"/apis/kubeflow.org/v1/namespaces/{A}/pytorchjobs/hvd")
