@@ -289,15 +289,15 @@ def visible_rows(table: KeyedTable) -> range:
 
 
 def row_text(table: KeyedTable, key: Hashable, skip: Iterable[int]) -> tuple[str, ...]:
-    cells = table.get_row_at(table.order.index(key))
+    cells = table.get_row(key)  # what the row's strip is rendered from in this frame
     skipped = set(skip)
     return tuple(getattr(c, "plain", str(c)) for i, c in enumerate(cells) if i not in skipped)
 
 
 def columns_named(table: KeyedTable, names: set[str]) -> tuple[int, ...]:
     """Indices of the table's columns with these labels (the sort marker and padding aside)."""
-    return tuple(i for i, c in enumerate(table.ordered_columns)
-                 if c.label.plain.strip().rstrip("▲▼^v ").upper() in names)
+    return tuple(i for i, label in enumerate(table.labels)
+                 if label.strip().rstrip("▲▼^v ").upper() in names)
 
 
 def running_pods(app: TimedApp, key: WorkloadKey) -> list[str]:
@@ -395,11 +395,11 @@ async def keys_phase(app: TimedApp, verify: int) -> dict[str, Any]:
         row = table.cursor_row
         return lambda: table.cursor_row != row
 
-    table.move_cursor(row=0, animate=False)
+    table.move_cursor(0)
     await settled(app)
     for _ in range(200):
         await run("down", "down", cursor_moved)
-    table.move_cursor(row=0, animate=False)
+    table.move_cursor(0)
     await settled(app)
     for _ in range(5):
         for _ in range(20):
@@ -478,7 +478,7 @@ async def main(kubeconfig: str, report: Any) -> None:
             targets.append((k, pods[k][(i // len(keys)) % len(pods[k])]))
             i += 1
         skip = columns_named(table, {"UTIL", "AGE"})  # driven by the clock and by metrics, not by pods
-        assert len(skip) == 2, [c.label.plain for c in table.ordered_columns]
+        assert len(skip) == 2, table.labels
         listed = await pod_change_samples(app, writer, targets, lambda: screen.table, lambda w, p: w, skip)
 
         big = max(keys, key=lambda k: len(pods[k]))
@@ -493,7 +493,7 @@ async def main(kubeconfig: str, report: Any) -> None:
         assert shown_pods, "no Running rank on screen"
         detail_targets = [(big, shown_pods[j % len(shown_pods)]) for j in range(40)]
         gpu_cols = columns_named(detail_screen.table, {"GPU", "TREND", "HISTORY", "MEM"})  # metrics-driven
-        assert gpu_cols, [c.label.plain for c in detail_screen.table.ordered_columns]
+        assert gpu_cols, detail_screen.table.labels
         detail = await pod_change_samples(app, writer, detail_targets, lambda: detail_screen.table,
                                           lambda w, p: p, gpu_cols)
         await app._press_keys(["escape"])

@@ -161,8 +161,12 @@ class ListScreen(RanksScreen, Generic[V]):
     def _order(self) -> list[Hashable]:
         items = self.items()
         flt = self.row_filter
-        keys = [k for k in self._cells if k in items and (
-            not flt.active or flt.matches(self.search_texts(items[k]), self.labels(items[k])))]
+        if not flt.active:
+            keys = [k for k in self._cells if k in items]
+        elif flt.selector:
+            keys = [k for k in self._cells if k in items and flt.matches((), self.labels(items[k]))]
+        else:
+            keys = [k for k in self._cells if k in items and flt.matches(self.search_texts(items[k]), {})]
         name = self.sort_names[self.sort_index]
 
         def key(k: Hashable) -> tuple[Any, ...]:
@@ -256,7 +260,9 @@ class ListScreen(RanksScreen, Generic[V]):
             event.input.border_subtitle = str(exc)
             event.input.tooltip = str(exc)
             return
-        self._show(None)
+        event.input.border_subtitle = ""
+        event.input.tooltip = None
+        self._show([])  # only the order changes: no cell is compared again
 
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self, event: Input.Submitted) -> None:
@@ -272,7 +278,7 @@ class ListScreen(RanksScreen, Generic[V]):
         if not self.row_filter.active:
             inp.remove_class("-shown")
         self.table.focus()
-        self._show(None)
+        self._show([])
 
     def action_back(self) -> None:
         inp = self.query_one(FilterInput)
@@ -285,7 +291,7 @@ class ListScreen(RanksScreen, Generic[V]):
             self.row_filter = RowFilter()
             inp.value = ""
             inp.remove_class("-shown")
-            self._show(None)
+            self._show([])
             return
         self.ranks.go_back()
 

@@ -124,10 +124,12 @@ class KeyedTable(ScrollView, can_focus=True):
         order = list(order)
         same_order = order == self.order
         if changed is None:
-            candidates = order
+            candidates = list(dict.fromkeys([*order, *cells]))
         else:
-            wanted = set(changed)
-            candidates = [k for k in order if k in wanted or k not in self.shown]
+            # changed rows, shown or not (a filtered-out row keeps its cells and its strip for when
+            # it comes back), and rows never seen before
+            candidates = [k for k in dict.fromkeys(changed) if k in cells]
+            candidates += [k for k in order if k not in self.shown]
         touched: list[Hashable] = []
         grew = False
         for key in candidates:
@@ -138,19 +140,21 @@ class KeyedTable(ScrollView, can_focus=True):
                 continue
             self.shown[key] = new
             self._strips.pop(key, None)
-            self.cell_updates += 1
+            if old is not None:
+                self.cell_updates += 1  # a shown row's cells changed (rows coming back are not updates)
             grew = self._grow(new) or grew
             touched.append(key)
         if same_order and not grew:
             for key in touched:
-                self._refresh_row(self._index[key])
+                if key in self._index:
+                    self._refresh_row(self._index[key])
             return bool(touched)
         if grew:
             self._invalidate()
         if not same_order:
             keep = self.cursor_key
             index = {k: i for i, k in enumerate(order)}
-            for key in [k for k in self.shown if k not in index]:
+            for key in [k for k in self.shown if k not in cells]:  # gone for good
                 del self.shown[key]
                 self._strips.pop(key, None)
             self.order, self._index = order, index
