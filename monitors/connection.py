@@ -12,9 +12,10 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from kubernetes.client import Configuration
-from kubernetes.config import ConfigException, incluster_config, kube_config
+if TYPE_CHECKING:
+    from kubernetes.client import Configuration
 
 
 class ExitCode(enum.IntEnum):
@@ -97,6 +98,92 @@ def _kubeconfig_paths(explicit: str | None) -> list[str]:
     return [str(Path("~/.kube/config").expanduser())]
 
 
+# -- a fast path for plain kubeconfigs ------------------------------------------------------------------
+# The official client's loader costs ~0.4 s of imports on every start. A kubeconfig that is one file
+# with a token, a token file or client certificates (the common case, and simcluster's) is read
+# here; anything else (exec plugins, auth providers, merged files, any problem at all) goes to the
+# official loader, which also words every error.
+
+_SIMPLE_USER_KEYS = frozenset({"token", "tokenFile", "client-certificate", "client-certificate-data",
+                               "client-key", "client-key-data"})
+_SIMPLE_CLUSTER_KEYS = frozenset({"server", "certificate-authority", "certificate-authority-data",
+                                  "insecure-skip-tls-verify", "tls-server-name", "extensions"})
+_DATA_FILES: dict[bytes, str] = {}
+
+
+def _data_file(b64: str) -> str:
+    """A private temporary file holding base64 `b64` decoded (removed at exit), as the client does."""
+    import atexit
+    import base64
+    import tempfile
+
+    raw = base64.standard_b64decode(b64)
+    path = _DATA_FILES.get(raw)
+    if path is None:
+        fd, path = tempfile.mkstemp(prefix="ranks-kubeconfig-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        _DATA_FILES[raw] = path
+        if len(_DATA_FILES) == 1:
+            atexit.register(lambda: [Path(p).unlink(missing_ok=True) for p in _DATA_FILES.values()])
+    return path
+
+
+def _by_name(items: Any, name: str, key: str) -> dict[str, Any] | None:
+    for item in items or []:
+        if isinstance(item, dict) and item.get("name") == name and isinstance(item.get(key), dict):
+            return item[key]
+    return None
+
+
+def _simple_kubeconfig(paths: list[str], context: str | None, impersonate_user: str | None,
+                       impersonate_groups: tuple[str, ...]) -> ClusterConfig | None:
+    if len(paths) != 1:
+        return None
+    try:
+        import yaml
+
+        file = Path(paths[0]).expanduser()
+        doc = yaml.load(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        name = context or doc.get("current-context")
+        ctx = _by_name(doc.get("contexts"), name, "context") if name else None
+        if ctx is None:
+            return None
+        cluster = _by_name(doc.get("clusters"), ctx.get("cluster"), "cluster")
+        user = _by_name(doc.get("users"), ctx.get("user"), "user") or {}
+        if cluster is None or not cluster.get("server") or set(cluster) - _SIMPLE_CLUSTER_KEYS \
+                or set(user) - _SIMPLE_USER_KEYS:
+            return None
+
+        def rel(p: str) -> str:
+            return str((file.parent / p).expanduser()) if not os.path.isabs(p) else p
+
+        ca = (_data_file(cluster["certificate-authority-data"]) if cluster.get("certificate-authority-data")
+              else rel(cluster["certificate-authority"]) if cluster.get("certificate-authority") else None)
+        cert = (_data_file(user["client-certificate-data"]) if user.get("client-certificate-data")
+                else rel(user["client-certificate"]) if user.get("client-certificate") else None)
+        key = (_data_file(user["client-key-data"]) if user.get("client-key-data")
+               else rel(user["client-key"]) if user.get("client-key") else None)
+        token, token_file = user.get("token"), user.get("tokenFile")
+
+        def auth() -> dict[str, str]:
+            value = token
+            if not value and token_file:
+                value = Path(rel(token_file)).read_text().strip()
+            return {"Authorization": f"Bearer {value}"} if value else {}
+
+        auth()  # an unreadable token file: let the official loader say so
+        return ClusterConfig(
+            server=str(cluster["server"]).rstrip("/"), context=str(name),
+            namespace=ctx.get("namespace") or "default", user=str(ctx.get("user") or ""),
+            verify=not cluster.get("insecure-skip-tls-verify", False), ca_file=ca, cert_file=cert, key_file=key,
+            tls_server_name=cluster.get("tls-server-name"), _auth=auth,
+            impersonate_user=impersonate_user, impersonate_groups=impersonate_groups,
+        )
+    except Exception:  # anything odd: the official loader decides and explains
+        return None
+
+
 def _auth_from(cfg: Configuration) -> Callable[[], dict[str, str]]:
     def headers() -> dict[str, str]:
         # the loader keeps "Bearer X" (or "Basic X") under BearerToken; the hook refreshes exec tokens
@@ -129,6 +216,12 @@ def load_cluster_config(
             "no kubeconfig found (looked at " + ", ".join(paths) + "); set KUBECONFIG or pass --kubeconfig",
             ExitCode.NO_CONFIG,
         )
+    fast = _simple_kubeconfig(existing if len(paths) == 1 else paths, context, impersonate_user, impersonate_groups)
+    if fast is not None:
+        return fast
+    from kubernetes.client import Configuration
+    from kubernetes.config import ConfigException, kube_config
+
     cfg = Configuration()
     config_file = kubeconfig if kubeconfig else None
     try:
@@ -172,6 +265,9 @@ def load_cluster_config(
 
 
 def _in_cluster(user: str | None, groups: tuple[str, ...]) -> ClusterConfig:
+    from kubernetes.client import Configuration
+    from kubernetes.config import ConfigException, incluster_config
+
     cfg = Configuration()
     try:
         incluster_config.load_incluster_config(client_configuration=cfg)

@@ -36,17 +36,14 @@ def read_only_reason(opts: dict[str, Any]) -> str | None:
     """Why read-only mode is on (the flag, or the config file that says so), or None when off."""
     if opts.get("read_only"):
         return "--read-only"
-    from themes import ConfigFileError
-
-    from .settings import load_settings
+    from .config_file import ConfigReadError, read_only_setting
 
     try:
-        settings = load_settings()
-    except ConfigFileError as exc:
-        raise UserError(str(exc).splitlines()[0] if str(exc) else "invalid configuration",
-                        ExitCode.NO_CONFIG) from None
-    if settings.read_only:
-        return f"read_only = true in {settings.path}" if settings.path else "read_only = true in the settings"
+        read_only, path = read_only_setting()
+    except ConfigReadError as exc:
+        raise UserError(str(exc), ExitCode.NO_CONFIG) from None
+    if read_only:
+        return f"read_only = true in {path}"
     return None
 
 

@@ -60,11 +60,9 @@ from themes.loader import (
 )
 from themes.model import NAME_RE
 
+from .config_file import CONFIG_ENV, config_path
 from .keymap import Keymap, KeymapError
 
-CONFIG_ENV = "RANKS_CONFIG"
-APP_NAME = "ranks"
-CONFIG_FILE = "config.toml"
 MIN_REFRESH = 1.0
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
@@ -200,21 +198,6 @@ class Settings(_Strict):
             raise SettingsError(problems)
         out._path, out._text = self._path, self._text
         return out
-
-
-def config_path(environ: Mapping[str, str] | None = None) -> Path:
-    """The configuration file: $RANKS_CONFIG, else $XDG_CONFIG_HOME/ranks/config.toml, else
-    ~/.config/ranks/config.toml (it may not exist)."""
-    env = os.environ if environ is None else environ
-    if env.get(CONFIG_ENV):
-        return Path(env[CONFIG_ENV]).expanduser()
-    xdg = env.get("XDG_CONFIG_HOME", "")
-    if xdg and os.path.isabs(xdg):
-        base = Path(xdg)
-    else:
-        home = env.get("HOME")
-        base = (Path(home) if home else Path.home()) / ".config"
-    return base / APP_NAME / CONFIG_FILE
 
 
 def themes_dir(settings: Settings | None = None, environ: Mapping[str, str] | None = None) -> Path:
