@@ -13,17 +13,17 @@ import contextlib
 import os
 import re
 import shlex
-import shutil
 import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.tmux_driver import Tmux, stty_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE_SCRIPT = Path(sys.executable).parent / "ranks"
@@ -91,76 +91,6 @@ def kill_leftovers(root: Path) -> None:
 # ---------------------------------------------------------------- tmux
 
 
-def tmux_binary() -> str:
-    path = shutil.which("tmux")
-    if path is None:
-        pytest.fail("tmux is not installed: run scripts/system-deps.sh (it installs tmux)", pytrace=False)
-    return path
-
-
-class Tmux:
-    """One private tmux server (its own socket) running one window of a fixed size."""
-
-    def __init__(self, env: dict[str, str], width: int, height: int) -> None:
-        self.binary = tmux_binary()
-        self.socket = f"ranks-e2e-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-        self.env = env
-        self.width = width
-        self.height = height
-        self.target = f"{self.socket}:0.0"
-        self.socket_path: str | None = None
-
-    def run(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run([self.binary, "-L", self.socket, "-f", "/dev/null", *args], env=self.env,
-                              capture_output=True, text=True, timeout=15)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"tmux {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-        return proc.stdout
-
-    def start(self, command: str, cwd: Path) -> None:
-        self.run("new-session", "-d", "-s", self.socket, "-x", str(self.width), "-y", str(self.height),
-                 "-c", str(cwd), command)
-        self.socket_path = self.run("display-message", "-p", "-t", self.target, "#{socket_path}").strip()
-        size = self.run("display-message", "-p", "-t", self.target, "#{pane_width}x#{pane_height}").strip()
-        wanted = f"{self.width}x{self.height}"
-        assert size == wanted, f"tmux pane is {size}, wanted {wanted}"
-
-    def kill(self) -> None:
-        self.run("kill-server", check=False)
-        if self.socket_path:
-            with contextlib.suppress(OSError):
-                os.unlink(self.socket_path)
-
-    def screen(self, *, join: bool = False) -> str:
-        return self.run("capture-pane", "-p", *(["-J"] if join else []), "-t", self.target)
-
-    def keys(self, *keys: str) -> None:
-        """tmux key names: Enter, Escape, Down, q, ..."""
-        self.run("send-keys", "-t", self.target, *keys)
-
-    def type(self, text: str) -> None:
-        self.run("send-keys", "-t", self.target, "-l", text)
-
-    def flags(self) -> dict[str, str]:
-        names = ("alternate_on", "cursor_flag", "mouse_any_flag", "mouse_button_flag", "mouse_standard_flag",
-                 "mouse_all_flag", "mouse_sgr_flag")
-        out = self.run("display-message", "-p", "-t", self.target, " ".join(f"#{{{n}}}" for n in names))
-        return dict(zip(names, out.split(), strict=True))
-
-    def wait_for(self, what: str | Callable[[str], bool], timeout: float = 10.0, why: str = "") -> str:
-        """Poll the screen until it shows `what` (text, or a predicate on the screen)."""
-        check = (lambda s: what in s) if isinstance(what, str) else what
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if check(screen):
-                return screen
-            if time.monotonic() > deadline:
-                label = why or (repr(what) if isinstance(what, str) else "condition")
-                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {label}; screen:\n{screen}")
-            time.sleep(0.15)
-
-
 # ---------------------------------------------------------------- one demo run
 
 
@@ -188,7 +118,7 @@ def demo_in_tmux(tmp_path: Path, width: int, height: int, *extra: str) -> Iterat
         "echo WRAPPER-DONE\n"
         "sleep 60\n"
     )
-    tmux = Tmux(env, width, height)
+    tmux = Tmux(env, width, height, name="ranks-e2e")
     try:
         tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
         yield Demo(tmux, workdir, before, after)
@@ -196,12 +126,6 @@ def demo_in_tmux(tmp_path: Path, width: int, height: int, *extra: str) -> Iterat
         tmux.kill()  # SIGHUP to a ranks still running (a failed test): give it time to clean up
         if wait_no_processes(workdir, 10.0):
             kill_leftovers(workdir)
-
-
-def stty_flags(text: str) -> set[str]:
-    """The settings of `stty -a`, without the size line (rows/columns)."""
-    lines = [ln for ln in text.splitlines() if not ln.startswith("speed ")]
-    return set(re.split(r"[\s;]+", " ".join(lines))) - {""}
 
 
 def is_help(screen: str) -> bool:

@@ -19,11 +19,9 @@ import copy
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from sessions.submit import submit
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
+from tests.tmux_driver import Tmux, stty_flags
 
 ROOT = Path(__file__).resolve().parents[2]
 A = "runai-team-a"
@@ -225,76 +224,6 @@ def sessions(cluster: ThreadedSimCluster, env: dict[str, str]) -> dict[str, dict
 # -- a terminal -----------------------------------------------------------------------------------------
 
 
-class Tmux:
-    """One private tmux server (its own socket) running one window of a fixed size."""
-
-    def __init__(self, env: dict[str, str], width: int, height: int) -> None:
-        binary = shutil.which("tmux")
-        if binary is None:
-            pytest.fail("tmux is not installed: run scripts/system-deps.sh (it installs tmux)", pytrace=False)
-        self.binary = binary
-        self.socket = f"ranks-shell-{os.getpid()}-{uuid.uuid4().hex[:10]}"
-        self.env = env
-        self.width, self.height = width, height
-        self.target = f"{self.socket}:0.0"
-        self.socket_path: str | None = None
-
-    def run(self, *args: str, check: bool = True) -> str:
-        proc = subprocess.run([self.binary, "-L", self.socket, "-f", "/dev/null", *args], env=self.env,
-                              capture_output=True, text=True, timeout=15)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"tmux {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-        return proc.stdout
-
-    def start(self, command: str, cwd: Path) -> None:
-        self.run("new-session", "-d", "-s", self.socket, "-x", str(self.width), "-y", str(self.height),
-                 "-c", str(cwd), command)
-        self.socket_path = self.run("display-message", "-p", "-t", self.target, "#{socket_path}").strip()
-        assert self.size() == (self.width, self.height)
-
-    def size(self) -> tuple[int, int]:
-        w, h = self.run("display-message", "-p", "-t", self.target, "#{pane_width} #{pane_height}").split()
-        return int(w), int(h)
-
-    def resize(self, width: int, height: int) -> None:
-        self.run("resize-window", "-t", self.target, "-x", str(width), "-y", str(height))
-        assert self.size() == (width, height)
-
-    def kill(self) -> None:
-        self.run("kill-server", check=False)
-        if self.socket_path:
-            with contextlib.suppress(OSError):
-                os.unlink(self.socket_path)
-
-    def screen(self) -> str:
-        """Everything the pane showed (scrollback too), wrapped lines joined."""
-        return self.run("capture-pane", "-p", "-J", "-S", "-", "-t", self.target)
-
-    def keys(self, *keys: str) -> None:
-        self.run("send-keys", "-t", self.target, *keys)
-
-    def type(self, text: str) -> None:
-        self.run("send-keys", "-t", self.target, "-l", text)
-
-    def wait_for(self, what: str | Callable[[str], bool], timeout: float = 15.0, why: str = "") -> str:
-        check = (lambda s: what in s) if isinstance(what, str) else what
-        deadline = time.monotonic() + timeout
-        while True:
-            screen = self.screen()
-            if check(screen):
-                return screen
-            if time.monotonic() > deadline:
-                label = why or (repr(what) if isinstance(what, str) else "condition")
-                raise AssertionError(f"timed out after {timeout:g}s waiting for {label}; screen:\n{screen}")
-            time.sleep(0.1)
-
-
-def stty_flags(text: str) -> set[str]:
-    """The settings of `stty -a`, without the line with the speed and the size."""
-    lines = [ln for ln in text.splitlines() if not ln.startswith("speed ")]
-    return set(re.split(r"[\s;]+", " ".join(lines))) - {""}
-
-
 def prompt_shown(screen: str) -> bool:
     """The banner, then a shell prompt waiting on the last line."""
     if BANNER_END not in screen:
@@ -361,7 +290,7 @@ def shell_in_tmux(env: dict[str, str], tmp: Path, *args: str, width: int = 100, 
         "echo WRAPPER-DONE\n"
         "sleep 60\n"
     )
-    tmux = Tmux(env, width, height)
+    tmux = Tmux(env, width, height, name="ranks-shell", history=True)
     try:
         tmux.start(f"sh {q(str(script))}", ROOT)
         yield Shell(tmux, before, after, err)

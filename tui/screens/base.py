@@ -134,8 +134,12 @@ class RanksScreen(Screen[None]):
             banner.append_text(extra)
         self.query_one(Banner).show(banner if banner.plain else None, warning=st.phase != "retrying")
 
+    narrow: bool = False  # the column set in use (screens with tables choose one by width)
+
     def on_resize(self) -> None:
         self.show_status()
+        if self.is_mounted and self.is_narrow() != self.narrow:
+            self.restyle()  # a narrower (or wider) column set
 
     def is_narrow(self) -> bool:
         """Under 100 columns (an 80x24 login-node terminal): fewer, tighter columns."""

@@ -140,11 +140,6 @@ class ClusterScreen(RanksScreen):
         self.table.set_columns(NARROW_NODE_COLUMNS if self.narrow else NODE_COLUMNS)
         self._cells = {}
 
-    def on_resize(self) -> None:
-        super().on_resize()
-        if self.is_mounted and self.is_narrow() != self.narrow:
-            self.restyle()
-
     def model_changed(self, diff: ModelDiff) -> None:
         if diff.nodes or diff.workloads or diff.projects or diff.status_changed:
             self._draw(list(diff.nodes.added) + list(diff.nodes.changed) if not diff.nodes.removed else None)

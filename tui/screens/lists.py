@@ -101,11 +101,6 @@ class ListScreen(RanksScreen, Generic[V]):
         self.set_interval(AGE_REFRESH, self._refresh_ages)
         self.table.focus()
 
-    def on_resize(self) -> None:
-        super().on_resize()
-        if self.is_mounted and self.is_narrow() != self.narrow:
-            self.restyle()
-
     def _set_columns(self) -> None:
         self.narrow = self.is_narrow()
         cols = list(self.active_columns())

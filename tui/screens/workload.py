@@ -239,11 +239,6 @@ class WorkloadScreen(RanksScreen):
         self.table.set_columns(NARROW_RANK_COLUMNS if self.narrow else RANK_COLUMNS)
         self._cells = {}
 
-    def on_resize(self) -> None:
-        super().on_resize()
-        if self.is_mounted and self.is_narrow() != self.narrow:
-            self.restyle()
-
     def _draw(self, wl: WorkloadView | None) -> None:
         look = self.ranks.look
         now = self.ranks.clock()
