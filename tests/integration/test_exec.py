@@ -17,7 +17,6 @@ import termios
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
 
 from simcluster.scenarios.nodes import gpu_node
+from tests.waiting import processes_matching, wait_for
 
 pytestmark = pytest.mark.simcluster(components=("kubelet", "exec"))
 
@@ -34,17 +34,6 @@ NODE = "node-0"
 
 
 # -- helpers --------------------------------------------------------------------------------------
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def pod_manifest(name: str, containers: list[dict] | None = None, *, node: str | None = NODE,
@@ -77,22 +66,6 @@ def start_pod(simcluster, core, name: str, containers: list[dict] | None = None,
     wait_for(lambda: running(simcluster, name, first), what=f"pod {name} running")
     return Path(simcluster.call(lambda: simcluster.sim.kubelet.runtime("default", name).root))
 
-
-def processes_matching(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmd and state != b"Z":
-            found.append(int(entry))
-    return found
 
 
 def exec_ws(core, name: str, command: list[str], **kw: Any):

@@ -37,6 +37,7 @@ from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
 from tests.tmux_driver import Tmux, stty_flags
+from tests.waiting import one_line_error, processes_matching, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 A = "runai-team-a"
@@ -112,25 +113,6 @@ def ranks(env: dict[str, str], *args: str, extra_env: dict[str, str] | None = No
                           env={**env, **(extra_env or {})}, stdin=subprocess.DEVNULL)
 
 
-def one_line_error(r: subprocess.CompletedProcess[str], code: int, *fragments: str) -> str:
-    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
-    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and lines[0].startswith("ranks: error: "), r.stderr
-    assert "Traceback" not in r.stderr
-    for f in fragments:
-        assert f in lines[0], (f, lines[0])
-    return lines[0]
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def call(t: ThreadedSimCluster, fn: Callable[[KubeClient], Any]) -> Any:
@@ -181,22 +163,6 @@ def mutations_since(t: ThreadedSimCluster, since: float) -> list[tuple[str, str]
 def execs_since(t: ThreadedSimCluster, since: float) -> list[str]:
     return [r.path for r in t.sim.requests.since(since) if r.path.endswith("/exec")]
 
-
-def processes_matching(marker: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmd and state != b"Z":
-            found.append(int(entry))
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from simcluster.errors import ApiError
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
+from tests.waiting import one_line_error, wait_for
 
 A, B = "runai-team-a", "runai-team-b"
 COMPONENTS = ("operators", "scheduler", "kubelet")
@@ -85,25 +86,6 @@ def ranks(*args: str, kubeconfig: Path, env: dict[str, str] | None = None) -> su
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=e, stdin=subprocess.DEVNULL)
 
 
-def one_line_error(r: subprocess.CompletedProcess[str], code: int, *fragments: str) -> str:
-    assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
-    lines = r.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("ranks: error: "), r.stderr
-    assert "Traceback" not in r.stderr
-    for f in fragments:
-        assert f in lines[0], (f, lines[0])
-    return lines[0]
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def find(t: ThreadedSimCluster, key: tuple[str, str], ns: str, name: str) -> dict[str, Any] | None:
