@@ -1,0 +1,202 @@
+"""The dashboard's actions (#7) with `App.run_test()` against simcluster's demo: exec on every
+rank, convert with its diff screen, the new-session form, delete and suspend with confirmation,
+read-only refusals. (The shell, which needs a real terminal, is tested in tests/e2e.)"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Input, Log, Select, Static
+
+from monitors.connection import load_cluster_config
+from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from themes import load_themes
+from tui.app import RanksApp
+from tui.screens.actions import ConfirmScreen, ConvertScreen, ExecScreen, NewSessionScreen, PromptScreen
+from tui.screens.lists import WorkloadsScreen
+from tui.screens.workload import WorkloadScreen
+from tui.settings import Settings
+
+HVD = ("runai-team-a", "MPIJob", "hvd-interactive")
+XGB = ("research", "XGBoostJob", "xgb-churn")
+RESNET = ("runai-team-b", "TFJob", "resnet-tf")
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
+    with sim_in_thread(scenario="demo", workdir=tmp_path_factory.mktemp("sim")) as t:
+        yield t
+
+
+def make_app(kubeconfig: Path, **settings: Any) -> RanksApp:
+    return RanksApp(load_cluster_config(str(kubeconfig), None), Settings(**settings), themes=load_themes(None))
+
+
+async def wait_for(pilot: Pilot[Any], cond: Callable[[], Any], timeout: float = 20.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what or 'condition'}")
+        await pilot.pause(0.05)
+
+
+def running(app: RanksApp, key: tuple[str, str, str], ranks: int) -> bool:
+    w = app.store.workloads.get(key)
+    return w is not None and len(w.ranks) == ranks and all(r.phase == "Running" for r in w.ranks)
+
+
+async def select(pilot: Pilot[Any], app: RanksApp, key: tuple[str, str, str], ranks: int) -> WorkloadsScreen:
+    await wait_for(pilot, lambda: app.store.synced and running(app, key, ranks), 60, f"{key[2]} running")
+    screen = app.screen
+    assert isinstance(screen, WorkloadsScreen)
+    await wait_for(pilot, lambda: screen.table.move_to_key(key), what=f"{key[2]} in the table")
+    return screen
+
+
+def notifications(app: RanksApp) -> list[str]:
+    return [n.message for n in app._notifications]
+
+
+def job_object(demo: ThreadedSimCluster, key: tuple[str, str, str]) -> dict[str, Any] | None:
+    ns, kind, name = key
+    plural = kind.lower() + "s"
+
+    def get() -> dict[str, Any] | None:
+        obj = demo.sim.store.find(("kubeflow.org", plural), ns, name)
+        return None if obj is None else copy.deepcopy(obj.obj)
+
+    return demo.call(get)
+
+
+async def test_exec_on_every_rank_shows_prefixed_output_and_exit_codes(demo: ThreadedSimCluster) -> None:
+    app = make_app(demo.sim.kubeconfig_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await select(pilot, app, HVD, 3)
+        await pilot.press("x")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the command prompt")
+        app.screen.query_one(Input).value = 'echo "hello from $HOSTNAME"; test "$HOSTNAME" != hvd-interactive-worker-1'
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, ExecScreen) and app.screen.done, what="exec to finish")
+        lines = list(app.screen.query_one(Log).lines)
+        for label, host in (("launcher", "hvd-interactive-launcher"), ("worker-0", "hvd-interactive-worker-0"),
+                            ("worker-1", "hvd-interactive-worker-1")):
+            assert any(ln.startswith(f"[{label}") and f"hello from {host}" in ln for ln in lines), lines
+        summary = str(app.screen.query_one("#summary", Static).content)
+        assert "launcher: exit 0" in summary and "worker-0: exit 0" in summary, summary
+        assert "worker-1: exit 1" in summary and "1 failed" in summary, summary
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back to the list")
+
+
+async def test_convert_shows_the_diff_and_creates_the_job(demo: ThreadedSimCluster) -> None:
+    app = make_app(demo.sim.kubeconfig_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await select(pilot, app, HVD, 3)
+        await pilot.press("t")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConvertScreen), what="the convert screen")
+        screen = app.screen
+        screen.query_one("#command", Input).value = "echo converted-from-dashboard"
+        screen.query_one("#name", Input).value = "hvd-dash-train"
+        await wait_for(pilot, lambda: "echo converted-from-dashboard" in
+                       str(screen.query_one("#difftext", Static).content), what="the diff")
+        diff = str(screen.query_one("#difftext", Static).content)
+        assert "-            - sleep" in diff and "+  name: hvd-dash-train" in diff, diff
+        assert "cleanPodPolicy: Running" in diff and "backoffLimit: 3" in diff, diff
+        screen.query_one("#name", Input).value = "Bad_Name"
+        await wait_for(pilot, lambda: "invalid name" in str(screen.query_one("#problem", Static).content),
+                       what="the name problem")
+        screen.query_one("#name", Input).value = "hvd-dash-train"
+        await pilot.pause(0.1)
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot.press("y")
+        new = ("runai-team-a", "MPIJob", "hvd-dash-train")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.key == new,
+                       what="the new job's screen")
+        obj = job_object(demo, new)
+        assert obj is not None
+        launcher = obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+        assert launcher["command"] == ["/bin/sh", "-c", "echo converted-from-dashboard"]
+        assert job_object(demo, HVD) is not None  # not asked to delete the session
+
+
+async def test_new_session_form_validates_then_submits(demo: ThreadedSimCluster) -> None:
+    app = make_app(demo.sim.kubeconfig_path)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_for(pilot, lambda: app.store.synced, what="sync")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the form")
+        form = app.screen
+        await pilot.press("ctrl+s")
+        problems = str(form.query_one("#problems", Static).content)
+        assert "choose a project" in problems and "name" in problems, problems
+        form.query_one("#f-name", Input).value = "form-made"
+        form.query_one("#f-workers", Input).value = "1"
+        form.query_one("#f-gpus", Input).value = "1"
+        form.query_one("#f-memory", Input).value = "lots"
+        form.query_one("#project", Select).value = "runai-team-b"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: "memory" in str(form.query_one("#problems", Static).content),
+                       what="the memory problem")
+        form.query_one("#f-memory", Input).value = ""
+        await pilot.press("ctrl+s")
+        key = ("runai-team-b", "PyTorchJob", "form-made")
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.key == key,
+                       what="the new session's screen")
+        obj = job_object(demo, key)
+        assert obj is not None and obj["metadata"]["annotations"].get("ranks/interactive") == "true"
+        await wait_for(pilot, lambda: key in app.store.workloads and app.store.workloads[key].interactive,
+                       what="the session in the model")
+
+
+async def test_suspend_then_delete_with_confirmation(demo: ThreadedSimCluster) -> None:
+    app = make_app(demo.sim.kubeconfig_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await select(pilot, app, RESNET, 4)
+        await pilot.press("z")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot.press("n")  # cancelled: nothing happens
+        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back")
+        assert not ((job_object(demo, RESNET) or {}).get("spec", {}).get("runPolicy") or {}).get("suspend")
+        await pilot.press("z")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: (job_object(demo, RESNET) or {}).get("spec", {}).get("runPolicy", {})
+                       .get("suspend") is True, what="runPolicy.suspend")
+        await wait_for(pilot, lambda: app.store.workloads.get(RESNET) is not None
+                       and app.store.workloads[RESNET].status == "Suspended", 30, "Suspended on screen")
+        await pilot.press("ctrl+d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the delete confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: job_object(demo, RESNET) is None, what="the job deleted")
+        await wait_for(pilot, lambda: RESNET not in app.store.workloads, what="the row gone")
+
+
+async def test_read_only_refuses_every_action_and_says_why(demo: ThreadedSimCluster) -> None:
+    app = make_app(demo.sim.kubeconfig_path, read_only=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await select(pilot, app, XGB, 3)
+        for key in ("s", "x", "t", "z", "ctrl+d", "n"):
+            before = len(notifications(app))
+            await pilot.press(key)
+            await wait_for(pilot, lambda b=before: len(notifications(app)) > b, what=f"a refusal for {key}")
+            assert isinstance(app.screen, WorkloadsScreen), key
+            message = notifications(app)[-1]
+            assert message.startswith("read-only mode (") and "refusing to" in message, message
+        assert job_object(demo, XGB) is not None
+
+
+async def test_shell_without_a_real_terminal_says_so(demo: ThreadedSimCluster) -> None:
+    app = make_app(demo.sim.kubeconfig_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await select(pilot, app, XGB, 3)
+        await pilot.press("s")
+        await wait_for(pilot, lambda: any("real terminal" in m for m in notifications(app)),
+                       what="the headless refusal")
+        assert isinstance(app.screen, WorkloadsScreen)
