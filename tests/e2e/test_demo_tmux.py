@@ -214,6 +214,7 @@ def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
                       timeout=20, why="bert-crash's merged logs")
         # the traceback may have scrolled away while following: filter the merged logs for it
         tmux.keys("/")
+        tmux.wait_for(lambda s: "Follow" not in footer(s), timeout=10, why="the log filter input")
         tmux.type("Traceback|RuntimeError")
         tmux.keys("Enter")
         screen = tmux.wait_for(lambda s: "Traceback" in s and "RuntimeError" in s and "step 1" not in s,
@@ -268,8 +269,7 @@ def test_dashboard_shell_suspends_runs_and_repaints(tmp_path: Path) -> None:
         assert flags["alternate_on"] == "0", f"the dashboard did not step aside: {flags}"
         tmux.type('echo "marker-$((6*7))"; cat "$OMPI_MCA_orte_default_hostfile"')
         tmux.keys("Enter")
-        screen = tmux.wait_for("marker-42", timeout=10, why="the command's output")
-        assert "slots=" in screen, screen
+        tmux.wait_for(lambda s: "marker-42" in s and "slots=" in s, timeout=10, why="the commands' output")
         tmux.run("resize-window", "-t", tmux.target, "-x", "90", "-y", "26")
         # a suspended app's shell notices size changes by polling (no SIGWINCH off the main thread)
         tmux.wait_for(lambda s: tmux.run("display-message", "-p", "-t", tmux.target,

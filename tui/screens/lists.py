@@ -32,6 +32,13 @@ class FilterInput(Input):
     def on_mount(self) -> None:
         self.cursor_blink = False  # no redraws twice a second over a slow SSH link
 
+    def watch_value(self, value: str) -> None:
+        """Filter as the value changes, in the same frame as the input's own redraw (waiting for
+        the Changed message costs a frame: ~20 ms more per keystroke with 1,000 rows)."""
+        live = getattr(self.screen, "live_filter", None)
+        if callable(live) and self.has_class("-shown"):
+            live(self, value)
+
 
 class EmptyNote(Static):
     DEFAULT_CSS = """
@@ -247,16 +254,18 @@ class ListScreen(RanksScreen, Generic[V]):
         inp.value = self.row_filter.text
         inp.focus()
 
-    @on(Input.Changed, "#filter")
-    def _filter_changed(self, event: Input.Changed) -> None:
+    def live_filter(self, inp: Input, value: str) -> None:
         try:
-            self.row_filter = RowFilter.parse(event.value)
+            flt = RowFilter.parse(value)
         except ValueError as exc:
-            event.input.border_subtitle = str(exc)
-            event.input.tooltip = str(exc)
+            inp.border_subtitle = str(exc)
+            inp.tooltip = str(exc)
             return
-        event.input.border_subtitle = ""
-        event.input.tooltip = None
+        inp.border_subtitle = ""
+        inp.tooltip = None
+        if flt.text == self.row_filter.text:
+            return
+        self.row_filter = flt
         self._show([])  # only the order changes: no cell is compared again
 
     @on(Input.Submitted, "#filter")
