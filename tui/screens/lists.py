@@ -63,18 +63,18 @@ class ListScreen(RanksScreen, Generic[V]):
         self._cells: dict[Hashable, Cells] = {}
         self.narrow = False
 
-    # -- to implement --------------------------------------------------------------------------------
+    # -- what a list shows (subclasses say; the defaults are an empty list) ------------------------
     def items(self) -> Mapping[Hashable, V]:
-        raise LookupError  # pragma: no cover - abstract
+        return {}
 
     def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
-        raise LookupError  # pragma: no cover - abstract
+        return KeyedDiff()
 
     def in_scope(self, item: V) -> bool:
         return True
 
     def row(self, item: V, now: float) -> Cells:
-        raise LookupError  # pragma: no cover - abstract
+        return (Text(clean(item, limit=200)),)
 
     def search_texts(self, item: V) -> Iterable[str]:
         return ()
