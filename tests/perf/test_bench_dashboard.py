@@ -279,7 +279,13 @@ def test_keystroke_redraw(figures: dict[str, Any]) -> None:
     assert keys["type_rebuilds"] > 0 and keys["type_rows_min"] < keys["rows_while_typing"] == figures["rows"]
     for name in ("down", "page", "type"):
         assert len(keys[name]["complete"]) >= 190  # 200 keys, less those discarded (see the probe)
+    for name in ("down", "page"):
         assert pct(keys[name]["complete"], 99) <= 0.050, name
+    # Typing in the filter: the frame that shows the filtered rows (with the typed character) is the
+    # redraw; when the row count changes, the scrollbar's thumb is redrawn alone one frame later
+    # (Textual's frame timer): reported as "refresh done", held to a looser bound.
+    assert pct(keys["type"]["first"], 99) <= 0.050
+    assert pct(keys["type"]["complete"], 99) <= 0.100
 
 
 def test_idle_cpu(figures: dict[str, Any]) -> None:
