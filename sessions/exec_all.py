@@ -21,6 +21,7 @@ class RankResult:
     rank: RankView
     outcome: ExecOutcome | None
     error: str = ""
+    code: int = 0  # the exit code of the CLI when exec could not start (forbidden: 7...)
 
     @property
     def exit_code(self) -> int:
@@ -85,7 +86,7 @@ async def run_on_ranks(client: KubeClient, wl: WorkloadView, ranks: Sequence[Ran
             session = await ExecSession.open(client, wl.namespace, r.pod, command, container=container,
                                              tty=False, stdin=False)
         except ExecError as exc:
-            return RankResult(r, None, exc.message)
+            return RankResult(r, None, exc.message, exc.code)
         try:
             outcome = await session.bridge(None, lines.feed)
         finally:

@@ -198,6 +198,10 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
                 stream.flush()
 
             results = await run_on_ranks(client, wl, chosen, command, on_line, container=container)
+            refused = {(r.error, r.code) for r in results if r.outcome is None}
+            if len(refused) == 1 and all(r.outcome is None for r in results):
+                message, code = refused.pop()  # the same refusal everywhere (RBAC, unreachable): say it once
+                raise UserError(message, ExitCode(code) if code in iter(ExitCode) else ExitCode.ERROR)
             failed = 0
             for res in results:
                 why = f" ({clean(res.error)})" if res.error else ""

@@ -496,6 +496,17 @@ def test_exec_refusals(cluster: ThreadedSimCluster, env: dict[str, str], session
     assert execs_since(cluster, t0) == []
 
 
+def test_exec_and_shell_forbidden_by_rbac(cluster: ThreadedSimCluster, env: dict[str, str], tmp_path: Path,
+                                          sessions: dict[str, Any]) -> None:
+    """A user who may read the project but not create pods/exec: one line naming who, what and where."""
+    cluster.call(cluster.sim.add_namespace_reader, "viewer", [A])
+    kubeconfig = cluster.call(cluster.sim.write_kubeconfig, tmp_path / "viewer.yaml", "viewer")
+    viewer = {**env, "KUBECONFIG": str(kubeconfig)}
+    for args in (("exec", "pt", "-p", "team-a", "--all", "--", "true"), ("shell", "pt", "-p", "team-a")):
+        line = one_line_error(ranks(viewer, *args), 7, "forbidden")
+        assert "viewer" in line and "pods/exec" in line and A in line, line
+
+
 # -- convert ---------------------------------------------------------------------------------------------
 
 
