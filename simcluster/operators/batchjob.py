@@ -311,9 +311,9 @@ class BatchJobController(Controller):
             if completions is None:
                 return made
             busy = {i for p in active if (i := _pod_index(p)) is not None}
-            todo = [i for i in range(completions) if i not in done and i not in busy]
+            unstarted = [i for i in range(completions) if i not in done and i not in busy]
             room = max(0, parallelism - len(active))
-            for i in todo[:room]:
+            for i in unstarted[:room]:
                 pod = self._create_pod(job, i)
                 if pod is None:
                     break

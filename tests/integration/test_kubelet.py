@@ -430,15 +430,15 @@ def test_kubectl_delete_is_graceful_and_quick(core, kubectl, simcluster):
 
 def test_delete_sigkills_after_grace_period(core, simcluster):
     # TERM is ignored by the shell and, inherited, by its sleep: only SIGKILL ends them
-    core.create_namespaced_pod("default", pod("stubborn", ["sh", "-c", "trap '' TERM; sleep 300; echo"],
+    core.create_namespaced_pod("default", pod("term-ignorer", ["sh", "-c", "trap '' TERM; sleep 300; echo"],
                                               spec={"terminationGracePeriodSeconds": 1}))
-    wait_for(lambda: phase(core, "stubborn") == "Running")
-    pids = wait_for(lambda: (p := runtime_attr(simcluster, "stubborn", lambda rt: rt.pids())) and len(p) >= 2 and p)
+    wait_for(lambda: phase(core, "term-ignorer") == "Running")
+    pids = wait_for(lambda: (p := runtime_attr(simcluster, "term-ignorer", lambda rt: rt.pids())) and len(p) >= 2 and p)
     t0 = time.monotonic()
-    deleted = core.delete_namespaced_pod("stubborn", "default")
+    deleted = core.delete_namespaced_pod("term-ignorer", "default")
     assert deleted.metadata.deletion_timestamp is not None
     assert deleted.metadata.deletion_grace_period_seconds == 1
-    terminating = core.read_namespaced_pod("stubborn", "default")
+    terminating = core.read_namespaced_pod("term-ignorer", "default")
     assert terminating.metadata.deletion_timestamp is not None
     assert all(alive(p) for p in pids)
     wait_for(lambda: not any(alive(p) for p in pids), timeout=10)
@@ -447,7 +447,7 @@ def test_delete_sigkills_after_grace_period(core, simcluster):
 
     def gone() -> bool:
         try:
-            core.read_namespaced_pod("stubborn", "default")
+            core.read_namespaced_pod("term-ignorer", "default")
         except ApiException as e:
             return e.status == 404
         return False

@@ -120,12 +120,12 @@ def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float],
         free = total - used - others
         ascii_ = look.glyphs.name == "ascii"
         if others > 0:
-            t.append(("xxx " if ascii_ else "▒▒▒ ") * others, style="dim")
+            t.append(("=== " if ascii_ else "▒▒▒ ") * others, style="dim")
         if free > 0:
             t.append(("... " if ascii_ else "··· ") * free, style="dim")
         t.append("\n")
     t.append("slots are filled in rank order; colour is GPU utilisation; "
-             + ("xxx" if look.glyphs.name == "ascii" else "▒▒▒") + " other workloads, "
+             + ("===" if look.glyphs.name == "ascii" else "▒▒▒") + " other workloads, "
              + ("..." if look.glyphs.name == "ascii" else "···") + " free", style="dim")
     return t
 
