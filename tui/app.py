@@ -27,7 +27,7 @@ from themes import ColourMode, ThemeSet, glyphs_for
 
 from .cells import Look
 from .keymap import Keymap
-from .screens.base import RanksScreen, bindings
+from .screens.base import Crumbs, RanksScreen, bindings
 from .screens.cluster import ClusterScreen
 from .screens.describe import DescribeScreen, HelpScreen
 from .screens.lists import ProjectsScreen, WorkloadsScreen
@@ -168,7 +168,8 @@ class RanksApp(SessionActions, App[int]):
             self._resolve_start()
             settle_heap()
         screen = self.screen
-        if isinstance(screen, RanksScreen):
+        # a screen pushed but not composed yet gets nothing: its on_mount reads the store
+        if isinstance(screen, RanksScreen) and screen.query(Crumbs):
             screen.model_changed(diff)
             if update.reset:
                 screen.resync()

@@ -79,7 +79,8 @@ async def test_exec_on_every_rank_shows_prefixed_output_and_exit_codes(demo: Thr
     async with app.run_test(size=(120, 36)) as pilot:
         await select(pilot, app, HVD, 3)
         await pilot.press("x")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen), what="the command prompt")
+        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and bool(app.screen.query(Input)),
+                       what="the command prompt")
         app.screen.query_one(Input).value = 'echo "hello from $HOSTNAME"; test "$HOSTNAME" != hvd-interactive-worker-1'
         await pilot.press("enter")
         await wait_for(pilot, lambda: isinstance(app.screen, ExecScreen) and app.screen.done, what="exec to finish")
@@ -99,7 +100,8 @@ async def test_convert_shows_the_diff_and_creates_the_job(demo: ThreadedSimClust
     async with app.run_test(size=(120, 36)) as pilot:
         await select(pilot, app, HVD, 3)
         await pilot.press("t")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConvertScreen), what="the convert screen")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#command")),
+                       what="the convert screen")
         screen = app.screen
         screen.query_one("#command", Input).value = "echo converted-from-dashboard"
         screen.query_one("#name", Input).value = "hvd-dash-train"
@@ -131,7 +133,8 @@ async def test_new_session_form_validates_then_submits(demo: ThreadedSimCluster)
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_for(pilot, lambda: app.store.synced, what="sync")
         await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen), what="the form")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen) and bool(app.screen.query("#f-name")),
+                       what="the form")
         form = app.screen
         await pilot.press("ctrl+s")
         problems = str(form.query_one("#problems", Static).content)

@@ -84,7 +84,7 @@ class RanksScreen(Screen[None]):
 
     # -- hooks -------------------------------------------------------------------------------------
     def model_changed(self, diff: ModelDiff) -> None:
-        """A diff arrived while this screen is visible."""
+        """A diff arrived while this screen is visible (it may not be composed yet: check)."""
 
     def resync(self) -> None:
         """Show the store's current state (the screen became visible again, or the look changed)."""
@@ -99,6 +99,8 @@ class RanksScreen(Screen[None]):
 
     # -- status ------------------------------------------------------------------------------------
     def show_status(self) -> None:
+        if not self.query(Crumbs):  # pushed but not composed yet: on_mount shows it
+            return
         app = self.ranks
         st = app.store.status
         crumbs = Text(no_wrap=True, overflow="ellipsis")
