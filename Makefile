@@ -2,32 +2,41 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-stamp
+DEMO_STAMP := $(VENV)/.installed-demo
+TEST_STAMP := $(VENV)/.installed-test
 DEMO_DIR := .ranks-demo
 
 .PHONY: demo test bench lint system-deps clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test]'
-	touch $(STAMP)
 
-demo: $(STAMP)
+# the demo needs ranks itself; the tests also need the test extras (pytest, ruff, kubectl...)
+# (setuptools' editable-install warning is noise for a user running the demo: PYTHONWARNINGS)
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(TEST_STAMP): pyproject.toml | $(BIN)/python
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e '.[test]'
+	touch $@ $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	@./scripts/system-deps.sh --optional prometheus
 	$(BIN)/ranks demo --workdir $(DEMO_DIR)
 
 system-deps:
 	./scripts/system-deps.sh
 
-test: $(STAMP) system-deps
+test: $(TEST_STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q -m "not perf" tests
 
-bench: $(STAMP) system-deps
+bench: $(TEST_STAMP) system-deps
 	$(BIN)/python -m pytest -q -s -m perf tests/perf
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
 
 clean:

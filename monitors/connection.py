@@ -34,10 +34,14 @@ class ExitCode(enum.IntEnum):
 
 
 class ConnectionProblem(Exception):
-    def __init__(self, message: str, code: ExitCode) -> None:
+    def __init__(self, message: str, code: ExitCode, *, timed_out: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
+        self.timed_out = timed_out  # the server took the request and did not answer in time
+
+
+DEFAULT_REQUEST_TIMEOUT = 30.0
 
 
 @dataclass
@@ -56,6 +60,8 @@ class ClusterConfig:
     _auth: Callable[[], dict[str, str]] = field(default=lambda: {}, repr=False)
     impersonate_user: str | None = None
     impersonate_groups: tuple[str, ...] = ()
+    # seconds one request may take (--request-timeout); None: no limit
+    request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
 
     def headers(self) -> dict[str, str]:
         """Auth headers, refreshed through exec plugins / token files when they expire."""

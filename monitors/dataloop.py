@@ -25,7 +25,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .connection import ClusterConfig, ConnectionProblem, ExitCode
+from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem, ExitCode
 from .kube import ApiProblem
 from .logs import LogEngine, LogLine, LogOptions
 from .monitor import Monitor
@@ -46,19 +46,24 @@ class DataOptions:
     coalesce: float = 0.05
     metrics: bool = True
     backoff: tuple[float, float] = (0.5, 30.0)
+    project: str | None = None  # the project the dashboard opens on: checked against the cluster
+    waiting_after: float = 3.0  # seconds without an answer before the status says "waiting"
 
 
 @dataclass(frozen=True)
 class DataStatus:
     """What the status line and banners show; a snapshot, safe to read on any thread."""
 
-    phase: str = "connecting"  # connecting / syncing / live / retrying
-    problem: str = ""  # why the connection is down (empty when connected)
+    phase: str = "connecting"  # connecting / waiting (no answer yet) / syncing / live / retrying
+    problem: str = ""  # why the connection is down or slow (empty when connected)
     forbidden: tuple[tuple[str, str], ...] = ()  # (informer, message)
     cluster_wide: bool = True
     namespaces: tuple[str, ...] = ()
     metrics_note: str = ""
     metrics_problem: str = ""
+    metrics_forbidden: str = ""  # GPU metrics may not be read by this identity: why (else "")
+    project: str = ""  # the project asked for (-p), once checked
+    project_problem: str = ""  # it does not exist or may not be read (the CLI's message)
     user: str = ""
     context: str = ""
     server: str = ""
@@ -120,6 +125,7 @@ class DataLoop:
         self._focus: WorkloadKey | None = None
         self._status = DataStatus(user=cfg.impersonate_user or cfg.user, context=cfg.context, server=cfg.server)
         self._synced = False
+        self._project_checked = not self.options.project
         self.updates = 0
 
     # -- lifecycle (any thread) --------------------------------------------------------------------
@@ -182,7 +188,8 @@ class DataLoop:
                 self.cfg, namespaces=self.options.namespaces, scope=self.options.scope,
                 coalesce=self.options.coalesce, backoff=self.options.backoff)
             try:
-                await self._serve(monitor)
+                await self._until_stopped(self._serve(monitor))
+                await monitor.stop()  # again if it ended normally: a no-op
                 return
             except (ConnectionProblem, ApiProblem, OSError, TimeoutError) as exc:
                 message, code = _problem(exc)
@@ -190,19 +197,47 @@ class DataLoop:
                 if code in FATAL or (code == ExitCode.UNAUTHORIZED and not self._synced):
                     self.on_problem(message, int(code))
                     return
-                self._set_status(phase="retrying", problem=message)
+                if not self._synced and isinstance(exc, ConnectionProblem) and exc.timed_out:
+                    # took the connection, never answered: still waiting, not "connection lost"
+                    self._set_status(phase="waiting", problem=f"{message}; asking again")
+                else:
+                    self._set_status(phase="retrying", problem=message)
                 self._emit(ModelDiff(*_empty_diffs(), status_changed=True))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay * random.uniform(0.8, 1.2))
             delay = min(delay * 2, self.options.backoff[1])
+
+    async def _until_stopped(self, coro: Coroutine[Any, Any, None]) -> None:
+        """`coro`, cancelled when the loop is stopped (quitting while a request hangs is at once)."""
+        assert self._stop is not None
+        task = asyncio.ensure_future(coro)
+        stopping = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({task, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopping.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if not task.cancelled():
+            task.result()
 
     async def _serve(self, monitor: Monitor) -> None:
         """One monitor's life. The UI sees the model as it fills (a reset first, then the diffs of
         each LIST page as it is applied, then `synced`): a big cluster's rows appear page by page."""
         assert self._stop is not None
         self.monitor = monitor
-        self._set_status(phase="connecting" if not self._synced else "retrying")
-        await monitor.start()
+        if self._status.phase != "waiting":
+            self._set_status(phase="connecting" if not self._synced else "retrying")
+        silence = asyncio.create_task(self._watch_silence(monitor))
+        project = asyncio.create_task(self._check_project(monitor))
+        try:
+            await monitor.start()
+        except BaseException:
+            silence.cancel()
+            project.cancel()
+            raise
         self._set_status(phase="syncing", problem="", cluster_wide=monitor.status.cluster_wide,
                          namespaces=monitor.status.namespaces)
         self._emit(ModelDiff(*_empty_diffs(), status_changed=True), reset=True)
@@ -217,6 +252,7 @@ class DataLoop:
         try:
             # A first sync that is slow (a huge cluster) still ends: informers retry inside.
             await monitor.wait_synced()
+            silence.cancel()
             live = self._synced = True
             self._refresh_status(monitor, live)
             self._emit(ModelDiff(*_empty_diffs(), status_changed=True), synced=True)
@@ -224,16 +260,60 @@ class DataLoop:
                 metrics = asyncio.create_task(self._metrics(monitor))
             await self._stop.wait()
         finally:
+            for task in (silence, project):
+                task.cancel()
             if metrics is not None:
                 metrics.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await metrics
             await monitor.stop()
 
+    async def _watch_silence(self, monitor: Monitor) -> None:
+        """Until the first LIST is in: a server that took the request and does not answer is
+        said to be awaited ("waiting for the server"), not shown as an empty table "connecting"."""
+        shown = -1
+        while True:
+            await asyncio.sleep(0.2)
+            silent = monitor.client.silent_for()
+            if silent >= self.options.waiting_after:
+                secs = int(silent)
+                if self._status.phase != "waiting" or secs != shown:
+                    shown = secs
+                    limit = monitor.client.timeout
+                    after = f" (gives up after {limit:g} s and asks again)" if limit else ""
+                    self._set_status(phase="waiting",
+                                     problem=f"no answer from {self.cfg.server} for {secs} s{after}")
+                    self._emit(ModelDiff(*_empty_diffs(), status_changed=True))
+            elif self._status.phase == "waiting" and shown >= 0:
+                shown = -1
+                self._set_status(phase="connecting" if not monitor.informers else "syncing", problem="")
+                self._emit(ModelDiff(*_empty_diffs(), status_changed=True))
+
+    async def _check_project(self, monitor: Monitor) -> None:
+        """The project the dashboard opens on exists and may be read; if not, the status says
+        what the CLI would (`project "x" not found`, forbidden) for the screen to show."""
+        if self._project_checked or not self.options.project:
+            return
+        from .names import LookupProblem, resolve_project
+
+        project = self.options.project
+        try:
+            await resolve_project(monitor.client, project, user=self.cfg.impersonate_user or self.cfg.user)
+        except LookupProblem as exc:
+            self._project_checked = True
+            self._set_status(project=project, project_problem=exc.message)
+            self._emit(ModelDiff(*_empty_diffs(), status_changed=True))
+            return
+        except (ApiProblem, ConnectionProblem):
+            return  # asked again with the next connection
+        self._project_checked = True
+        self._set_status(project=project, project_problem="")
+
     async def _metrics(self, monitor: Monitor) -> None:
         from .gpu_feed import apply_snapshot, make_metrics
 
-        gm = make_metrics(self.cfg, self.options.prometheus_url, interval=self.options.refresh_interval)
+        gm = make_metrics(self.cfg, self.options.prometheus_url, interval=self.options.refresh_interval,
+                          timeout=self.cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)  # a slow link is no failure
         if self.options.metric_names:
             from . import promql
 
@@ -253,9 +333,10 @@ class DataLoop:
                     apply_snapshot(model, snap)
                     monitor.metrics_note = snap.source.description if snap.source else ""
                     monitor.metrics_problem = snap.reason if snap.state.value == "unavailable" else ""
+                    monitor.metrics_forbidden = snap.source.forbidden if snap.source else ""
                 model.status_changed = model.status_changed or (
-                    (monitor.metrics_note, monitor.metrics_problem)
-                    != (self._status.metrics_note, self._status.metrics_problem))
+                    (monitor.metrics_note, monitor.metrics_problem, monitor.metrics_forbidden)
+                    != (self._status.metrics_note, self._status.metrics_problem, self._status.metrics_forbidden))
                 if not monitor.flush() and self._focus is not None:
                     self._push_focus(refocus=False)  # the focused ranks' GPU history grew
                 with contextlib.suppress(TimeoutError):
@@ -279,6 +360,7 @@ class DataLoop:
             namespaces=st.namespaces,
             metrics_note=monitor.metrics_note,
             metrics_problem=monitor.metrics_problem,
+            metrics_forbidden=monitor.metrics_forbidden,
         )
 
     def _emit(self, d: ModelDiff, *, reset: bool = False, synced: bool = False, refocus: bool = False) -> None:

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 
-def age(seconds: float | None) -> str:
-    """kubectl's HumanDuration: 45s, 12m, 3h4m, 5d, 2y."""
+def age(seconds: float | None, *, live: bool = False) -> str:
+    """kubectl's HumanDuration: 45s, 12m, 3h4m, 5d, 2y.
+
+    `live` (the dashboard, whose ages move on screen): from 2 to 10 minutes whole minutes only (5m,
+    not 5m30s), so that past 2 minutes no age changes more than once a minute (see `age_changes_in`).
+    """
     if seconds is None:
         return "-"
     s = int(max(0, seconds))
     if s < 60 * 2:
         return f"{s}s"
     m = s // 60
-    if m < 10:
+    if m < 10 and not live:
         rem = s % 60
         return f"{m}m{rem}s" if rem else f"{m}m"
     if m < 60 * 3:
@@ -33,6 +37,39 @@ def age(seconds: float | None) -> str:
         rem = d % 365
         return f"{y}y{rem}d" if rem else f"{y}y"
     return f"{y}y"
+
+
+DAY = 86400
+YEAR = 365 * DAY
+
+
+def age_step(seconds: float) -> int:
+    """The unit of the last figure of `age(seconds, live=True)`, in seconds: 1 under 2 minutes, a
+    minute under 8 hours (12m, 3h4m), an hour under 8 days (20h, 2d5h), a day under 8 years (45d,
+    2y10d), then a year. Every band starts at a multiple of its unit."""
+    s = int(max(0, seconds))
+    if s < 120:
+        return 1
+    if s < 8 * 3600:
+        return 60
+    if s < 8 * DAY:
+        return 3600
+    if s < 8 * YEAR:
+        return DAY
+    return YEAR
+
+
+def age_changes_in(seconds: float) -> float:
+    """Seconds from an age of `seconds` until `age(..., live=True)` shows another text (> 0): the
+    next multiple of the unit shown. An age in the future (clock skew) shows 0s until it is 1 s old."""
+    step = age_step(seconds)
+    whole = int(max(0, seconds))
+    return (whole // step + 1) * step - seconds
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """`1 line`, `2 lines`, `1,024 lines` (`words`: the plural when it is not `word` + s)."""
+    return f"{n:,} {word if n == 1 else words or word + 's'}"
 
 
 def gpus(v: float | None) -> str:

@@ -4,7 +4,10 @@
 - a watch that ends normally is resumed from the last seen resourceVersion, without relisting;
 - only 410 Expired relists, and the relist is diffed against the cache (no ghosts, no duplicates);
 - errors back off with jitter from 0.5 s to 30 s; a silent connection is noticed by a read timeout;
-- 403 marks the informer forbidden (shown as such, not as empty) and retries slowly.
+- 403 marks the informer forbidden (shown as such, not as empty) and retries slowly;
+- without watch (one-shot commands) a failing LIST is retried for `give_up_after` seconds (the
+  request timeout) and then raises the server's error; 401 and errors that asking again will not
+  fix (404, 400) raise at once.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from typing import Any, Generic, TypeVar
 
 import orjson
 
-from .connection import ConnectionProblem
+from .connection import ConnectionProblem, ExitCode
 from .kube import ApiProblem, Kind, KubeClient
 
 R = TypeVar("R")
+RETRIABLE = frozenset({408, 429, 500, 502, 503, 504})  # worth asking again (one-shot LISTs too)
 
 
 class InformerState(enum.Enum):
@@ -64,6 +68,7 @@ class Informer(Generic[R]):
         watch_timeout: tuple[int, int] = (240, 300),
         on_state: Callable[[Informer[R]], None] | None = None,
         watch: bool = True,
+        give_up_after: float = 30.0,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -80,6 +85,7 @@ class Informer(Generic[R]):
         self.watch_timeout = watch_timeout
         self.on_state = on_state
         self.watch_enabled = watch
+        self.give_up_after = give_up_after  # without watch: how long a failing LIST is retried
         self.cache: dict[Hashable, R] = {}
         self.rv: str | None = None
         self.state = InformerState.SYNCING
@@ -89,6 +95,7 @@ class Informer(Generic[R]):
         self.watches = 0
         self._stopped = False
         self._task: asyncio.Task[None] | None = None
+        self._last_error: Exception = ConnectionProblem("no answer", ExitCode.UNREACHABLE)
 
     @property
     def name(self) -> str:
@@ -125,7 +132,10 @@ class Informer(Generic[R]):
 
     async def run(self) -> None:
         delay = self.backoff_min
+        failing_since: float | None = None
+        loop = asyncio.get_running_loop()
         while not self._stopped:
+            attempt = loop.time()
             try:
                 if self.rv is None:
                     await self._relist()
@@ -149,15 +159,22 @@ class Informer(Generic[R]):
                 elif exc.status == 401:
                     self._set_state(InformerState.UNAUTHORIZED, exc.message)
                     if not self.watch_enabled:
-                        self.synced.set()
-                        return
+                        raise  # a one-shot command says so (exit 6), never prints a partial picture
                 else:
                     self._set_state(InformerState.RETRYING, exc.message)
+                    if not self.watch_enabled and exc.status not in RETRIABLE:
+                        raise  # 404, 400...: asking again will not help
+                    self._last_error = exc
+                    failing_since = attempt if failing_since is None else failing_since
             except (ConnectionProblem, TimeoutError) as exc:
                 self._set_state(InformerState.RETRYING, getattr(exc, "message", "") or "connection timed out")
-                if not self.watch_enabled and isinstance(exc, ConnectionProblem):
-                    raise
+                self._last_error = exc if isinstance(exc, ConnectionProblem) else ConnectionProblem(
+                    "timed out reading from the API server", ExitCode.UNREACHABLE, timed_out=True)
+                failing_since = attempt if failing_since is None else failing_since
             jitter = delay * random.uniform(0.8, 1.2)
+            if not self.watch_enabled and failing_since is not None \
+                    and loop.time() - failing_since + jitter > self.give_up_after:
+                raise self._last_error  # a one-shot LIST ends with the error, never a silent wait
             await asyncio.sleep(jitter)
             delay = min(self.backoff_max, delay * 2)
 
@@ -170,7 +187,7 @@ class Informer(Generic[R]):
             params = {**self._params(), "limit": self.page_size}
             if token:
                 params["continue"] = token
-            raw = await self.client.request("GET", path, params=params, timeout=120)
+            raw = await self.client.request("GET", path, params=params)
             self.lists += 1
             # A page builds ~100k objects at once: pause the cyclic GC, which would otherwise rescan
             # the whole heap several times per page (it cost 10x the parse itself).

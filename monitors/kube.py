@@ -11,6 +11,7 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 import aiohttp
 import orjson
@@ -29,8 +30,14 @@ class Kind:
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
         root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        p = f"{root}/namespaces/{namespace}/{self.plural}" if namespace and self.namespaced else f"{root}/{self.plural}"
-        return f"{p}/{name}" if name else p
+        p = (f"{root}/namespaces/{seg(namespace)}/{self.plural}" if namespace and self.namespaced
+             else f"{root}/{self.plural}")
+        return f"{p}/{seg(name)}" if name else p
+
+
+def seg(value: str) -> str:
+    """`value` as one URL path segment: every reserved character (`/`, `?`, `#`, `%`) escaped."""
+    return quote(value, safe="")
 
 
 class ApiProblem(Exception):
@@ -68,12 +75,21 @@ def problem_from_body(status: int, body: bytes) -> ApiProblem:
     return ApiProblem(status, f"HTTP {status}", text or f"HTTP {status}")
 
 
+AGGREGATED = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
+              "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList,application/json")
+
+
 class KubeClient:
-    def __init__(self, cfg: ClusterConfig, *, timeout: float = 30.0) -> None:
+    def __init__(self, cfg: ClusterConfig, *, timeout: float | None = None) -> None:
+        """`timeout`: seconds per request (default: the config's `request_timeout`; None in both
+        means no limit)."""
         self.cfg = cfg
-        self.timeout = timeout
+        self.timeout = timeout if timeout is not None else cfg.request_timeout
         self._session: aiohttp.ClientSession | None = None
         self._ssl: ssl.SSLContext | bool | None = None
+        self._pending: dict[int, float] = {}  # request id -> when it was sent (streams excluded)
+        self._answered = 0.0  # monotonic time of the last answer
+        self._next_id = 0
 
     @property
     def server(self) -> str:
@@ -102,7 +118,9 @@ class KubeClient:
                 f"TLS verification failed for {self.server}: {exc.__class__.__name__}: {_short(exc)}", ExitCode.TLS
             )
         if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-            return ConnectionProblem(f"timed out talking to {self.server}", ExitCode.UNREACHABLE)
+            after = f" (no answer within {self.timeout:g} s)" if self.timeout else ""
+            return ConnectionProblem(f"timed out talking to {self.server}{after}", ExitCode.UNREACHABLE,
+                                     timed_out=True)
         return ConnectionProblem(f"cannot reach the API server at {self.server}: {_short(exc)}", ExitCode.UNREACHABLE)
 
     async def request(
@@ -114,24 +132,53 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         timeout: float | None = None,
+        accept: str = "application/json",
     ) -> bytes:
+        return (await self._request(method, path, params=params, body=body, content_type=content_type,
+                                    timeout=timeout, accept=accept))[1]
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | list[tuple[str, str]] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: float | None = None,
+        accept: str = "application/json",
+    ) -> tuple[str, bytes]:
+        """(the answer's content type, its body); an error status raises `ApiProblem`."""
         session = self._get_session()
-        headers = self._headers()
+        headers = self._headers(accept)
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
             headers.append(("Content-Type", content_type))
+        loop = asyncio.get_running_loop()
+        rid = self._next_id = self._next_id + 1
+        self._pending[rid] = loop.time()
         try:
             async with session.request(
                 method, self.server + path, params=_params(params), data=data, headers=headers,
                 timeout=aiohttp.ClientTimeout(total=timeout or self.timeout),
             ) as resp:
+                self._answered = loop.time()
                 raw = await resp.read()
                 if resp.status >= 400:
                     raise problem_from_body(resp.status, raw)
-                return raw
+                return resp.headers.get("Content-Type", ""), raw
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise self._connection_problem(exc) from None
+        finally:
+            self._pending.pop(rid, None)
+
+    def silent_for(self) -> float:
+        """Seconds the server has not answered while requests wait (0 when none waits)."""
+        if not self._pending:
+            return 0.0
+        now = asyncio.get_running_loop().time()
+        return max(0.0, now - max(self._answered, min(self._pending.values())))
 
     async def websocket(self, path: str, params: list[tuple[str, str]], protocols: tuple[str, ...]
                         ) -> aiohttp.ClientWebSocketResponse:
@@ -204,32 +251,52 @@ class KubeClient:
 
     # -- discovery -----------------------------------------------------------------------------
     async def served_kinds(self) -> dict[tuple[str, str], Kind]:
-        """(group, plural) -> Kind for every resource the server offers (preferred version)."""
+        """(group, plural) -> Kind for every resource the server offers (preferred version).
+
+        One round trip where the server offers aggregated discovery (`apidiscovery.k8s.io/v2`,
+        Kubernetes 1.30+: /api and /apis list every resource); otherwise /api/v1 and /apis, then
+        each group version, all at once."""
+        (core_type, core_raw), (apis_type, apis_raw) = await asyncio.gather(
+            self._request("GET", "/api", accept=AGGREGATED), self._request("GET", "/apis", accept=AGGREGATED))
         out: dict[tuple[str, str], Kind] = {}
-        core = await self.get("/api/v1")
-        for r in core.get("resources", []):
-            if "/" not in r["name"]:
-                out[("", r["name"])] = Kind("", "v1", r["name"], bool(r.get("namespaced")))
-        groups = await self.get("/apis")
+        if _aggregated(core_type) and _aggregated(apis_type):
+            for doc in (orjson.loads(core_raw), orjson.loads(apis_raw)):
+                for item in doc.get("items") or ():
+                    group = str((item.get("metadata") or {}).get("name") or "")
+                    for v in item.get("versions") or ():  # preferred first
+                        for r in v.get("resources") or ():
+                            key = (group, str(r.get("resource") or ""))
+                            if key[1] and key not in out:
+                                out[key] = Kind(group, str(v.get("version")), key[1], r.get("scope") != "Cluster")
+            return out
+        groups = orjson.loads(apis_raw)
 
-        async def one(group: str, version: str) -> None:
+        async def one(group: str, version: str) -> list[dict[str, Any]]:
             try:
-                doc = await self.get(f"/apis/{group}/{version}")
+                doc = await self.get(f"/apis/{group}/{version}" if group else "/api/v1")
             except ApiProblem:
-                return
-            for r in doc.get("resources", []):
-                if "/" not in r["name"] and (group, r["name"]) not in out:
-                    out[(group, r["name"])] = Kind(group, version, r["name"], bool(r.get("namespaced")))
+                if not group:
+                    raise
+                return []
+            return [r for r in doc.get("resources", []) if "/" not in r["name"]]
 
-        jobs = []
+        wanted: list[tuple[str, str]] = [("", "v1")]
         for g in groups.get("groups", []):
-            versions = [g["preferredVersion"]["version"]] + [
-                v["version"] for v in g.get("versions", []) if v["version"] != g["preferredVersion"]["version"]
-            ]
-            for v in versions:
-                jobs.append(one(g["name"], v))
-        await asyncio.gather(*jobs)
+            preferred = g["preferredVersion"]["version"]
+            versions = [preferred] + [v["version"] for v in g.get("versions", []) if v["version"] != preferred]
+            wanted += [(g["name"], v) for v in versions]
+        answers = await asyncio.gather(*(one(g, v) for g, v in wanted))
+        for (group, version), resources in zip(wanted, answers, strict=True):  # preferred version first
+            for r in resources:
+                if (group, r["name"]) not in out:
+                    out[(group, r["name"])] = Kind(group, version, r["name"], bool(r.get("namespaced")))
         return out
+
+
+def _aggregated(content_type: str) -> bool:
+    """An APIGroupDiscoveryList answer (`as=APIGroupDiscoveryList` in its media type)."""
+    params = {p.strip().partition("=")[0]: p.strip().partition("=")[2] for p in content_type.split(";")[1:]}
+    return params.get("as") == "APIGroupDiscoveryList" and params.get("g") == "apidiscovery.k8s.io"
 
 
 def _params(params: Mapping[str, Any] | list[tuple[str, str]] | None) -> list[tuple[str, str]] | None:

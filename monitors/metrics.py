@@ -70,11 +70,13 @@ from urllib3.util.retry import Retry
 
 from . import exposition, promql
 from .prom_discovery import (
+    EXPORTER_SELECTORS,
     ApiEndpoint,
     ExporterPod,
     PromService,
     describe_request_error,
     find_exporter_pods,
+    forbidden_notes,
     http_get,
     locate_prometheus,
     status_message,
@@ -121,6 +123,7 @@ class MetricsSource:
     service: PromService | None = None
     exporters: tuple[ExporterPod, ...] = ()
     notes: tuple[str, ...] = ()  # what discovery tried
+    forbidden: str = ""  # nothing found because the API server refused to show it (why)
 
     def __str__(self) -> str:
         if self.kind is SourceKind.PROMETHEUS:
@@ -140,6 +143,8 @@ class MetricsSource:
             return (f"DCGM exporters scraped through the API server's pod proxy "
                     f"({n} pod{'s' if n != 1 else ''}; no Prometheus found)")
         why = "; ".join(self.notes[-3:])
+        if self.forbidden:
+            return f"forbidden to this identity ({self.forbidden})"
         return "no GPU metrics: no Prometheus service or DCGM exporter pod found" + (f" ({why})" if why else "")
 
 
@@ -367,9 +372,19 @@ class GpuMetrics:
             return self._source
         api = self.api
         namespaces = tuple(dict.fromkeys([*self.discovery_namespaces, *sorted(self._namespaces)]))
-        svc, _candidates, notes = await self._call(
-            lambda: locate_prometheus(api, namespaces, timeout=self.timeout)
-        )
+
+        async def exporters_for(selector: str) -> tuple[list[ExporterPod], list[str]]:
+            try:
+                return await self._call(
+                    lambda: find_exporter_pods(api, namespaces, timeout=self.timeout, selectors=(selector,)))
+            except requests.RequestException as exc:
+                return [], [f"API server: {describe_request_error(exc, self.timeout)}"]
+
+        # Prometheus and the exporters are looked for at once (one round trip, not one per step);
+        # Prometheus wins when both are found
+        (svc, _candidates, notes), *by_selector = await asyncio.gather(
+            self._call(lambda: locate_prometheus(api, namespaces, timeout=self.timeout)),
+            *(exporters_for(sel) for sel in EXPORTER_SELECTORS))
         if svc is not None:
             url = api.url(svc.path)
             self._session = api.new_session()
@@ -377,19 +392,20 @@ class GpuMetrics:
             self._source = MetricsSource(SourceKind.PROMETHEUS_VIA_APISERVER, url=url, service=svc,
                                          notes=tuple(notes))
             return self._source
-        try:
-            exporters, enotes = await self._call(
-                lambda: find_exporter_pods(api, namespaces, timeout=self.timeout)
-            )
-        except requests.RequestException as exc:
-            exporters, enotes = [], [f"API server: {describe_request_error(exc, self.timeout)}"]
+        found = {(e.namespace, e.name): e for pods, _n in by_selector for e in pods}
+        exporters = [found[k] for k in sorted(found)]
+        enotes = list(dict.fromkeys(n for _p, ns in by_selector for n in ns))
+        if exporters:
+            enotes = [n for n in enotes if n != "no DCGM exporter pod found"]
         notes = [*notes, *enotes]
         if exporters:
             self._session = api.new_session()
             self._source = MetricsSource(SourceKind.EXPORTER_SCRAPE, exporters=tuple(exporters),
                                          notes=tuple(notes))
         else:
-            self._source = MetricsSource(SourceKind.NONE, notes=tuple(notes))
+            refused = forbidden_notes(notes)  # nothing found where we were not allowed to look
+            self._source = MetricsSource(SourceKind.NONE, notes=tuple(notes), forbidden=(
+                "may not list Prometheus services or DCGM exporter pods: HTTP 403" if refused else ""))
         return self._source
 
     def _should_rediscover(self, now: float) -> bool:

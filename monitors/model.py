@@ -487,15 +487,26 @@ def first_failure(placed: list[tuple[object, PodRec]]) -> FirstFailure | None:
     return best
 
 
+TERMINAL_CONDITIONS = {"Succeeded": "Succeeded", "Complete": "Succeeded", "Completed": "Succeeded",
+                       "Failed": "Failed"}
+
+
 def derive_status(job: JobRec | None, ranks: list[RankView]) -> tuple[str, str]:
-    """Status as the operators mean it (the last True condition), plus Degraded and Pending reasons."""
+    """Status as the operators mean it (the last True condition; a terminal one, Failed or
+    Succeeded, wins over Running, Created and Suspended whatever their order), plus Degraded and
+    Pending reasons."""
     last = None
+    terminal = None
     if job is not None:
         for c in job.conditions:
             if c.status == "True":
                 last = c
+                if TERMINAL_CONDITIONS.get(c.type):
+                    terminal = c
+    if terminal is not None:
+        last = terminal
     ctype = last.type if last else ""
-    ctype = {"Complete": "Succeeded", "Completed": "Succeeded"}.get(ctype, ctype)
+    ctype = TERMINAL_CONDITIONS.get(ctype) or ctype
     if ctype in ("Succeeded", "Failed"):
         return ctype, (last.message or last.reason) if last else ""
     if ctype == "Suspended" or (job is not None and job.suspended and not any(r.phase == "Running" for r in ranks)):

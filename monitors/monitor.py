@@ -12,16 +12,15 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import gc
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Coroutine, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .connection import ClusterConfig, ConnectionProblem
+from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem
 from .informer import Change, Informer, InformerState
-from .kube import ApiProblem, Kind, KubeClient
+from .kube import ApiProblem, Kind, KubeClient, seg
 from .model import LiveModel
 from .parse import parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
 from .views import ModelDiff
@@ -82,25 +81,56 @@ class Monitor:
         self.scope = scope  # watch only these namespaces, even when cluster-wide is allowed
         self.metrics_note = ""  # which GPU metrics source is in use, for display
         self.metrics_problem = ""
+        self.metrics_forbidden = ""  # GPU metrics are forbidden to this identity: why
         self.status = MonitorStatus()
         self.informers: list[Informer[Any]] = []
         self.kinds: dict[tuple[str, str], Kind] = {}
         self._subscribers: list[Callable[[ModelDiff], None]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
+        self._early: dict[str, asyncio.Task[Any]] = {}  # requests started before start() needs them
 
     # -- lifecycle -----------------------------------------------------------------------------
+    def prefetch(self) -> None:
+        """Send the first requests now (discovery; without a scope, the cluster-wide access check
+        and the namespace list), so that what a caller does before `start()` (resolving a
+        project) costs no extra round trip. `start()` calls it too."""
+        loop = asyncio.get_running_loop()
+
+        def early(name: str, coro: Coroutine[Any, Any, Any]) -> None:
+            if name in self._early:
+                coro.close()
+            else:
+                self._early[name] = loop.create_task(coro, name=f"monitor {name}")
+
+        early("kinds", self.client.served_kinds())
+        if self.scope is None:
+            early("wide", self._can_list_cluster_wide())
+            early("namespaces", self._namespace_list())
+
     async def start(self) -> None:
-        self.kinds = await self.client.served_kinds()
+        """Discovery, the access check and the namespaces to watch, all at once (one round trip,
+        two for a user who may not list cluster-wide), then every informer's first LIST."""
+        self.prefetch()
+        try:
+            if self.scope is None:
+                self.kinds, cluster_wide = await asyncio.gather(self._early["kinds"], self._early["wide"])
+            else:  # the scope's Namespace objects are read along with the LISTs
+                if "scope" not in self._early:
+                    self._early["scope"] = asyncio.get_running_loop().create_task(
+                        self._read_namespaces(list(self.scope)))
+                self.kinds = await self._early["kinds"]
+                cluster_wide = False
+        except BaseException:
+            self._cancel_early()
+            raise
         self.status.served = tuple(sorted(f"{p}.{g}" if g else p for g, p in self.kinds))
-        cluster_wide = self.scope is None and await self._can_list_cluster_wide()
         self.status.cluster_wide = cluster_wide
         scopes: list[str | None]
         if cluster_wide:
+            self._cancel_early()
             scopes = [None]
         else:
             scopes = list(self.scope) if self.scope is not None else list(await self._visible_namespaces())
-            if self.scope is not None:
-                await self._read_namespaces(scopes)
             self.status.namespaces = tuple(s for s in scopes if s)
         core = lambda plural: self.kinds.get(("", plural))  # noqa: E731
         if cluster_wide:
@@ -120,6 +150,8 @@ class Monitor:
                               self.model.apply_jobs)
         for inf in self.informers:
             inf.start()
+        if "scope" in self._early:
+            await self._early["scope"]
 
     def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], Any],
              key: Callable[[Any], Hashable], apply: Callable[[Iterable[tuple[Hashable, Any]]], None]) -> None:
@@ -133,7 +165,7 @@ class Monitor:
         inf = Informer(
             self.client, kind, parse, key, sink, namespace=ns, watch=not self.once,
             read_timeout=self.read_timeout, backoff_min=self.backoff[0], backoff_max=self.backoff[1],
-            on_state=self._on_state,
+            on_state=self._on_state, give_up_after=self.cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT,
         )
         self.informers.append(inf)
 
@@ -146,39 +178,64 @@ class Monitor:
                 return False
             raise
 
+    def _cancel_early(self) -> None:
+        for task in self._early.values():
+            task.cancel()
+            task.add_done_callback(_retrieve)  # a speculative request that failed is not an error
+
+    async def _namespace_list(self) -> list[dict[str, Any]] | None:
+        """Every Namespace object, or None when that is forbidden."""
+        try:
+            doc = await self.client.get("/api/v1/namespaces")
+        except ApiProblem:
+            return None
+        return list(doc.get("items") or [])
+
     async def _visible_namespaces(self) -> list[str]:
-        """Namespaces to watch when the user may not list cluster-wide."""
+        """Namespaces to watch when the user may not list cluster-wide: ours (the context's and the
+        configured ones) and the Run:ai ones, where a LIST of one pod is allowed."""
         names = list(self.extra_namespaces)
         if self.cfg.namespace and self.cfg.namespace not in names:
             names.append(self.cfg.namespace)
-        with contextlib.suppress(ApiProblem):
-            doc = await self.client.get("/api/v1/namespaces")
-            for item in doc.get("items", []):
-                n = item["metadata"]["name"]
-                labels = item["metadata"].get("labels") or {}
-                if (n.startswith("runai-") or "runai/queue" in labels or "kai.scheduler/queue" in labels) \
-                        and n not in names:
-                    names.append(n)
-        visible = []
-        for n in names:
+        items = await self._early["namespaces"] if "namespaces" in self._early else await self._namespace_list()
+        for item in items or ():
+            n = item["metadata"]["name"]
+            labels = item["metadata"].get("labels") or {}
+            if (n.startswith("runai-") or "runai/queue" in labels or "kai.scheduler/queue" in labels) \
+                    and n not in names:
+                names.append(n)
+
+        async def readable(n: str) -> bool:
             try:
-                await self.client.request("GET", f"/api/v1/namespaces/{n}/pods", params={"limit": 1})
+                await self.client.request("GET", f"/api/v1/namespaces/{seg(n)}/pods", params={"limit": 1})
             except ApiProblem as exc:
                 if exc.status in (403, 404):
-                    continue  # cannot read inside it: not one of ours
+                    return False  # cannot read inside it: not one of ours
                 raise
-            visible.append(n)
-        await self._read_namespaces(visible)
+            return True
+
+        checks, _ = await asyncio.gather(asyncio.gather(*(readable(n) for n in names)), self._read_namespaces(names))
+        visible = [n for n, ok in zip(names, checks, strict=True) if ok]
+        self.model.apply_namespaces([(n, None) for n in names if n not in visible and n in self.model.namespaces])
         return visible
 
+    async def readable_namespaces(self) -> list[str] | None:
+        """None when the user may list across namespaces, else the namespaces they may read."""
+        if await self._can_list_cluster_wide():
+            return None
+        return await self._visible_namespaces()
+
     async def _read_namespaces(self, names: list[str]) -> None:
-        for n in names:
+        async def one(n: str) -> None:
             try:
-                raw = await self.client.get(f"/api/v1/namespaces/{n}")
-                self.model.apply_namespaces([(n, parse_namespace(raw))])
+                raw = await self.client.get(f"/api/v1/namespaces/{seg(n)}")
             except ApiProblem as exc:
                 if exc.status not in (403, 404):
                     raise
+                return
+            self.model.apply_namespaces([(n, parse_namespace(raw))])
+
+        await asyncio.gather(*(one(n) for n in names))
 
     def _on_state(self, inf: Informer[Any]) -> None:
         name = inf.name
@@ -189,8 +246,10 @@ class Monitor:
         else:
             changed = self.status.forbidden.pop(name, None) is not None
         if inf.state in (InformerState.RETRYING, InformerState.UNAUTHORIZED):
-            changed = changed or self.status.retrying.get(name) != inf.error
-            self.status.retrying[name] = inf.error or inf.state.value
+            why = (ApiProblem(401, "Unauthorized", inf.error).one_line() if inf.state == InformerState.UNAUTHORIZED
+                   else inf.error or inf.state.value)  # expired credentials say so, not "Unauthorized"
+            changed = changed or self.status.retrying.get(name) != why
+            self.status.retrying[name] = why
         else:
             changed = changed or self.status.retrying.pop(name, None) is not None
         if changed:
@@ -220,7 +279,13 @@ class Monitor:
         self.flush()
         release_memory()
 
+    def pods_forbidden(self) -> dict[str, str]:
+        """namespace -> the server's message, where listing pods was forbidden."""
+        return {i.namespace or "": i.error for i in self.informers
+                if i.kind.plural == "pods" and not i.kind.group and i.state == InformerState.FORBIDDEN}
+
     async def stop(self) -> None:
+        self._cancel_early()
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
@@ -246,6 +311,11 @@ class Monitor:
     @property
     def list_requests(self) -> int:
         return sum(i.lists for i in self.informers)
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def release_memory() -> None:

@@ -28,7 +28,8 @@ usual namespaces; each is scraped through the pod proxy
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -59,6 +60,7 @@ KNOWN_PROM_NAMES = ("prometheus-k8s", "prometheus-operated", "kube-prometheus-st
                     "prometheus-server")
 MAX_NAMESPACES = 50
 MAX_PROBES = 5
+PARALLEL = 32  # GETs of one discovery step sent at once
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,9 @@ class ApiEndpoint:
         s.headers.update(self.headers)
         s.verify = self.verify
         s.cert = self.cert
+        adapter = requests.adapters.HTTPAdapter(pool_maxsize=PARALLEL)  # discovery asks in parallel
+        s.mount("https://", adapter)
+        s.mount("http://", adapter)
         return s
 
     def url(self, path: str) -> str:
@@ -160,6 +165,21 @@ def _get(session: requests.Session, api: ApiEndpoint, path: str, timeout: float,
     return resp.status_code, doc
 
 
+def _parallel(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = PARALLEL) -> list[Any]:
+    """`fn` over `items` in a few threads (independent GETs: one round trip, not one per item),
+    results in order. Exceptions propagate."""
+    items = list(items)
+    if len(items) <= 1:
+        return [fn(i) for i in items]
+    with ThreadPoolExecutor(max_workers=min(workers, len(items)), thread_name_prefix="discovery") as pool:
+        return list(pool.map(fn, items))
+
+
+def forbidden_notes(notes: Iterable[str]) -> bool:
+    """The notes of a discovery say that listing was refused (HTTP 403)."""
+    return any(n.endswith("HTTP 403") for n in notes)
+
+
 def _items(doc: Any) -> list[dict[str, Any]]:
     if isinstance(doc, dict) and isinstance(doc.get("items"), list):
         return [i for i in doc["items"] if isinstance(i, dict)]
@@ -231,33 +251,33 @@ def find_prometheus_services(api: ApiEndpoint, namespaces: Iterable[str] = (), *
     Raises requests exceptions when the API server cannot be reached at all."""
     s = session or api.new_session()
     notes: list[str] = []
-    status, doc = _get(s, api, "/api/v1/services", timeout)
+    # the namespace list is asked with the services (needed only when those are refused)
+    (status, doc), (st, nsdoc) = _parallel(lambda path: _get(s, api, path, timeout),
+                                           ["/api/v1/services", "/api/v1/namespaces"])
     if status == 200:
         return rank_services(_items(doc)), notes
     notes.append(f"listing services in all namespaces: HTTP {status}")
     wanted = list(dict.fromkeys([*namespaces, *PROM_NAMESPACES]))
-    st, nsdoc = _get(s, api, "/api/v1/namespaces", timeout)
     if st == 200:
         names = [(i.get("metadata") or {}).get("name") for i in _items(nsdoc)]
         wanted += [n for n in names if n and n not in wanted]
     wanted = wanted[:MAX_NAMESPACES]
     services: list[dict[str, Any]] = []
     unlisted: list[str] = []
-    for ns in wanted:
-        st, sdoc = _get(s, api, f"/api/v1/namespaces/{quote(ns)}/services", timeout)
+    listed = _parallel(lambda ns: _get(s, api, f"/api/v1/namespaces/{quote(ns, safe='')}/services", timeout),
+                       wanted)
+    for ns, (st, sdoc) in zip(wanted, listed, strict=True):
         if st == 200:
             services.extend(_items(sdoc))
         else:
             unlisted.append(ns)
     if unlisted:
         notes.append(f"cannot list services in {len(unlisted)} namespace(s); trying well-known names")
-        for ns in unlisted:
-            for name in KNOWN_PROM_NAMES:
-                if name == "prometheus-k8s" and ns != "monitoring":
-                    continue
-                st, sdoc = _get(s, api, f"/api/v1/namespaces/{quote(ns)}/services/{quote(name)}", timeout)
-                if st == 200 and isinstance(sdoc, dict):
-                    services.append(sdoc)
+        paths = [f"/api/v1/namespaces/{quote(ns, safe='')}/services/{quote(name, safe='')}"
+                 for ns in unlisted for name in KNOWN_PROM_NAMES if name != "prometheus-k8s" or ns == "monitoring"]
+        for st, sdoc in _parallel(lambda path: _get(s, api, path, timeout), paths):
+            if st == 200 and isinstance(sdoc, dict):
+                services.append(sdoc)
     return rank_services(services), notes
 
 
@@ -327,29 +347,39 @@ def _exporter(pod: Mapping[str, Any]) -> ExporterPod | None:
 
 
 def find_exporter_pods(api: ApiEndpoint, namespaces: Iterable[str] = (), *, timeout: float = 5.0,
-                       session: requests.Session | None = None) -> tuple[list[ExporterPod], list[str]]:
-    """Running DCGM exporter pods, sorted by (namespace, name), and notes. GET only.
+                       session: requests.Session | None = None,
+                       selectors: Iterable[str] = EXPORTER_SELECTORS) -> tuple[list[ExporterPod], list[str]]:
+    """Running DCGM exporter pods, sorted by (namespace, name), and notes. GET only; the
+    selectors (and, where listing everywhere is refused, the namespaces) are asked at once.
 
     Raises requests exceptions when the API server cannot be reached at all."""
     s = session or api.new_session()
     notes: list[str] = []
     found: dict[tuple[str, str], ExporterPod] = {}
-    for selector in EXPORTER_SELECTORS:
-        status, doc = _get(s, api, "/api/v1/pods", timeout, {"labelSelector": selector})
+    selectors = list(selectors)
+    namespaces = list(namespaces)
+
+    def everywhere(selector: str) -> tuple[int, Any]:
+        return _get(s, api, "/api/v1/pods", timeout, {"labelSelector": selector})
+
+    def add(doc: Any) -> None:
+        for pod in _items(doc):
+            e = _exporter(pod)
+            if e is not None:
+                found[(e.namespace, e.name)] = e
+
+    refused = []
+    for selector, (status, doc) in zip(selectors, _parallel(everywhere, selectors), strict=True):
         if status == 200:
-            for pod in _items(doc):
-                e = _exporter(pod)
-                if e is not None:
-                    found[(e.namespace, e.name)] = e
-            continue
-        notes.append(f"listing pods {selector} in all namespaces: HTTP {status}")
-        for ns in dict.fromkeys([*EXPORTER_NAMESPACES, *namespaces]):
-            st, ndoc = _get(s, api, f"/api/v1/namespaces/{quote(ns)}/pods", timeout, {"labelSelector": selector})
-            if st == 200:
-                for pod in _items(ndoc):
-                    e = _exporter(pod)
-                    if e is not None:
-                        found[(e.namespace, e.name)] = e
+            add(doc)
+        else:
+            notes.append(f"listing pods {selector} in all namespaces: HTTP {status}")
+            refused.append(selector)
+    asks = [(ns, sel) for sel in refused for ns in dict.fromkeys([*EXPORTER_NAMESPACES, *namespaces])]
+    for st, ndoc in _parallel(lambda a: _get(s, api, f"/api/v1/namespaces/{quote(a[0], safe='')}/pods", timeout,
+                                             {"labelSelector": a[1]}), asks):
+        if st == 200:
+            add(ndoc)
     if not found:
         notes.append("no DCGM exporter pod found")
     return [found[k] for k in sorted(found)], notes

@@ -20,6 +20,7 @@ from monitors.kube import ApiProblem, KubeClient
 
 from .errors import SessionError
 from .lifecycle import Target, problem
+from .manifests import INTERACTIVE_GRACE_SECONDS
 from .names import check_name
 
 REPLICA_FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
@@ -89,6 +90,9 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None) -> di
         tmeta = tmpl.get("metadata")
         if tmeta:
             tmpl["metadata"] = _clean_meta(tmeta, drop_interactive=True)
+        pod_spec = tmpl.get("spec") or {}
+        if pod_spec.get("terminationGracePeriodSeconds") == INTERACTIVE_GRACE_SECONDS:
+            del pod_spec["terminationGracePeriodSeconds"]  # the training command gets the default to stop
         if kind == "MPIJob" and rtype.lower() != "launcher":
             continue  # MPI workers keep their command (sshd by default)
         containers = (tmpl.get("spec") or {}).get("containers") or []

@@ -17,7 +17,9 @@ job manifest:
 
 The job and every pod template carry the labels `project: <project>` (Run:ai) and `ranks/user:
 <user>` (an annotation instead when the user name is not a valid label value, e.g. an e-mail
-address); an interactive job is annotated `ranks/interactive: "true"`. A GPU portion is Run:ai's
+address); an interactive job is annotated `ranks/interactive: "true"` and its pods stop 1 s after a delete
+or suspend (`terminationGracePeriodSeconds: 1`: their PID 1 is `sleep infinity`, which ignores
+SIGTERM, so the default 30 s would only hold the GPUs). A GPU portion is Run:ai's
 `gpu-fraction` pod annotation, with no `nvidia.com/gpu` request. runPolicy: `cleanPodPolicy:
 Running` (finished pods stay for their logs, running ones go with the job); an unattended job also
 gets `backoffLimit` and `ttlSecondsAfterFinished`.
@@ -44,6 +46,10 @@ USER_KEY = "ranks/user"
 INTERACTIVE_KEY = "ranks/interactive"
 FRACTION_KEY = "gpu-fraction"
 SLEEP_INFINITY = ("sleep", "infinity")
+# An interactive pod's PID 1 is `sleep infinity`, which ignores SIGTERM (PID 1 has no default
+# signal actions); what the user started runs through exec and gets no SIGTERM either. A longer
+# grace period would only hold the GPUs after delete or suspend.
+INTERACTIVE_GRACE_SECONDS = 1
 BACKOFF_LIMIT = 3
 TTL_AFTER_FINISHED = 7 * 24 * 3600  # an unattended job and its pods (logs) stay a week after it ends
 MAX_WORKERS = 10_000
@@ -307,6 +313,8 @@ def _replica(spec: SubmitSpec, count: int, command: Sequence[str] | None, *, gpu
     if annotations:
         meta["annotations"] = annotations
     pod: dict[str, Any] = {"containers": [_container(spec, command, gpus)]}
+    if spec.interactive:
+        pod["terminationGracePeriodSeconds"] = INTERACTIVE_GRACE_SECONDS
     if spec.node_pool:
         pod["nodeSelector"] = {NODE_POOL_LABEL: spec.node_pool}
     vols, _ = parse_volumes(spec.volumes)

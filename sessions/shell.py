@@ -13,6 +13,7 @@ from typing import Any
 
 from monitors.connection import ExitCode
 from monitors.humanize import gpus as fmt_gpus
+from monitors.humanize import plural
 from monitors.sanitize import clean
 from monitors.views import RankView, WorkloadView
 
@@ -190,7 +191,8 @@ def banner(target: ShellTarget) -> str:
         f"ranks shell: {clean(wl.kind)} {clean(wl.name)} (project {clean(wl.project)})",
         f"  pod {clean(r.pod)} [{clean(target.container)}] on node {clean(r.node or '-')}, "
         f"{clean(r.label)}{'' if r.rank is None else f' rank {r.rank}'}",
-        f"  world size {world_size(target)}, {len(wl.ranks)} pods, {fmt_gpus(wl.gpus_allocated)} GPUs",
+        f"  world size {world_size(target)}, {plural(len(wl.ranks), 'pod')}, "
+        f"{fmt_gpus(wl.gpus_allocated)} {'GPU' if wl.gpus_allocated == 1 else 'GPUs'}",
     ]
     if wl.kind == "MPIJob":
         hostfile = env.get("OMPI_MCA_orte_default_hostfile") or "/etc/mpi/hostfile"

@@ -91,6 +91,64 @@ def resource_list(reg: Registry, group: str, version: str) -> dict[str, Any] | N
     }
 
 
+# -- aggregated discovery (apidiscovery.k8s.io/v2, GA in Kubernetes 1.30) ---------------------------
+
+AGGREGATED_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+
+
+def wants_aggregated(accept: str | None) -> bool:
+    """True when the Accept header offers the v2 APIGroupDiscoveryList (as kubectl and client-go do)."""
+    for media in (accept or "").split(","):
+        kind, *params = (p.strip() for p in media.split(";"))
+        opts = dict(p.partition("=")[::2] for p in params)
+        if kind == "application/json" and opts.get("g") == "apidiscovery.k8s.io" and opts.get("v") == "v2" \
+                and opts.get("as") == "APIGroupDiscoveryList":
+            return True
+    return False
+
+
+def _resource_discovery(rt: ResourceType) -> dict[str, Any]:
+    gvk = {"group": rt.group, "version": rt.version, "kind": rt.kind}
+    entry: dict[str, Any] = {
+        "resource": rt.plural,
+        "responseKind": gvk,
+        "scope": "Namespaced" if rt.namespaced else "Cluster",
+        "singularResource": rt.singular,
+        "verbs": list(rt.verbs),
+    }
+    if rt.short_names:
+        entry["shortNames"] = list(rt.short_names)
+    if rt.categories:
+        entry["categories"] = list(rt.categories)
+    subs = []
+    for sub in rt.subresources:
+        verbs = ["get", "patch", "update"] if sub in ("status", "scale") else ["get", "create"]
+        kind = rt.kind if sub == "status" else _sub_kind(sub)
+        subs.append({"subresource": sub, "responseKind": {"group": rt.group if sub == "status" else "",
+                                                           "version": rt.version, "kind": kind},
+                     "verbs": verbs})
+    if subs:
+        entry["subresources"] = subs
+    return entry
+
+
+def aggregated_discovery(reg: Registry, *, core: bool) -> dict[str, Any]:
+    """/api (core: the legacy group "") or /apis as one APIGroupDiscoveryList: every group,
+    version (preferred first) and resource in one answer."""
+    items = []
+    for group, versions in reg.groups().items():
+        if bool(group) == core:
+            continue
+        vs = []
+        for version in _sorted_versions(list(versions)):
+            types = sorted(versions[version], key=lambda r: r.plural)
+            vs.append({"version": version, "resources": [_resource_discovery(rt) for rt in types],
+                       "freshness": "Current"})
+        items.append({"metadata": {"name": group, "creationTimestamp": None}, "versions": vs})
+    return {"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "metadata": {},
+            "items": items}
+
+
 def _sub_kind(sub: str) -> str:
     return {
         "log": "Pod",

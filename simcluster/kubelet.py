@@ -19,8 +19,10 @@
 - Deleting a pod through the API is graceful for pods with a runtime: a `server.delete_hooks`
   hook marks it deleting (`deletionTimestamp`, grace from DeleteOptions or
   `spec.terminationGracePeriodSeconds`, default 30; 0 deletes at once), the kubelet sends SIGTERM
-  to every process group of the pod, SIGKILL after the grace period, writes the final status and
-  removes the pod from the store. Terminal pods are removed at once. A pod removed from the store
+  to each container's first process as a runtime sends it to PID 1 (dropped unless the process
+  handles SIGTERM: a PID 1 ignores default-action signals, so `sleep infinity` or `sh -c` run
+  until the grace period ends), SIGKILL to every process group of the pod after the grace
+  period, writes the final status and removes the pod from the store. Terminal pods are removed at once. A pod removed from the store
   by other means (cascade, namespace deletion) has its processes stopped the same way.
 - `sim.stop()` stops every process (SIGTERM, then SIGKILL after `shutdown_grace`) and waits. If
   simcluster is killed outright, the reaper (`simcluster.reaper`) kills what is left.

@@ -52,7 +52,7 @@ from .podenv import (
 )
 from .podlogs import LogWriter, read_text
 from .podvolumes import materialise
-from .reaper import Reaper, pdeathsig_preexec, signal_ids
+from .reaper import Reaper, handles_signal, pdeathsig_preexec, signal_ids
 from .store import now_rfc3339
 
 if TYPE_CHECKING:
@@ -595,7 +595,7 @@ class PodRuntime:
         self.event("Normal", "Created", f"Created container: {run.name}")
         self.event("Normal", "Started", f"Started container {run.name}")
         if self.terminating:
-            self._signal_instance(inst, signal.SIGTERM)
+            self._signal_instance(inst, signal.SIGTERM, as_runtime=True)
         if run.kind == "regular":
             oom = (self.pod["metadata"].get("annotations") or {}).get(OOM_ANNOTATION)
             if oom:
@@ -716,11 +716,22 @@ class PodRuntime:
                   if r.last is not None and r.last.pid is not None and not r.last.done.is_set()]
         return [g for g in groups if g is not None] + sorted(self._child_groups)
 
-    def _signal_instance(self, inst: Instance, sig: int) -> None:
-        if inst.pid is not None and not inst.done.is_set():
-            if sig == signal.SIGTERM:
-                inst.term_sent = True
-            signal_ids([inst.pid], sig, self.kubelet.proc_table if sig == signal.SIGKILL else None)
+    def _signal_instance(self, inst: Instance, sig: int, *, as_runtime: bool = False) -> None:
+        """`sig` to the container. `as_runtime` (a graceful stop): SIGTERM goes to the container's
+        first process only, as a container runtime sends it to PID 1, and the kernel drops it
+        unless that process handles SIGTERM (PID 1 of a PID namespace ignores default-action
+        signals): `sh -c '...; echo done'` or `sleep infinity` keep running until SIGKILL at the
+        end of the grace period, as in a real pod."""
+        if inst.pid is None or inst.done.is_set():
+            return
+        if sig == signal.SIGTERM:
+            inst.term_sent = True
+            if as_runtime:
+                if handles_signal(inst.pid, signal.SIGTERM):
+                    with contextlib.suppress(OSError):
+                        os.kill(inst.pid, signal.SIGTERM)
+                return
+        signal_ids([inst.pid], sig, self.kubelet.proc_table if sig == signal.SIGKILL else None)
 
     def _signal_children(self, sig: int) -> None:
         signal_ids(self._child_groups, sig, self.kubelet.proc_table if sig == signal.SIGKILL else None)
@@ -749,8 +760,7 @@ class PodRuntime:
                 inst = run.last
                 if inst is not None and inst.running:
                     self.event("Normal", "Killing", f"Stopping container {run.name}")
-                    self._signal_instance(inst, signal.SIGTERM)
-            self._signal_children(signal.SIGTERM)
+                    self._signal_instance(inst, signal.SIGTERM, as_runtime=True)
             while True:
                 live = [i for i in self._instances() if not i.done.is_set()]
                 if not live:
@@ -764,7 +774,7 @@ class PodRuntime:
                     break
                 for i in live:
                     if not i.term_sent:
-                        self._signal_instance(i, signal.SIGTERM)
+                        self._signal_instance(i, signal.SIGTERM, as_runtime=True)
                 self._deadline_changed.clear()
                 waits = [asyncio.ensure_future(i.done.wait()) for i in live]
                 waits.append(asyncio.ensure_future(self._deadline_changed.wait()))

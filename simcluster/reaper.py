@@ -269,6 +269,18 @@ class ProcessTable:
         return sorted(out)
 
 
+def handles_signal(pid: int, sig: int) -> bool:
+    """The process has a handler for `sig` (its SigCgt mask in /proc; False when unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
 def signal_ids(ids: Iterable[int], sig: int, table: ProcessTable | None = None) -> None:
     """Send `sig` to process groups `ids` and to every other member of those sessions."""
     ids = [i for i in ids if i > 1]

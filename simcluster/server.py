@@ -167,7 +167,7 @@ class ApiServer:
         )
         if path.startswith("/simcluster/admin/"):
             return await self._admin(request, who), "admin", who.name
-        resp = self._discovery(path)
+        resp = self._discovery(path, request.headers.get("Accept"))
         if resp is not None:
             return resp, "", who.name
         ctx = self._parse(request, who)
@@ -184,8 +184,12 @@ class ApiServer:
         return await self._resource(ctx), ctx.verb, who.name
 
     # -- discovery -----------------------------------------------------------------------------
-    def _discovery(self, path: str) -> web.Response | None:
+    def _discovery(self, path: str, accept: str | None = None) -> web.Response | None:
         reg = self.registry
+        if path in ("/api", "/apis") and discovery.wants_aggregated(accept):
+            doc = discovery.aggregated_discovery(reg, core=path == "/api")
+            return web.Response(body=dumps(doc), headers={"Content-Type": discovery.AGGREGATED_TYPE,
+                                                          "Vary": "Accept"})
         if path == "/api":
             return json_response(discovery.api_versions(self.address))
         if path == "/apis":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import time
 from collections.abc import Callable, Iterable
-from typing import ClassVar
+from typing import ClassVar, Protocol, runtime_checkable
 
 from textual import on
 from textual.app import App, SystemCommand
@@ -19,9 +19,11 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
+from textual.timer import Timer
 
 from monitors.connection import ClusterConfig
 from monitors.dataloop import DataLoop, DataOptions, DataUpdate
+from monitors.humanize import age_changes_in
 from monitors.views import WorkloadView
 from themes import ColourMode, ThemeSet, glyphs_for
 
@@ -38,6 +40,15 @@ from .settings import Settings
 from .store import Store
 
 WorkloadKey = tuple[str, str, str]
+AGE_LAG = 0.005  # the age ticker wakes this long after an age's text changes (never just before)
+
+
+@runtime_checkable
+class ShowsAges(Protocol):
+    """A screen with ages on it. `tick_ages(now)` brings every age it shows up to `now`, repainting
+    only the cells whose text changes, and returns the times those ages are measured from."""
+
+    def tick_ages(self, now: float) -> Iterable[float]: ...
 
 
 class DataArrived(Message):
@@ -128,10 +139,14 @@ class RanksApp(SessionActions, App[int]):
             metric_names=self.settings.metric_names,
             refresh_interval=self.settings.refresh_interval,
             coalesce=self.settings.coalesce,
+            project=self.start_project or None,
         )
         self.data = DataLoop(cfg, opts, on_update=lambda u: self.post_message(DataArrived(u)),
                              on_problem=lambda m, c: self.post_message(DataProblem(m, c)))
         self.exit_message = ""
+        self._age_timer: Timer | None = None
+        self.age_due: float | None = None  # when (by `clock`) the age ticker wakes next; None: asleep
+        self.age_ticks = 0  # its wakeups (for tests and diagnostics)
         for theme in themes.textual_themes(colour_mode):
             self.register_theme(theme)
         for name in [n for n in self.available_themes if n not in themes]:
@@ -190,6 +205,39 @@ class RanksApp(SessionActions, App[int]):
         self.exit_message = msg.message
         self.exit(msg.code)
 
+    # -- ages ----------------------------------------------------------------------------------------
+    def ages_shown(self, since: Iterable[float], now: float | None = None) -> None:
+        """The visible screen just drew ages measured from the times `since` (at `now`): the one age
+        ticker wakes by the first moment one of them shows another text (every second under 2
+        minutes, then once a minute, an hour...), never later. A tick that is already due (a row was
+        drawn after an age's text changed but before the ticker woke) runs first, so that rows drawn
+        at different moments never disagree."""
+        if self.age_due is not None and self.age_due <= self.clock():
+            self._tick_ages()
+        if now is None:
+            now = self.clock()
+        due = min((now + age_changes_in(now - t) for t in since), default=None)
+        if due is None or (self.age_due is not None and self.age_due <= due):
+            return
+        if self._age_timer is not None:
+            self._age_timer.stop()
+        self.age_due = due
+        self._age_timer = self.set_timer(max(0.0, due - now) + AGE_LAG, self._tick_ages, name="ages")
+
+    def _tick_ages(self) -> None:
+        """Every age on the visible screen up to now (only the cells whose text changes); then
+        asleep until the next change of one of them. A screen without ages leaves it asleep."""
+        if self._age_timer is not None:
+            self._age_timer.stop()
+            self._age_timer = None
+        self.age_due = None
+        self.age_ticks += 1
+        stack = self.screen_stack  # empty while the app closes
+        screen = stack[-1] if stack else None
+        if isinstance(screen, RanksScreen) and isinstance(screen, ShowsAges) and screen.query(Crumbs):
+            now = self.clock()
+            self.ages_shown(screen.tick_ages(now), now)
+
     # -- navigation ----------------------------------------------------------------------------------
     def breadcrumbs(self, upto: Screen[object]) -> list[str]:
         out = []
@@ -200,9 +248,11 @@ class RanksApp(SessionActions, App[int]):
                 break
         return out
 
+    def can_go_back(self) -> bool:
+        return sum(isinstance(s, RanksScreen) for s in self.screen_stack) > 1
+
     def go_back(self) -> None:
-        ranks_screens = [s for s in self.screen_stack if isinstance(s, RanksScreen)]
-        if len(ranks_screens) > 1:
+        if self.can_go_back():
             self.pop_screen()
 
     def _pop_to(self, cls: type[RanksScreen]) -> bool:
@@ -218,8 +268,9 @@ class RanksApp(SessionActions, App[int]):
     def open_workload(self, key: WorkloadKey) -> None:
         self.push_screen(WorkloadScreen(key))
 
-    def open_logs(self, key: WorkloadKey) -> None:
-        self.push_screen(LogsScreen(key))
+    def open_logs(self, key: WorkloadKey, *, previous: bool = False, rank: str = "", note: str = "") -> None:
+        """The merged logs; `rank`: shown filtered to that rank; `previous`: the previous instances."""
+        self.push_screen(LogsScreen(key, previous=previous, rank=rank, note=note))
 
     def open_describe(self, w: WorkloadView) -> None:
         path = workload_path(w)

@@ -93,9 +93,10 @@ def spark_cell(look: Look, history: Iterable[float], width: int = SPARK) -> Text
 
 
 def age_cell(created: float | None, now: float | None = None) -> Text:
+    """An age as the dashboard shows it (kept current by the app's age ticker: `RanksApp.ages_shown`)."""
     if created is None:
         return Text("-")
-    return Text(age((now or time.time()) - created), no_wrap=True)
+    return Text(age((now or time.time()) - created, live=True), no_wrap=True)
 
 
 def gpu_pair(requested: float, allocated: float) -> Text:

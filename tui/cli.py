@@ -1,7 +1,8 @@
 """The `ranks` command line (also installed as `kubectl-ranks`, so `kubectl ranks ...` works).
 
-Global options (`--kubeconfig`, `--context`, `--prometheus`, `--read-only`) are accepted before
-or after the subcommand, as kubectl accepts its flags. Heavy imports happen inside commands, so
+Global options (`--kubeconfig`, `--context`, `--prometheus`, `--read-only`, `--request-timeout`)
+are accepted before or after the subcommand, as kubectl accepts its flags. Project and workload
+names are checked here, before any request (exit 2 with the rule they break). Heavy imports happen inside commands, so
 `ranks --help` and completion start fast.
 
 Exit codes: 0 ok, 1 failed, 2 usage, 3 no/invalid kubeconfig or context, 4 server unreachable,
@@ -10,6 +11,7 @@ Exit codes: 0 ok, 1 failed, 2 usage, 3 no/invalid kubeconfig or context, 4 serve
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -18,11 +20,71 @@ import click
 
 from .errors import EXIT_USAGE, fail
 
-GLOBAL_KEYS = ("kubeconfig", "context", "prometheus", "read_only")
+GLOBAL_KEYS = ("kubeconfig", "context", "prometheus", "read_only", "request_timeout")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_request_timeout(text: str) -> float:
+    """kubectl's --request-timeout: `30s`, `1m`, `1m30s`, `500ms`, a bare number of seconds, or
+    `0` for no timeout. Seconds (0.0: none); ValueError with the rule when malformed."""
+    s = text.strip()
+    if re.fullmatch(r"\d+(\.\d*)?", s):
+        return float(s)
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(f'"{text}" is not a duration (use e.g. 30s, 1m, 1m30s; 0 means no timeout)')
+    return total
+
+
+def _request_timeout(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None or ctx.resilient_parsing:  # (shell completion parses half-typed words)
+        return None
+    try:
+        return parse_request_timeout(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def _project_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None or ctx.resilient_parsing:  # (shell completion parses half-typed words)
+        return None
+    from monitors.names import project_problem
+
+    problem = project_problem(value)
+    if problem:
+        raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
+
+
+def _workload_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None or ctx.resilient_parsing:  # (shell completion parses half-typed words)
+        return None
+    from monitors.names import workload_problem
+
+    problem = workload_problem(value)
+    if problem:
+        raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
+
+
+def workload_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """WORKLOAD (NAME or KIND/NAME), checked before anything is sent."""
+    return click.argument("workload", callback=_workload_name)(fn)
 
 
 def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """The global flags, on the group and on every subcommand (a later one wins)."""
+    fn = click.option("--request-timeout", "request_timeout", metavar="DURATION", default=None,
+                      callback=_request_timeout,
+                      help="How long one request to the API server may take before giving up (as kubectl: "
+                           "30s, 1m; 0: no limit). Default 30s; a server that keeps failing is given up on "
+                           "after the same time.")(fn)
     fn = click.option("--kubeconfig", metavar="PATH", default=None, help="Path to the kubeconfig file.")(fn)
     fn = click.option("--context", metavar="NAME", default=None, help="The kubeconfig context to use.")(fn)
     fn = click.option("--prometheus", metavar="URL", default=None,
@@ -44,7 +106,7 @@ def _merge_globals(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]
 
 OUTPUT = click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table",
                       show_default=True, help="Output format.")
-PROJECT = click.option("-p", "--project", metavar="PROJECT", default=None,
+PROJECT = click.option("-p", "--project", metavar="PROJECT", default=None, callback=_project_name,
                        help="Project name (team-a) or namespace (runai-team-a).")
 ALL = click.option("-A", "--all-projects", "all_projects", is_flag=True, help="All projects.")
 
@@ -62,7 +124,7 @@ def dashboard_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     fn = click.option("--theme", metavar="NAME", default=None,
                       help="Theme: dark, light, high-contrast, colour-blind or one of yours.")(fn)
     fn = click.option("--ascii", is_flag=True, default=False, help="Only ASCII glyphs (no Unicode bars).")(fn)
-    fn = click.option("-p", "--project", metavar="PROJECT", default=None,
+    fn = click.option("-p", "--project", metavar="PROJECT", default=None, callback=_project_name,
                       help="Open on this project's workloads (default: the config's, else all).")(fn)
     return fn
 
@@ -141,7 +203,7 @@ def list_command(ctx: click.Context, project: str | None, all_projects: bool, st
 
 
 @cli.command("get")
-@click.argument("workload")
+@workload_argument
 @PROJECT
 @OUTPUT
 @global_options
@@ -169,7 +231,7 @@ def top_command(ctx: click.Context, what: str, output: str, **kwargs: Any) -> No
 
 
 @cli.command("logs")
-@click.argument("workload")
+@workload_argument
 @PROJECT
 @click.option("-f", "--follow", is_flag=True, help="Keep following: new lines, restarted and late pods.")
 @click.option("--since", metavar="DURATION", default=None, help="Only lines newer than this (30s, 10m, 1h).")
@@ -204,7 +266,7 @@ def logs_command(ctx: click.Context, workload: str, project: str | None, **kw: A
 
 
 @cli.command("shell")
-@click.argument("workload")
+@workload_argument
 @PROJECT
 @click.option("--rank", "rank", metavar="R", default=None, help="This rank (worker-2, or a rank number).")
 @click.option("--pod", "pod", metavar="POD", default=None, help="This pod of the workload.")
@@ -229,25 +291,26 @@ def shell_cmd(ctx: click.Context, workload: str, project: str | None, rank: str 
 
 
 @cli.command("exec", context_settings={"ignore_unknown_options": True})
-@click.argument("workload")
+@workload_argument
 @PROJECT
 @click.option("--all", "all_ranks", is_flag=True, help="Every rank.")
 @click.option("--rank", "ranks", multiple=True, metavar="R[,R...]", help="These ranks (labels or rank numbers).")
 @click.option("-c", "--container", metavar="NAME", default=None, help="This container (default: the main one).")
+@click.option("-v", "--verbose", is_flag=True, help="Print every rank's exit status, also when all succeeded.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @global_options
 @click.pass_context
 def exec_cmd(ctx: click.Context, workload: str, project: str | None, all_ranks: bool, ranks: tuple[str, ...],
-             container: str | None, command: tuple[str, ...], **kwargs: Any) -> None:
+             container: str | None, verbose: bool, command: tuple[str, ...], **kwargs: Any) -> None:
     """Run a command on several ranks of WORKLOAD at once: ranks exec WORKLOAD --all -- CMD...
 
-    Output lines are prefixed with the rank; each rank's exit status is printed at the end, and the
-    exit status is 1 when any rank failed.
+    Output lines are prefixed with the rank. When a rank fails, every rank's exit status is
+    printed at the end (always with -v) and the exit status is 1.
     """
     from .shell_command import run_exec
 
     sys.exit(run_exec(_merge_globals(ctx, kwargs), workload, _group_project(ctx, project), all_ranks=all_ranks,
-                      ranks=ranks, container=container, command=command))
+                      ranks=ranks, container=container, command=command, verbose=verbose))
 
 
 @cli.command("sim")

@@ -16,7 +16,7 @@ import orjson
 import yaml
 from rich.cells import cell_len
 
-from monitors.export import event_json, node_json, project_json, workload_json
+from monitors.export import node_json, project_json, workload_json
 from monitors.humanize import age, gpus, mib, percent
 from monitors.records import EventRec
 from monitors.sanitize import clean
@@ -94,7 +94,19 @@ def print_workloads(wls: list[WorkloadView], output: str, *, show_project: bool)
     _print(headers, rows, "No workloads found.", colour_col=headers.index("STATUS"))
 
 
-def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note: str) -> None:
+def event_order(e: EventRec) -> tuple[float, int, str]:
+    """When it happened: the last time seen, then (events of one second) the nanosecond clock
+    that Kubernetes event recorders put in the name (`<object>.<hex UnixNano>`)."""
+    _, _, suffix = e.name.rpartition(".")
+    try:
+        nanos = int(suffix, 16) if 8 <= len(suffix) <= 16 else 0
+    except ValueError:
+        nanos = 0
+    return (e.last or 0.0, nanos, e.name)
+
+
+def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note: str, *,
+              events_forbidden: str = "", max_events: int = 20) -> None:
     now = time.time()
     out = sys.stdout
     pods_running = sum(1 for r in w.ranks if r.phase == "Running")
@@ -138,12 +150,16 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
     out.write((table(headers, rows, colour_col=3) if rows else "No pods yet.") + "\n")
     if metrics_note:
         out.write(f"\nGPU metrics: {clean(metrics_note)}\n")
-    out.write("\nEvents:\n")
-    if not events:
-        out.write("  <none>\n")
+    events = sorted(events, key=event_order)[-max_events:]  # the newest, oldest first
+    if events_forbidden:
+        out.write(f"\nEvents:  not shown: {clean(events_forbidden, limit=200)}\n")
+    elif not events:
+        out.write("\nEvents:  <none>\n")
     else:
-        rows = [[e["type"], e["reason"], e["object"], e["message"]] for e in map(event_json, events)]
-        out.write("  " + table(["TYPE", "REASON", "OBJECT", "MESSAGE"], rows).replace("\n", "\n  ") + "\n")
+        out.write("\nEvents:\n")
+        rows = [[age(now - e.last if e.last else None), e.type, e.reason, f"{e.kind}/{e.object_name}", e.message]
+                for e in events]
+        out.write("  " + table(["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows).replace("\n", "\n  ") + "\n")
 
 
 def print_nodes(nodes: list[NodeView], output: str) -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .cli import PROJECT, _group_project, _merge_globals, cli, global_options
+from .cli import PROJECT, _group_project, _merge_globals, cli, global_options, workload_argument
 
 FRAMEWORK_NAMES = ("mpi", "pytorch", "tensorflow", "xgboost")
 
@@ -58,7 +58,7 @@ def submit_command(ctx: click.Context, name: str, project: str | None, **kw: Any
 
 
 @cli.command("delete")
-@click.argument("workload")
+@workload_argument
 @PROJECT
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
 @global_options
@@ -71,7 +71,7 @@ def delete_command(ctx: click.Context, workload: str, project: str | None, yes: 
 
 
 @cli.command("suspend")
-@click.argument("workload")
+@workload_argument
 @PROJECT
 @global_options
 @click.pass_context
@@ -83,7 +83,7 @@ def suspend_command(ctx: click.Context, workload: str, project: str | None, **kw
 
 
 @cli.command("resume")
-@click.argument("workload")
+@workload_argument
 @PROJECT
 @global_options
 @click.pass_context
@@ -95,7 +95,7 @@ def resume_command(ctx: click.Context, workload: str, project: str | None, **kw:
 
 
 @cli.command("convert")
-@click.argument("workload")
+@workload_argument
 @PROJECT
 @click.option("--command", "command", metavar="CMD", default=None,
               help="What the job runs (a shell command line), instead of sleep infinity.")

@@ -18,6 +18,7 @@ from typing import Any
 from monitors.connection import ConnectionProblem, ExitCode, load_cluster_config
 from themes import ConfigFileError, detect_colour_mode, load_themes
 
+from .cli_commands import configure
 from .errors import fail
 from .settings import Settings, load_settings, themes_dir
 
@@ -76,7 +77,7 @@ def run_dashboard(opts: dict[str, Any], *, theme: str | None, ascii: bool, proje
     prepared = prepare(opts, theme=theme, ascii=ascii, project=project)
     _need_terminal()
     try:
-        cfg = load_cluster_config(opts.get("kubeconfig"), opts.get("context"))
+        cfg = configure(load_cluster_config(opts.get("kubeconfig"), opts.get("context")), opts)
     except ConnectionProblem as exc:
         fail(exc.message, exc.code)
     return run_app(cfg, prepared)
@@ -120,6 +121,8 @@ def demo_cluster(workdir: Path, *, prometheus: bool = True) -> Iterator[tuple[Pa
         if server is not None:
             server.stop()
         sim_thread.stop()
+        # the cluster is gone: a kubeconfig pointing at its dead port must not stay behind
+        (workdir / "kubeconfig").unlink(missing_ok=True)
 
 
 def _wait_for_exporters(sim_thread: Any, sim: Any, timeout: float = 10.0) -> None:
@@ -140,12 +143,13 @@ def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: s
     with contextlib.ExitStack() as stack:
         if base is None:
             base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ranks-demo-")))
-        base.mkdir(parents=True, exist_ok=True)
         try:
+            base.mkdir(parents=True, exist_ok=True)
+            base.chmod(0o700)  # the cluster's tokens, TLS keys and pod logs: the user's alone
             kubeconfig, url = stack.enter_context(demo_cluster(base))
         except OSError as exc:
             fail(f"cannot start the demo cluster: {exc.strerror or exc}", ExitCode.ERROR)
-        cfg = load_cluster_config(str(kubeconfig), None)
+        cfg = configure(load_cluster_config(str(kubeconfig), None), opts)
         settings = prepared.settings
         if url and not settings.prometheus_url:
             prepared.settings = settings.with_overrides(prometheus_url=url)

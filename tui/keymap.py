@@ -80,6 +80,8 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     BindingSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", "table", show=False),
     BindingSpec("toggle_mine", "m", "toggle_mine", "Only mine", "table"),
     BindingSpec("all_projects", "a", "all_projects", "All projects", "table", show=False),
+    BindingSpec("next_tab", "right", "next_tab", "Next tab", "table", show=False, priority=True),
+    BindingSpec("previous_tab", "left", "previous_tab", "Previous tab", "table", show=False, priority=True),
     # details: describe / YAML view
     BindingSpec("yaml", "y", "yaml", "YAML", "details"),
     BindingSpec("events", "e", "events", "Events", "details"),

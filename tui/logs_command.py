@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from monitors.connection import ClusterConfig, ExitCode
-from monitors.kube import KubeClient
-from monitors.logs.engine import LogEngine, LogOptions
+from monitors.humanize import plural
+from monitors.logs.engine import LogEngine, LogOptions, failure_summary
 from monitors.logs.filters import FilterError, LineFilter
 from monitors.logs.first_failure import FailureReport, first_failure_report
 from monitors.logs.lines import LogLine, format_ts
@@ -31,7 +31,7 @@ from monitors.monitor import Monitor
 from monitors.sanitize import clean
 from monitors.views import WorkloadView
 
-from .cli_commands import _error, _pick, _run, resolve_project
+from .cli_commands import _error, _pick, _run, locate
 from .cli_output import colour_enabled
 
 # prefix colours, one per rank in rank order (ANSI 16-colour codes readable on dark and light terminals)
@@ -169,18 +169,23 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
     if previous and follow:
         return _error("--previous reads finished instances and cannot be used with -f/--follow", ExitCode.USAGE)
     colour = colour_enabled() and not no_color and output == "text"
+    give_up = opts.get("request_timeout") or 30.0
     options = LogOptions(follow=follow, since_seconds=since_seconds, tail=tail, previous=previous, filter=flt,
-                         collapse=collapse, max_streams=max_streams)
+                         collapse=collapse, max_streams=max_streams, failure_notices=False,
+                         give_up_after=float(give_up))
 
     async def body(cfg: ClusterConfig) -> int:
-        async with KubeClient(cfg) as probe:
-            ns = await resolve_project(probe, project) if project else cfg.namespace
-        monitor = Monitor(cfg, once=not follow, events=False, nodes=False, scope=(ns,))
+        # the workload: in -p's project, else the context's namespace, else the one project that has it
+        monitor, wl = await locate(cfg, opts, ref, project)
+        if follow:  # the follow needs watches: the same namespace, listed and watched
+            await monitor.stop()
+            monitor = Monitor(cfg, events=False, nodes=False, scope=(wl.namespace,))
         engine: LogEngine | None = None
         try:
-            await monitor.start()
-            await monitor.wait_synced(timeout=120)
-            wl = _pick(list(monitor.model.workloads.values()), ref)
+            if follow:
+                await monitor.start()
+                await monitor.wait_synced(timeout=120)
+                wl = _pick(list(monitor.model.workloads.values()), f"{wl.kind}/{wl.name}")
             if first_failure:
                 report = await first_failure_report(monitor.client, wl, lines=tail if tail is not None else 20)
                 _print_failure(wl, report, output, colour)
@@ -197,13 +202,21 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
             await engine.start()
             done = asyncio.ensure_future(engine.wait())
             broken = asyncio.ensure_future(printer.broken.wait())
+            fatal = asyncio.ensure_future(engine.fatal.wait())
             try:
-                await asyncio.wait({done, broken}, return_when=asyncio.FIRST_COMPLETED)
+                await asyncio.wait({done, broken, fatal}, return_when=asyncio.FIRST_COMPLETED)
             finally:
-                done.cancel()
-                broken.cancel()
+                for t in (done, broken, fatal):
+                    t.cancel()
+            if engine.fatal_failure is not None and not printer.broken.is_set():
+                await engine.stop()  # what was read is printed first
+                f = engine.fatal_failure
+                return _error(clean(f.one_line(), limit=500), f.code)
             if not follow and not engine.streams:
                 Printer.notice(f"{wl.kind.lower()}/{wl.name} has no started pods to read logs from")
+            if engine.failures and not printer.broken.is_set():
+                message, code = failure_summary(engine.failures)
+                return _error(clean(message, limit=500), code)
             if not follow and not engine.connected:
                 return ExitCode.UNREACHABLE
             return ExitCode.OK
@@ -261,7 +274,7 @@ def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, 
     out = [f"{k + ':':<15}{clean(v)}" for k, v in rows]
     which = "previous instance" if report.previous else "instance that failed"
     if report.lines:
-        out.append(f"\nLast {len(report.lines)} lines of the {which}:")
+        out.append(f"\nLast {plural(len(report.lines), 'line')} of the {which}:")
         bold = "\x1b[1m" if colour else ""
         reset = "\x1b[0m" if colour else ""
         for ln in report.lines:

@@ -14,6 +14,7 @@ from textual import work
 from textual.app import SuspendNotSupported
 
 from monitors.connection import ExitCode
+from monitors.humanize import plural
 from monitors.sanitize import clean
 from monitors.views import RankView, WorkloadView
 from sessions import convert, lifecycle
@@ -158,7 +159,7 @@ class SessionActions:
             return
         what = "interactive session" if wl.interactive else "workload"
         question = Text(f"Delete {what} {wl.kind.lower()}/{clean(wl.name)} in {clean(wl.namespace)} "
-                        f"({wl.status}, {len(wl.ranks)} pods)?")
+                        f"({wl.status}, {plural(len(wl.ranks), 'pod')})?")
 
         def answered(yes: bool | None) -> None:
             if yes:
@@ -245,7 +246,7 @@ class SessionActions:
                 self._convert(wl, new, delete_interactive)
 
         self.push_screen(ConfirmScreen(Text(f"Submit {wl.kind.lower()}/{name} in {wl.namespace}{more}?"),
-                                       yes="Submit"), answered)
+                                       yes="Submit", destructive=delete_interactive), answered)
 
     @work(group="convert")
     async def _convert(self: RanksApp, wl: WorkloadView, new: dict[str, Any], delete_interactive: bool) -> None:

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from monitors.connection import ClusterConfig, ExitCode
-from monitors.kube import ApiProblem, KubeClient
+from monitors.kube import ApiProblem, KubeClient, seg
 from monitors.monitor import Monitor
 from monitors.views import WorkloadView
 from sessions.errors import SessionError
@@ -20,7 +20,7 @@ from sessions.lifecycle import delete as delete_workload
 from sessions.manifests import SubmitSpec, spec_problems
 from sessions.submit import submit
 
-from .cli_commands import UserError, _error, _pick, _run, resolve_project
+from .cli_commands import UserError, _error, _pick, _run, resolve_project, search_namespace
 from .cli_output import emit_structured
 
 
@@ -63,7 +63,7 @@ async def project_name(client: KubeClient, namespace: str) -> str:
     """The Run:ai project of a namespace (its runai/queue label, else runai-<project>), else the
     namespace itself."""
     try:
-        ns = await client.get(f"/api/v1/namespaces/{namespace}")
+        ns = await client.get(f"/api/v1/namespaces/{seg(namespace)}")
     except ApiProblem:
         ns = {}
     labels = (ns.get("metadata") or {}).get("labels") or {}
@@ -138,10 +138,22 @@ async def find_workload(cfg: ClusterConfig, namespace: str, ref: str) -> Workloa
         await monitor.stop()
 
 
+async def locate_workload(cfg: ClusterConfig, ref: str, project: str | None) -> WorkloadView:
+    """The workload `ref`: in the project given (-p), else in the context's namespace, else in
+    the one project the user may read that has it (`cli_commands.search_namespace`)."""
+    if project:
+        async with KubeClient(cfg) as probe:
+            return await find_workload(cfg, await resolve_project(probe, project), ref)
+    try:
+        return await find_workload(cfg, cfg.namespace, ref)
+    except UserError as exc:
+        if exc.code not in (ExitCode.NOT_FOUND, ExitCode.FORBIDDEN):
+            raise
+    return await find_workload(cfg, await search_namespace(cfg, ref), ref)
+
+
 async def _target(cfg: ClusterConfig, ref: str, project: str | None) -> tuple[Target, WorkloadView]:
-    async with KubeClient(cfg) as probe:
-        ns = await resolve_project(probe, project) if project else cfg.namespace
-    wl = await find_workload(cfg, ns, ref)
+    wl = await locate_workload(cfg, ref, project)
     try:
         return target_of(wl), wl
     except SessionError as exc:

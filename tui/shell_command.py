@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from monitors.connection import ClusterConfig, ExitCode
-from monitors.kube import ApiProblem, KubeClient
+from monitors.kube import ApiProblem, KubeClient, seg
 from monitors.sanitize import clean
 from monitors.views import RankView, WorkloadView
 from sessions.exec_all import run_on_ranks, select_ranks
@@ -29,15 +29,14 @@ from sessions.shell import (
 )
 from sessions.terminal import LocalTerminal
 
-from .cli_commands import UserError, _run, resolve_project
-from .session_commands import _refuse_if_read_only, find_workload
+from .cli_commands import UserError, _run
+from .session_commands import _refuse_if_read_only, locate_workload
 
 WAIT_POLL = 1.0
 
 
 async def load_workload(cfg: ClusterConfig, client: KubeClient, ref: str, project: str | None) -> WorkloadView:
-    ns = await resolve_project(client, project) if project else cfg.namespace
-    return await find_workload(cfg, ns, ref)
+    return await locate_workload(cfg, ref, project)
 
 
 def _ask(question: str) -> bool:
@@ -92,7 +91,7 @@ async def open_target(cfg: ClusterConfig, client: KubeClient, ref: str, project:
             raise UserError(f"{why} (use --wait to wait for it)", ExitCode.ERROR)
         wl, r = await wait_until_running(cfg, client, ref, project, pick)
     assert r is not None
-    raw = await client.get(f"/api/v1/namespaces/{wl.namespace}/pods/{r.pod}")
+    raw = await client.get(f"/api/v1/namespaces/{seg(wl.namespace)}/pods/{seg(r.pod)}")
     workers = [x for x in wl.ranks if x.role == "worker"]
     return ShellTarget(wl, r, default_container(raw, container), raw, workers)
 
@@ -117,7 +116,7 @@ async def explain_end(client: KubeClient, target: ShellTarget, outcome: ExecOutc
     if not outcome.lost and outcome.exit_code < 128:
         return ""
     try:
-        raw = await client.get(f"/api/v1/namespaces/{target.workload.namespace}/pods/{target.rank.pod}")
+        raw = await client.get(f"/api/v1/namespaces/{seg(target.workload.namespace)}/pods/{seg(target.rank.pod)}")
     except ApiProblem as exc:
         if exc.status == 404:
             return f"pod {target.rank.pod} was deleted during the shell"
@@ -167,7 +166,7 @@ def run_shell(opts: dict[str, Any], ref: str, project: str | None, *, rank: str 
 
 
 def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: bool, ranks: Sequence[str],
-             container: str | None, command: Sequence[str]) -> int:
+             container: str | None, command: Sequence[str], verbose: bool = False) -> int:
     if not command:
         return _usage("no command given: ranks exec WORKLOAD --all -- CMD...")
     refused = _refuse_if_read_only(opts, f"run commands in {ref}")
@@ -202,11 +201,11 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
             if len(refused) == 1 and all(r.outcome is None for r in results):
                 message, code = refused.pop()  # the same refusal everywhere (RBAC, unreachable): say it once
                 raise UserError(message, ExitCode(code) if code in iter(ExitCode) else ExitCode.ERROR)
-            failed = 0
-            for res in results:
-                why = f" ({clean(res.error)})" if res.error else ""
-                print(f"{res.rank.label}: exit {res.exit_code}{why}", file=sys.stderr)
-                failed += not res.ok
+            failed = sum(not res.ok for res in results)
+            if failed or verbose:  # a summary only when it says something (or asked for with -v)
+                for res in results:
+                    why = f" ({clean(res.error)})" if res.error else ""
+                    print(f"{res.rank.label}: exit {res.exit_code}{why}", file=sys.stderr)
             return ExitCode.OK if not failed else ExitCode.ERROR
 
     return _run(opts, body)

@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import overload
 
+from ..humanize import plural
 from .lines import LogLine
 from .terminal_text import SafeText
 
@@ -81,7 +82,7 @@ class LineBuffer:
         m = self._marker
         if m is None or m.cut != self.dropped:
             first = self.by_seq(self.first_seq)
-            text = f"… {self.dropped:,} older lines dropped (buffer holds the newest {self.cap:,})"
+            text = f"… {plural(self.dropped, 'older line')} dropped (buffer holds the newest {self.cap:,})"
             m = LogLine(first.ts if first is not None else 0, text.encode(), kind="dropped", cut=self.dropped)
             m._safe = SafeText(text, ((0, len(text), "dim italic"),))
             self._marker = m

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..connection import ConnectionProblem, ExitCode
+from ..kube import ApiProblem
 from ..workloads import ROLE_ORDER
 from .buffer import DEFAULT_CAP, DEFAULT_RANK_CAP, FilteredView, LineBuffer, RankRings
 from .filters import LineFilter
@@ -53,6 +55,30 @@ DEFAULT_MAX_STREAMS = 256
 TERMINAL_STATUS = ("Succeeded", "Failed")
 
 
+@dataclass(frozen=True, slots=True)
+class ReadFailure:
+    """A rank's log that could not be read: who, why, and the documented exit code it means."""
+
+    label: str
+    container: str
+    message: str
+    code: ExitCode
+
+    def one_line(self) -> str:
+        return f"{self.label}/{self.container}: {self.message}"
+
+
+def failure_summary(failures: list[ReadFailure]) -> tuple[str, ExitCode]:
+    """One line and one exit code for every rank whose log could not be read (401 > 403 > the rest)."""
+    order = (ExitCode.UNAUTHORIZED, ExitCode.FORBIDDEN, ExitCode.TLS, ExitCode.UNREACHABLE, ExitCode.ERROR)
+    worst = min(failures, key=lambda f: order.index(f.code) if f.code in order else len(order))
+    labels = list(dict.fromkeys(f.label for f in failures))
+    if len(labels) == 1:
+        return f"cannot read the log of {worst.one_line()}", worst.code
+    shown = ", ".join(labels[:6]) + (f" and {len(labels) - 6} more" if len(labels) > 6 else "")
+    return f"cannot read the logs of {len(labels)} ranks ({shown}): {worst.message}", worst.code
+
+
 @dataclass
 class LogOptions:
     follow: bool = False
@@ -68,9 +94,11 @@ class LogOptions:
     max_streams: int = DEFAULT_MAX_STREAMS
     read_timeout: float = 30.0  # no byte for this long: the stream is reopened from its last timestamp
     connect_timeout: float = 15.0
-    history_retries: int = 3
+    history_retries: int = 5  # transient errors (429, 5xx, no answer) of a history read, retried with backoff
     backoff_min: float = 0.25
     backoff_max: float = 5.0
+    give_up_after: float = 30.0  # following: credentials rejected (401) for this long ends the follow
+    failure_notices: bool = True  # a rank whose log cannot be read is also a notice (the CLI reports at the end)
     high_water: int = 4096  # lines pending per stream in the exact merge before it waits
 
 
@@ -102,6 +130,11 @@ class LogEngine:
         self.stopping = False
         self.connected = True
         self.failed_streams = 0
+        self.failures: list[ReadFailure] = []
+        self.fatal = asyncio.Event()  # following cannot go on: forbidden, or credentials rejected too long
+        self.fatal_failure: ReadFailure | None = None
+        self._unauthorized_since: float | None = None
+        self._said: dict[tuple[str, str, str, str], str] = {}
         self.workload_gone = False
         self._subscribers: list[Callable[[list[LogLine]], None]] = []
         self._notice_subscribers: list[Callable[[str], None]] = []
@@ -192,6 +225,8 @@ class LogEngine:
         await self.done.wait()
 
     async def stop(self) -> None:
+        if not self.stopping and self.history_done.is_set():
+            self.merger.flush()  # lines held in the reorder window were read: deliver them
         self.stopping = True
         self.merger.close()
         tasks = [s.task for s in self.streams.values() if s.task is not None]
@@ -271,6 +306,7 @@ class LogEngine:
             return
         wl = self.workload
         if wl is None or wl.status in TERMINAL_STATUS:
+            self.merger.flush()  # every stream has ended: the reorder window holds the last lines
             self.done.set()
 
     def pod_record(self, s: LogStream) -> PodRec | None:
@@ -325,15 +361,65 @@ class LogEngine:
         for fn in list(self._notice_subscribers):
             fn(message)
 
+    def notice_once(self, s: LogStream, message: str) -> None:
+        """A stream's trouble, said again only when it changes (a retried 500 is one notice)."""
+        if self._said.get(s.key) != message:
+            self._said[s.key] = message
+            self.notice(f"{s.origin.label}/{s.origin.container}: {message}")
+
+    def failed(self, s: LogStream, problem: ApiProblem | ConnectionProblem | None, message: str = "") -> None:
+        """The stream's log cannot be read (history: after retrying transient errors; following:
+        forbidden). Recorded with its exit code; following, a forbidden log ends the follow."""
+        if isinstance(problem, ApiProblem):
+            text, code = problem.one_line(), problem.exit_code
+            if code == ExitCode.NOT_FOUND:
+                code = ExitCode.ERROR
+        elif isinstance(problem, ConnectionProblem):
+            text, code = problem.message, problem.code
+        else:
+            text, code = message or "unknown error", ExitCode.ERROR
+        f = ReadFailure(s.origin.label, s.origin.container, text, code)
+        self.failures.append(f)
+        self.failed_streams += 1
+        if self.options.failure_notices:
+            self.notice(f.one_line())
+        if self.options.follow and code in (ExitCode.FORBIDDEN, ExitCode.UNAUTHORIZED):
+            self._fatal(f)
+
+    def unauthorized(self, s: LogStream, exc: ApiProblem) -> None:
+        """Following and the server rejects the credentials: said once; if it lasts `give_up_after`
+        seconds the follow ends (exit 6 in the CLI); the dashboard keeps what it has."""
+        if self._unauthorized_since is not None:
+            return
+        self._unauthorized_since = time.monotonic()
+        self.notice(exc.one_line())
+        since = self._unauthorized_since
+
+        def check() -> None:
+            if self._unauthorized_since == since and not self.stopping:
+                self._fatal(ReadFailure(s.origin.label, s.origin.container, exc.one_line(), ExitCode.UNAUTHORIZED))
+
+        asyncio.get_running_loop().call_later(self.options.give_up_after, check)
+
+    def _fatal(self, f: ReadFailure) -> None:
+        if self.fatal_failure is None:
+            self.fatal_failure = f
+            self.fatal.set()
+
     def _lost(self, message: str) -> None:
         if self.connected:
             self.connected = False
             self.notice(f"{message}; retrying")
 
-    def _reached(self) -> None:
+    def _reached(self, s: LogStream | None = None) -> None:
         if not self.connected:
             self.connected = True
             self.notice("connected to the API server again")
+        if s is not None:
+            self._said.pop(s.key, None)
+            if self._unauthorized_since is not None:
+                self._unauthorized_since = None
+                self.notice("the server accepts the credentials again")
 
 
 def _rank_order(r: RankView) -> tuple[int, int, int, str]:

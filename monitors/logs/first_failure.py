@@ -57,16 +57,16 @@ def _which_instance(pod: dict[str, Any], f: FirstFailure) -> bool | None:
     return None
 
 
-async def first_failure_report(client: KubeClient, wl: WorkloadView, *, lines: int = 20) -> FailureReport | None:
+async def locate_failure(client: KubeClient, wl: WorkloadView) -> FailureReport | None:
+    """The first failure and the instance of its container that holds it (`previous`), without
+    lines; `note` says why its log cannot be read (the pod is gone, or the container restarted
+    again since, so the failed instance's log is no longer kept)."""
     f = wl.first_failure
     if f is None:
         return None
-    ns = wl.namespace
-    rank = next((r for r in wl.ranks if r.pod == f.pod), None)
-    origin = Origin(f.label, f.rank, f.role, rank.replica_index if rank else None, ns, f.pod, f.container, None)
-    report = FailureReport(f, ns, previous=False)
+    report = FailureReport(f, wl.namespace, previous=False)
     try:
-        pod = await client.get(f"/api/v1/namespaces/{ns}/pods/{f.pod}")
+        pod = await client.get(f"/api/v1/namespaces/{wl.namespace}/pods/{f.pod}")
     except ApiProblem as exc:
         report.note = "the pod no longer exists; its logs are gone" if exc.status == 404 else exc.one_line()
         return report
@@ -75,6 +75,17 @@ async def first_failure_report(client: KubeClient, wl: WorkloadView, *, lines: i
         report.note = "the container restarted since it failed; the failed instance's log is no longer kept"
         return report
     report.previous = which
+    return report
+
+
+async def first_failure_report(client: KubeClient, wl: WorkloadView, *, lines: int = 20) -> FailureReport | None:
+    report = await locate_failure(client, wl)
+    if report is None or report.note:
+        return report
+    f, ns = report.failure, report.namespace
+    rank = next((r for r in wl.ranks if r.pod == f.pod), None)
+    origin = Origin(f.label, f.rank, f.role, rank.replica_index if rank else None, ns, f.pod, f.container, None)
+    which = report.previous
     params: list[tuple[str, str]] = [("container", f.container), ("timestamps", "true"), ("tailLines", str(lines))]
     if which:
         params.append(("previous", "true"))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -34,10 +35,11 @@ from .terminal_text import MAX_LINE_BYTES
 
 if TYPE_CHECKING:
     from ..records import PodRec
-    from .engine import LogEngine
+    from .engine import LogEngine, LogOptions
 
 READ_LIMIT = MAX_LINE_BYTES + 64 * 1024  # bytes of one line kept while reading (timestamps and slack)
 MAX_AT_LAST = 10_000
+TRANSIENT = frozenset((429, 500, 502, 503, 504))  # answers worth asking again (with backoff)
 
 
 class _Stalled(Exception):
@@ -73,6 +75,8 @@ class LogStream:
         self.complete = False  # an instance was read to its end after the pod became terminal
         self.initial_consumed = False  # since/tail applied by a successful history read
         self.history_read = asyncio.Event()  # the history part is over (read, failed or skipped)
+        self.last_problem: ApiProblem | ConnectionProblem | None = None
+        self._retry_after: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -105,7 +109,7 @@ class LogStream:
             raise
         except Exception as exc:  # never let one stream take the engine down
             self.message = f"{type(exc).__name__}: {exc}"
-            eng.notice(f"{self.origin.label}/{self.origin.container}: log stream failed: {self.message}")
+            eng.failed(self, None, f"log stream failed: {self.message}")
         finally:
             self.history_read.set()
             self.state = "done"
@@ -141,6 +145,7 @@ class LogStream:
         attempts = 0
         while True:
             terminal = self._terminal()
+            delay: float | None = None
             try:
                 await self._read(params, follow=False)
                 self.initial_consumed = True
@@ -150,19 +155,28 @@ class LogStream:
             except (_Stalled, _Dropped) as exc:
                 self.reopens += 1
                 self.message = str(exc)
+                self.last_problem = None
             except ApiProblem as exc:
-                self._api_problem(exc, history=True)
-                return
+                if exc.status not in TRANSIENT:
+                    self._api_problem(exc, history=True)
+                    return
+                self.message = _problem_text(exc)
+                self.last_problem = exc
+                self.state = "retrying"
+                delay = self._retry_after
             except ConnectionProblem as exc:
                 eng._lost(exc.message)
                 self.message = exc.message
+                self.last_problem = exc
             attempts += 1
-            if attempts > eng.options.history_retries or eng.stopping:
+            if eng.stopping:
                 self.state = "ended"
-                eng.failed_streams += 1
-                eng.notice(f"{self.origin.label}/{self.origin.container}: gave up reading the log: {self.message}")
                 return
-            await asyncio.sleep(min(2.0, 0.2 * 2 ** attempts))
+            if attempts > eng.options.history_retries:
+                self.state = "ended"
+                eng.failed(self, self.last_problem, self.message)
+                return
+            await asyncio.sleep(delay if delay is not None else backoff_delay(attempts, eng.options))
             params = self._base() + self._resume() + ([("previous", "true")] if eng.options.previous else [])
 
     async def _follow(self) -> None:
@@ -199,6 +213,8 @@ class LogStream:
             except ApiProblem as exc:
                 if not self._api_problem(exc, history=False):
                     return
+                if self._retry_after is not None:
+                    backoff = max(backoff, min(self._retry_after, eng.options.backoff_max))
             except ConnectionProblem as exc:
                 eng._lost(exc.message)
                 self.state = "retrying"
@@ -235,8 +251,10 @@ class LogStream:
     def _api_problem(self, exc: ApiProblem, *, history: bool) -> bool:
         """Note an error answer; False when following should stop."""
         eng = self.engine
-        self.message = exc.message.splitlines()[0] if exc.message else exc.reason
-        eng._reached()
+        self.message = _problem_text(exc)
+        self.last_problem = exc
+        if exc.status != 401:
+            eng._reached()
         if exc.status in (400, 404):
             # waiting to start / no previous instance / pod gone: normal while pods come and go
             self.state = "waiting"
@@ -244,10 +262,14 @@ class LogStream:
                 eng.notice(f"{self.origin.label}/{self.origin.container}: {self.message}")
             return not (exc.status == 404 and eng.pod_record(self) is None)
         self.state = "retrying"
-        if exc.status == 403:
-            eng.notice(f"{self.origin.label}/{self.origin.container}: forbidden: {self.message}")
+        if exc.status == 401 and not history:
+            eng.unauthorized(self, exc)  # said once; a follow ends if it lasts (credentials may be refreshed)
+            return True
+        if exc.status in (401, 403) or history:
+            eng.failed(self, exc)
             return False
-        eng.notice(f"{self.origin.label}/{self.origin.container}: {exc.one_line()}")
+        if exc.status not in TRANSIENT:
+            eng.notice_once(self, exc.one_line())
         return True
 
     # -- reading -------------------------------------------------------------------------------
@@ -267,10 +289,12 @@ class LogStream:
             async with session.get(client.server + self.path, params=params, headers=client._headers("*/*"),
                                    timeout=timeout) as resp:
                 if resp.status >= 400:
+                    self._retry_after = _retry_after(resp.headers.get("Retry-After"))
                     raise problem_from_body(resp.status, await resp.read())
                 self.state = "open"
                 self.message = ""
-                eng._reached()
+                self.last_problem = None
+                eng._reached(self)
                 pending: list[bytes] = []
                 plen = 0
                 over = 0
@@ -358,6 +382,26 @@ class LogStream:
             self.lines += len(out)
             self.engine._note_log(self, last)
         return out
+
+
+def _problem_text(exc: ApiProblem) -> str:
+    return exc.message.splitlines()[0] if exc.message else exc.reason
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds of a Retry-After header (the delta form; an HTTP date is ignored)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, min(float(value.strip()), 60.0))
+    except ValueError:
+        return None
+
+
+def backoff_delay(attempt: int, options: LogOptions) -> float:
+    """Exponential backoff with jitter for the `attempt`-th retry (1-based)."""
+    base = min(options.backoff_max, options.backoff_min * 2 ** (attempt - 1))
+    return base * (0.75 + random.random() * 0.5)
 
 
 def stream_summary(s: LogStream) -> dict[str, Any]:

@@ -725,6 +725,16 @@ class MPIJobController(Controller):
                 status, "Running", "False", "MPIJobSuspended", f"MPIJob {ns}/{name} is suspended.",
                 frozen_when_failed=False, mpi=True,
             )
+        elif is_finished(status):
+            # finished: Running is never set True again (mpi-operator); if it was never set at all,
+            # a Running=False condition stamped with the completion time is added
+            if get_condition(status, "Running") is None:
+                stamp = status.get("completionTime") or now()
+                status["conditions"] = [*as_list(status.get("conditions")), {
+                    "type": "Running", "status": "False", "reason": "MPIJobRunning",
+                    "message": f"MPIJob {ns}/{name} is finished but Running condition was never set.",
+                    "lastUpdateTime": stamp, "lastTransitionTime": stamp,
+                }]
         elif launcher is not None and launcher_running >= 1 and running == len(workers):
             msg = f"MPIJob {ns}/{name} is running."
             if set_condition(status, "Running", "True", "MPIJobRunning", msg, frozen_when_failed=False, mpi=True):

@@ -183,6 +183,8 @@ def quit_and_check_restored(demo: Demo) -> None:
         f"gained {sorted(after - stty_flags(demo.before.read_text()))}")
     left = wait_no_processes(demo.workdir, 5.0)
     assert not left, f"ranks demo left processes behind: {left}"
+    assert oct(demo.workdir.stat().st_mode & 0o777) == oct(0o700), "the demo's files are the user's alone"
+    assert not (demo.workdir / "kubeconfig").exists(), "the kubeconfig of a stopped demo is removed"
 
 
 # ---------------------------------------------------------------- tests in a terminal

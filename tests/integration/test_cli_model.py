@@ -66,8 +66,11 @@ def prometheus(cluster, tmp_path):
     deadline = time.monotonic() + 20
     while len(cluster.call(cluster.sim.dcgm.targets)) < 8 and time.monotonic() < deadline:
         time.sleep(0.1)  # every GPU node's exporter is up before Prometheus learns its targets
+    targets = len(cluster.call(cluster.sim.dcgm.targets))
     cfg = cluster.call(dcgm_scrape_config, cluster.sim)
     with prometheus_server(cfg, tmp_path / "prom") as prom:
+        # every exporter scraped once (not only the first pod's node), and the first pod's series
+        prom.wait_for("up == 1", lambda r: len(r) >= targets, timeout=45)
         prom.wait_for('DCGM_FI_DEV_GPU_UTIL{pod="mnist-worker-0"}', lambda r: bool(r), timeout=45)
         yield prom
 

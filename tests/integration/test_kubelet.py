@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -391,7 +392,8 @@ def test_readiness_probe_exec(core):
 
 def test_runtime_api(core, simcluster):
     core.create_namespaced_pod("default", pod("api", ["sh", "-c", "sleep 300 & sleep 301"],
-                                              container={"ports": [{"containerPort": 18080}]}))
+                                              container={"ports": [{"containerPort": 18080}]},
+                                              spec={"terminationGracePeriodSeconds": 1}))
     wait_for(lambda: phase(core, "api") == "Running")
     info = wait_for(lambda: runtime_attr(simcluster, "api", lambda rt: len(rt.pids()) >= 3 and {
         "names": rt.container_names(), "running": rt.is_running("main"), "pids": rt.pids(),
@@ -415,7 +417,8 @@ def test_runtime_api(core, simcluster):
 
 
 def test_kubectl_delete_is_graceful_and_quick(core, kubectl, simcluster):
-    core.create_namespaced_pod("default", pod("victim", ["sleep", "300"]))
+    # PID 1 handles SIGTERM: it stops at once, long before the default 30 s grace period
+    core.create_namespaced_pod("default", pod("victim", ["sh", "-c", "trap 'exit 0' TERM; sleep 300 & wait"]))
     wait_for(lambda: phase(core, "victim") == "Running")
     pids = runtime_attr(simcluster, "victim", lambda rt: rt.pids())
     assert pids and all(alive(p) for p in pids)
@@ -426,6 +429,28 @@ def test_kubectl_delete_is_graceful_and_quick(core, kubectl, simcluster):
     with pytest.raises(ApiException) as exc:
         core.read_namespaced_pod("victim", "default")
     assert exc.value.status == 404
+
+
+def test_sigterm_goes_to_pid_1_which_ignores_it_without_a_handler(core, simcluster):
+    """As a container runtime does: SIGTERM to the container's first process only, and a PID 1
+    without a SIGTERM handler ignores it, so a shell script runs on (and writes its last lines)
+    until it ends or the grace period does."""
+    core.create_namespaced_pod("default", pod("pid1", ["sh", "-c", "echo start; sleep 1.5; echo end"],
+                                              spec={"terminationGracePeriodSeconds": 10}))
+    wait_for(lambda: phase(core, "pid1") == "Running")
+    wait_for(lambda: "start" in core.read_namespaced_pod_log("pid1", "default"))
+    resp = core.read_namespaced_pod_log("pid1", "default", follow=True, _preload_content=False)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.extend(resp.stream(64)), daemon=True)
+    reader.start()
+    t0 = time.monotonic()
+    core.delete_namespaced_pod("pid1", "default")
+    reader.join(10)
+    assert b"".join(got).decode().split() == ["start", "end"]  # it ran to its end after the delete
+    wait_for(lambda: simcluster.call(lambda: simcluster.sim.kubelet.runtime("default", "pid1")) is None, timeout=10)
+    assert 0.8 < time.monotonic() - t0 < 5  # the script's own end, not the grace period
+    events = [e for e in core.list_namespaced_event("default").items if e.involved_object.name == "pid1"]
+    assert any(e.reason == "Killing" for e in events)
 
 
 def test_delete_sigkills_after_grace_period(core, simcluster):

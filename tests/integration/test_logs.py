@@ -361,7 +361,8 @@ def test_cli_errors_and_ctrl_c(simcluster):
                                                                        "sleep 30"])], workers=0)
     missing = ranks_cli(sim.kubeconfig_path, "nope")
     assert missing.returncode == 8
-    assert missing.stderr.decode().strip() == 'ranks: error: workload "nope" not found'
+    assert missing.stderr.decode().strip() == (
+        'ranks: error: workload "nope" not found in default or any other project you may read')
     bad = ranks_cli(sim.kubeconfig_path, "cc", "--grep", "(")
     assert bad.returncode == 2 and len(bad.stderr.decode().strip().splitlines()) == 1
     assert "invalid --grep regex" in bad.stderr.decode()

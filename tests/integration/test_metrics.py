@@ -253,7 +253,8 @@ async def test_exporter_scrape_fallback(simcluster: Any, tmp_path: Path) -> None
     async with GpuMetrics(api=endpoint(simcluster, tmp_path, token), interval=1.0, timeout=3.0) as gm:
         src = await gm.resolve_source()
         assert src.kind is SourceKind.NONE
-        assert "no DCGM exporter pod found" in src.description
+        assert "no DCGM exporter pod found" in src.notes
+        assert src.description.startswith("forbidden to this identity") and "HTTP 403" in src.description
         gm.set_shown([(NS, "w-0")], [NS])
         snap = await gm.refresh()
         assert snap.state is MetricState.UNAVAILABLE and snap.pods[(NS, "w-0")].sample is None

@@ -7,12 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
 from textual.screen import ModalScreen
+from textual.style import Style as VisualStyle
 from textual.widgets import Button, Checkbox, Input, Label, Log, OptionList, Select, Static
 
 from monitors.sanitize import clean
@@ -35,34 +38,58 @@ def _ascii(screen: ModalScreen[Any]) -> None:
     screen.set_class(getattr(glyphs, "name", "") == "ascii", "-ascii")
 
 
+DESTRUCTIVE = frozenset({"delete"})  # actions whose confirmation starts on Cancel
+
+
 class ConfirmScreen(ModalScreen[bool]):
-    """Yes or no; Enter/y confirm, Esc/n cancel."""
+    """Yes or no: y confirms, n/Esc cancel, Enter presses the focused button. The focus starts on
+    the action when it is harmless (suspend, resume, submit) and on Cancel when it destroys
+    (`destructive`; by default when the action is "Delete"). Cancelling says so ("cancelled")."""
 
     BINDINGS: ClassVar[list[BindingType]] = [("y", "answer(True)", "Yes"), ("n,escape", "answer(False)", "No")]
     DEFAULT_CSS = DIALOG_CSS.format(cls="ConfirmScreen")
 
-    def __init__(self, question: Text | str, yes: str = "Yes") -> None:
+    def __init__(self, question: Text | str, yes: str = "Yes", *, destructive: bool | None = None) -> None:
         super().__init__()
         self.question = question if isinstance(question, Text) else Text(question)
         self.yes = yes
+        self.destructive = yes.lower() in DESTRUCTIVE if destructive is None else destructive
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(self.question)
             with Horizontal(classes="buttons"):
-                yield Button(self.yes, variant="error", id="yes")
+                yield Button(self.yes, variant="error" if self.destructive else "primary", id="yes")
                 yield Button("Cancel", id="no")
 
     def on_mount(self) -> None:
         _ascii(self)
-        self.query_one("#no", Button).focus()
+        self.query_one("#no" if self.destructive else "#yes", Button).focus()
 
     @on(Button.Pressed)
     def _pressed(self, event: Button.Pressed) -> None:
-        self.dismiss(event.button.id == "yes")
+        self.action_answer(event.button.id == "yes")
 
     def action_answer(self, value: bool) -> None:
+        if not value:
+            self.app.notify("cancelled", timeout=2, markup=False)
         self.dismiss(value)
+
+
+class TickBox(Checkbox):
+    """A checkbox that reads as ticked or not without colour: `[x]` / `[ ]` with --ascii or in
+    mono, otherwise the box shows its X only when ticked."""
+
+    @property
+    def _button(self) -> Content:
+        style = self.get_visual_style("toggle--button")
+        glyphs = getattr(self.app, "glyphs", None)
+        look = getattr(self.app, "look", None)
+        if getattr(glyphs, "name", "") == "ascii" or getattr(look, "mono", False):
+            return Content.assemble((f"[{'x' if self.value else ' '}]", VisualStyle(bold=self.value)))
+        side = VisualStyle(foreground=style.background, background=self.background_colors[1])
+        return Content.assemble((self.BUTTON_LEFT, side), ("X" if self.value else " ", style),
+                                (self.BUTTON_RIGHT, side))
 
 
 class PromptScreen(ModalScreen[str | None]):
@@ -180,7 +207,7 @@ class ConvertScreen(RanksScreen):
                 yield Input(id="name", placeholder=f"{self.key[2]}-train")
             if self.history:
                 yield OptionList(*[Text(clean(c, limit=300)) for c in self.history], id="history")
-            yield Checkbox("delete the interactive session once the job is created", id="delete")
+            yield TickBox("delete the interactive session once the job is created", id="delete")
         yield Static(id="problem")
         with VerticalScroll(id="diff"):
             yield Static(id="difftext")
@@ -215,7 +242,7 @@ class ConvertScreen(RanksScreen):
             self.query_one("#difftext", Static).update("")
             return
         problem.update("")
-        self.query_one("#difftext", Static).update(diff_text(text))
+        self.query_one("#difftext", Static).update(DiffView(diff_text(text)))
 
     @on(Button.Pressed, "#submit")
     def _submit(self) -> None:
@@ -243,6 +270,28 @@ def diff_text(diff: str) -> Text:
             "bold" if line.startswith("@@") else "dim"
         t.append(clean(line, limit=500) + "\n", style=style)
     return t
+
+
+class DiffView:
+    """A diff (`diff_text`) drawn at the width it is given: a line too long for it wraps, and every
+    row it wraps onto starts with the line's own marker (+, -, or a space for context), so a reader
+    (with or without colour) never takes an added line's continuation for context or removal."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text.plain
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        avail = max(1, options.max_width - 1)  # the marker's column is the gutter
+        for line in self.text.split("\n"):
+            marker, body = line[:1], line[1:]
+            rows = body.wrap(console, avail, overflow="fold", no_wrap=False) if body.plain else [Text()]
+            for row in rows:
+                out = Text.assemble(marker, row, no_wrap=True, end="\n")
+                out.rstrip_end(avail + 1)
+                yield out
 
 
 class NewSessionScreen(RanksScreen):

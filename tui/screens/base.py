@@ -10,8 +10,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Footer, Static, Tabs
 
+from monitors.dataloop import DataStatus
 from monitors.sanitize import clean
 from monitors.views import ModelDiff
 
@@ -33,6 +34,52 @@ class Crumbs(Static):
     DEFAULT_CSS = """
     Crumbs { height: 1; background: $panel; color: $text; padding: 0 1; }
     """
+
+
+class RanksFooter(Footer):
+    """The footer, with `?` (help, which lists every key) pinned to its right edge: on a narrow
+    terminal the keys that do not fit are cut, never the way to find them all."""
+
+    DEFAULT_CSS = """
+    RanksFooter FooterKey.-pinned, RanksFooter.-compact FooterKey.-pinned { dock: right; margin: 0;
+                                                                           padding-left: 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        for widget in super().compose():  # FooterKeys (Textual does not export the class)
+            if getattr(widget, "action", None) == "help":
+                widget.add_class("-pinned")
+            yield widget
+
+    async def recompose(self) -> None:
+        await super().recompose()
+        self.call_after_refresh(self._hide_cut_keys)
+
+    def on_resize(self) -> None:
+        self._refit()
+
+    def watch_compact(self) -> None:
+        self._refit()
+
+    def _refit(self) -> None:
+        for widget in self.children:
+            widget.display = True
+        self.call_after_refresh(self._hide_cut_keys)
+
+    def _hide_cut_keys(self, tries: int = 10) -> None:
+        """The keys that do not fit whole before the pinned one are hidden (not cut in half)."""
+        if tries and any(w.display and not w.region.width for w in self.children):
+            self.call_after_refresh(self._hide_cut_keys, tries - 1)  # not laid out yet
+            return
+        pinned = next((w for w in self.children if w.has_class("-pinned")), None)
+        limit = pinned.region.x if pinned is not None else self.region.right
+        cut = False
+        for widget in self.children:
+            if widget is pinned:
+                continue
+            cut = cut or widget.region.right > limit
+            if cut:
+                widget.display = False
 
 
 class Banner(Static):
@@ -68,13 +115,14 @@ class RanksScreen(Screen[None]):
         yield Crumbs(id="crumbs")
         yield Banner(id="banner")
         yield from self.body()
-        yield Footer(show_command_palette=False)
+        yield RanksFooter(show_command_palette=False)
 
     def body(self) -> ComposeResult:
         yield from ()
 
     def on_mount(self) -> None:
         self.set_class(self.ranks.glyphs.name == "ascii", "-ascii")
+        self.query_one(RanksFooter).compact = self.is_narrow()
         self.show_status()
 
     def on_screen_resume(self) -> None:
@@ -97,19 +145,43 @@ class RanksScreen(Screen[None]):
         """Screen-specific trouble (forbidden, deleted) shown under the connection state."""
         return None
 
+    def crumb_note(self) -> Text | None:
+        """Said after this screen's breadcrumb (not after it on deeper screens): an active filter."""
+        return None
+
+    # -- tabs (the screens that have them bind next_tab / previous_tab) ---------------------------
+    def action_next_tab(self) -> None:
+        for tabs in self.query(Tabs).results():
+            tabs.action_next_tab()
+            return
+
+    def action_previous_tab(self) -> None:
+        for tabs in self.query(Tabs).results():
+            tabs.action_previous_tab()
+            return
+
     # -- status ------------------------------------------------------------------------------------
     def show_status(self) -> None:
         if not self.query(Crumbs):  # pushed but not composed yet: on_mount shows it
             return
         app = self.ranks
         st = app.store.status
-        crumbs = Text(no_wrap=True, overflow="ellipsis")
-        crumbs.append("ranks", style="bold")
-        for label in app.breadcrumbs(self):
-            crumbs.append(f" {app.look.glyphs.breadcrumb.strip()} ")
-            crumbs.append(clean(label, limit=80))
-        state = {"connecting": "connecting", "syncing": "syncing", "live": "", "retrying": "reconnecting"}.get(
-            st.phase, st.phase)
+        labels = [clean(label, limit=80) for label in app.breadcrumbs(self)]
+        note = self.crumb_note()
+
+        def path(shown: list[str]) -> Text:
+            t = Text(no_wrap=True, overflow="ellipsis")
+            t.append("ranks", style="bold")
+            for label in shown:
+                t.append(f" {app.look.glyphs.breadcrumb.strip()} ")
+                t.append(label)
+            if note is not None and note.plain:
+                t.append("  ")
+                t.append_text(note)
+            return t
+
+        state = {"connecting": "connecting", "syncing": "syncing", "live": "", "retrying": "reconnecting",
+                 "waiting": "waiting for the server"}.get(st.phase, st.phase)
         right = Text(no_wrap=True)
         if app.read_only:
             right.append(" read-only ", style="reverse")
@@ -119,6 +191,12 @@ class RanksScreen(Screen[None]):
             right.append(" ")
         right.append(clean(st.context or "", limit=40), style="dim")
         width = max(self.size.width - 2, 20)
+        crumbs = path(labels)
+        # too long (80 columns, deep): the middle of the path gives way to an ellipsis, then the context
+        cut = 1
+        while crumbs.cell_len + right.cell_len + 2 > width and cut < len(labels):
+            crumbs = path([app.look.glyphs.ellipsis, *labels[cut:]])
+            cut += 1
         pad = width - crumbs.cell_len - right.cell_len
         if pad > 1:
             crumbs.append(" " * pad)
@@ -129,6 +207,11 @@ class RanksScreen(Screen[None]):
             banner.append(f"{app.look.glyphs.warning} connection lost: ", style="bold")
             banner.append(clean(st.problem, limit=300))
             banner.append(" — retrying; the data shown may be stale", style="dim")
+        for line in status_lines(st, getattr(self, "namespace", None)):  # waiting, -p, GPU metrics
+            if banner.plain:
+                banner.append("\n")
+            banner.append(f"{app.look.glyphs.warning} ", style="bold")
+            banner.append(clean(line, limit=300))
         extra = self.banner_text()
         if extra is not None and extra.plain:
             if banner.plain:
@@ -140,6 +223,8 @@ class RanksScreen(Screen[None]):
 
     def on_resize(self) -> None:
         self.show_status()
+        for footer in self.query(RanksFooter):
+            footer.compact = self.is_narrow()
         if self.is_mounted and self.is_narrow() != self.narrow:
             self.restyle()  # a narrower (or wider) column set
 
@@ -147,3 +232,15 @@ class RanksScreen(Screen[None]):
         """Under 100 columns (an 80x24 login-node terminal): fewer, tighter columns."""
         return self.app.size.width < NARROW
 
+
+def status_lines(st: DataStatus, namespace: str | None) -> list[str]:
+    """What the data loop says about this screen beyond the connection: still waiting for the
+    first answer, the project asked for (-p) not found or forbidden, GPU metrics forbidden."""
+    out = []
+    if st.phase == "waiting" and st.problem:
+        out.append(f"waiting for the server: {st.problem}")
+    if st.project_problem and namespace is not None and namespace == st.project:
+        out.append(st.project_problem)
+    if st.metrics_forbidden:
+        out.append(f"GPU metrics are forbidden to {st.user or 'this identity'}: {st.metrics_forbidden}")
+    return out

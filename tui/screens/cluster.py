@@ -15,18 +15,29 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors.humanize import age, gpus, percent
 from monitors.sanitize import clean
-from monitors.views import ModelDiff, NodeView, ProjectView, WorkloadView
+from monitors.views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
 
-from ..cells import Cells, Look, node_row, quota_cell, status_cell, util_cell
-from ..widgets.keyed_table import KeyedTable
+from ..cells import Cells, Look, gpu_pair, node_row, plain, quota_cell, status_cell, util_cell
+from ..widgets.keyed_table import Column, KeyedTable
 from .base import RanksScreen, bindings
+from .workload import pending_reasons
 
-NODE_COLUMNS: list[tuple[str, int | None]] = [
-    ("NODE", None), ("POOL", None), ("GPU", None), ("STATE", None), ("ALLOCATED", 12), ("UTIL", 10),
-    ("MEM", 7), ("PODS", 4), ("SLOTS", None)]
-NARROW_NODE_COLUMNS: list[tuple[str, int | None]] = [
-    ("NODE", None), ("POOL", None), ("STATE", None), ("ALLOC", 10), ("UTIL", 8), ("PODS", 4), ("SLOTS", None)]
+NODE_COLUMNS: list[Column] = [
+    Column("NODE", None, 10), Column("POOL", None, 4, 1), Column("GPU", None, 4, 2), Column("STATE", None),
+    Column("ALLOCATED", 12), Column("UTIL", 10), Column("MEM", 7), Column("PODS", 4), Column("SLOTS", None)]
+NARROW_NODE_COLUMNS: list[Column] = [
+    Column("NODE", None, 10), Column("POOL", None, 4, 1), Column("STATE", None), Column("ALLOC", 10),
+    Column("UTIL", 8), Column("PODS", 4), Column("SLOTS", None)]
+PENDING_COLUMNS: list[Column] = [
+    Column("WORKLOAD", None, 14), Column("GPUS", 5), Column("WAITING", 7), Column("WHY", None, 10, 1)]
+IDLE_COLUMNS: list[Column] = [
+    Column("WORKLOAD", None, 14), Column("USER", None, 5, 1), Column("GPUS", 5), Column("UTIL", 10),
+    Column("HELD", 6), Column("GPU-HOURS", 9)]
+POD_COLUMNS: list[Column] = [
+    Column("WORKLOAD", None, 14), Column("RANK", None, 8), Column("STATUS", None, 9, 1), Column("GPUS", 5),
+    Column("UTIL", 10), Column("AGE", 5)]
 IDLE_UTIL = 5.0  # % below which an interactive session's GPUs count as idle
+WorkloadKey = tuple[str, str, str]
 
 
 def heat_cell(look: Look, n: NodeView) -> Text:
@@ -58,21 +69,49 @@ def quota_lines(look: Look, all_projects: Iterable[ProjectView]) -> Text:
     return t
 
 
-def pending_lines(look: Look, workloads: list[WorkloadView], now: float) -> Text:
+def workload_label(w: WorkloadView) -> Text:
+    return plain(f"{clean(w.project, limit=30)}/{clean(w.name, limit=60)}", 100)
+
+
+def pending_row(look: Look, w: WorkloadView, now: float) -> Cells:
+    reasons = pending_reasons(w)
+    return (workload_label(w), Text(gpus(w.gpus_requested), justify="right"),
+            Text(age(now - w.created, live=True) if w.created else "-", justify="right"),
+            Text(reasons[0] if reasons else "-", style="dim", no_wrap=True, overflow="ellipsis"))
+
+
+def pending_detail(look: Look, w: WorkloadView | None, count: int, now: float) -> Text:
+    """Under the pending table: the whole of why the workload under the cursor waits."""
     t = Text(no_wrap=False)
-    if not workloads:
-        t.append("no pending workloads", style="dim")
+    if w is None:
+        t.append("no pending workloads" if not count else "", style="dim")
         return t
-    for w in sorted(workloads, key=lambda w: w.created or 0.0):
-        t.append(f"{clean(w.project, limit=30)}/{clean(w.name, limit=60)}", style="bold")
-        t.append(f"  {gpus(w.gpus_requested)} GPUs  waiting {age(now - w.created) if w.created else '-'}  ")
-        t.append_text(status_cell(look, w.status))
-        reasons = sorted({clean(r.message or r.reason, limit=200) for r in w.ranks
-                          if r.phase == "Pending" and (r.message or r.reason)}) or ([clean(w.reason)] if w.reason else [])
-        for reason in reasons[:2]:
-            t.append(f"\n    {reason}", style="dim")
-        t.append("\n")
+    t.append(f"{clean(w.project, limit=30)}/{clean(w.name, limit=60)}", style="bold")
+    waiting = age(now - w.created, live=True) if w.created else "-"
+    t.append(f"  {plural_gpus(w.gpus_requested)}  waiting {waiting}  ")
+    t.append_text(status_cell(look, w.status))
+    for reason in pending_reasons(w)[:3] or ["(no reason given yet)"]:
+        t.append(f"\n  {reason}", style="dim")
+    t.append("\nEnter opens it, d shows its YAML", style="dim")
     return t
+
+
+def idle_row(look: Look, w: WorkloadView, now: float) -> Cells:
+    held = (now - w.created) / 3600 if w.created else 0.0
+    return (workload_label(w), plain(w.user or "-", 40), Text(gpus(w.gpus_allocated), justify="right"),
+            util_cell(look, w.gpu_util), Text(age(now - w.created, live=True) if w.created else "-", justify="right"),
+            Text(f"~{held * w.gpus_allocated:.1f}", justify="right"))
+
+
+def pod_row(look: Look, w: WorkloadView, r: RankView, now: float) -> Cells:
+    return (workload_label(w), plain(r.label, 40), status_cell(look, r.status),
+            Text(gpus(r.gpus), justify="right"),
+            util_cell(look, r.gpu_util, r.gpu_state if r.gpus > 0 else "no GPU"),
+            Text(age(now - r.created, live=True) if r.created else "-", justify="right"))
+
+
+def plural_gpus(n: float) -> str:
+    return f"{gpus(n)} GPU" if n == 1 else f"{gpus(n)} GPUs"
 
 
 def idle_sessions(workloads: list[WorkloadView]) -> list[WorkloadView]:
@@ -82,36 +121,34 @@ def idle_sessions(workloads: list[WorkloadView]) -> list[WorkloadView]:
         key=lambda w: -w.gpus_allocated)
 
 
-def idle_lines(look: Look, workloads: list[WorkloadView], now: float) -> Text:
-    t = Text(no_wrap=True)
-    idle = idle_sessions(workloads)
-    if not idle:
-        t.append(f"no interactive session holds idle GPUs (util < {IDLE_UTIL:g}%)", style="dim")
-        return t
-    for w in idle:
-        held = (now - w.created) / 3600 if w.created else 0.0
-        t.append(f"{clean(w.project, limit=30)}/{clean(w.name, limit=60)}", style="bold")
-        t.append(f"  {gpus(w.gpus_allocated)} GPUs  util {percent(w.gpu_util)}  ")
-        t.append(f"held {age(now - w.created) if w.created else '-'} (~{held * w.gpus_allocated:.1f} GPU-hours)")
-        if w.user:
-            t.append(f"  {clean(w.user, limit=40)}", style="dim")
-        t.append("\n")
-    return t
-
-
 class ClusterScreen(RanksScreen):
+    """Four tabs (←/→ switch them). Nodes: Enter lists a node's pods, d its YAML. Pending and idle
+    sessions: Enter opens the workload, d its YAML; under the pending table, the whole of why the
+    workload under the cursor waits."""
+
     crumb = "cluster load"
-    BINDINGS: ClassVar[list[BindingType]] = bindings("table", ("open", "describe"))
+    BINDINGS: ClassVar[list[BindingType]] = bindings("table", ("open", "describe", "next_tab", "previous_tab"))
     DEFAULT_CSS = """
     ClusterScreen TabbedContent { height: 1fr; }
     ClusterScreen TabPane { padding: 0; }
     ClusterScreen .panel { padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    ClusterScreen #pending { height: auto; max-height: 6; padding: 0 1; background: $panel; }
+    ClusterScreen #idle { height: auto; padding: 0 1; }
     """
+    TABLES: ClassVar[dict[str, str]] = {"tab-nodes": "#nodes", "tab-pending": "#pending-table",
+                                        "tab-idle": "#idle-table"}
 
     def __init__(self) -> None:
         super().__init__()
         self._cells: dict[Hashable, Cells] = {}
         self.narrow = False
+        self._texts: dict[str, Text] = {}  # what each panel shows: redrawn only when it changes
+        self._had_rows: bool | None = None
+
+    def _update(self, selector: str, text: Text) -> None:
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text)
 
     def body(self) -> ComposeResult:
         with TabbedContent(id="tabs"):
@@ -121,17 +158,26 @@ class ClusterScreen(RanksScreen):
             with TabPane("Quota", id="tab-quota"):
                 yield Static(id="quota", classes="panel")
             with TabPane("Pending", id="tab-pending"):
-                yield Static(id="pending", classes="panel")
+                yield KeyedTable(id="pending-table")
+                yield Static(id="pending")
             with TabPane("Idle sessions", id="tab-idle"):
                 yield Static(id="idle", classes="panel")
+                yield KeyedTable(id="idle-table")
 
     @property
     def table(self) -> KeyedTable:
         return self.query_one("#nodes", KeyedTable)
 
+    def active_table(self) -> KeyedTable | None:
+        """The table of the tab shown (the quota tab has none)."""
+        selector = self.TABLES.get(self.query_one(TabbedContent).active)
+        return self.query_one(selector, KeyedTable) if selector else None
+
     def on_mount(self) -> None:
         super().on_mount()
         self._set_columns()
+        self.query_one("#pending-table", KeyedTable).set_columns(PENDING_COLUMNS)
+        self.query_one("#idle-table", KeyedTable).set_columns(IDLE_COLUMNS)
         self.resync()
         self.table.focus()
 
@@ -149,6 +195,7 @@ class ClusterScreen(RanksScreen):
             self._draw(None)
 
     def restyle(self) -> None:
+        self._texts = {}
         self._set_columns()
         self.resync()
 
@@ -158,12 +205,11 @@ class ClusterScreen(RanksScreen):
         tabs = self.query_one(TabbedContent)
         active = tabs.active
         if active == "tab-nodes":
-            note = self.query_one("#nodes-note", Static)
             forbidden = store.status.forbidden_for("nodes")
             if forbidden:
-                note.update(Text(f"forbidden: {clean(forbidden)}", style="bold"))
+                self._update("#nodes-note", Text(f"forbidden: {clean(forbidden)}", style="bold"))
             elif not store.nodes:
-                note.update(Text("no nodes" if store.synced else "reading the cluster…", style="dim"))
+                self._update("#nodes-note", Text("no nodes" if store.synced else "reading the cluster…", style="dim"))
             else:
                 total = sum(n.gpus for n in store.nodes.values())
                 alloc = sum(n.gpus_allocated for n in store.nodes.values())
@@ -172,7 +218,7 @@ class ClusterScreen(RanksScreen):
                 summary.append(f"mean util {percent(sum(utils) / len(utils)) if utils else '-'}")
                 if store.status.metrics_problem:
                     summary.append(f"  GPU metrics: {clean(store.status.metrics_problem, limit=120)}", style="dim")
-                note.update(summary)
+                self._update("#nodes-note", summary)
             if changed is None:
                 self._cells = {k: self._row(n) for k, n in store.nodes.items()}
             else:
@@ -186,11 +232,75 @@ class ClusterScreen(RanksScreen):
         now = self.ranks.clock()
         wls = list(store.workloads.values())
         if active == "tab-quota":
-            self.query_one("#quota", Static).update(quota_lines(look, store.projects.values()))
+            self._update("#quota", quota_lines(look, store.projects.values()))
         elif active == "tab-pending":
-            self.query_one("#pending", Static).update(pending_lines(look, [w for w in wls if w.status == "Pending"], now))
+            pending = sorted((w for w in wls if w.status == "Pending"), key=lambda w: w.created or 0.0)
+            table = self.query_one("#pending-table", KeyedTable)
+            table.sync([w.key for w in pending], {w.key: pending_row(look, w, now) for w in pending})
+            table.display = bool(pending)  # none: the panel says so, without an empty table's header
+            self._show_pending_detail()
+            self.ranks.ages_shown([w.created for w in pending if w.created], now)
         elif active == "tab-idle":
-            self.query_one("#idle", Static).update(idle_lines(look, wls, now))
+            idle = idle_sessions(wls)
+            table = self.query_one("#idle-table", KeyedTable)
+            table.sync([w.key for w in idle], {w.key: idle_row(look, w, now) for w in idle})
+            table.display = bool(idle)
+            self.ranks.ages_shown([w.created for w in idle if w.created], now)
+            note = Text(style="dim")
+            if idle:
+                sessions = "1 interactive session holds" if len(idle) == 1 else f"{len(idle)} interactive sessions hold"
+                note.append(f"{sessions} {gpus(sum(w.gpus_allocated for w in idle))} GPUs at under {IDLE_UTIL:g}% "
+                            "use (Enter opens one)")
+            else:
+                note.append(f"no interactive session holds idle GPUs (util < {IDLE_UTIL:g}%)")
+            self._update("#idle", note)
+        self._rows_shown()
+
+    def tick_ages(self, now: float) -> list[float]:
+        """The app's age ticker: the rows of the pending or idle table whose age (or GPU-hours held)
+        reads otherwise at `now` are redrawn, and the pending panel if its age changed."""
+        active = self.query_one(TabbedContent).active
+        if active not in ("tab-pending", "tab-idle"):
+            return []
+        table = self.query_one("#pending-table" if active == "tab-pending" else "#idle-table", KeyedTable)
+        make = pending_row if active == "tab-pending" else idle_row
+        workloads = self.ranks.store.workloads
+        look = self.ranks.look
+        cells, changed, since = {}, [], []
+        for key in table.order:
+            w = workloads.get(key)  # type: ignore[call-overload]
+            if w is None:
+                continue
+            cells[key] = row = make(look, w, now)
+            if w.created:
+                since.append(w.created)
+            old = table.shown.get(key)
+            if old is None or any(a.plain != b.plain for a, b in zip(old, row, strict=False)):
+                changed.append(key)
+        if changed:
+            table.sync(list(table.order), {**table.shown, **cells}, changed)
+        if active == "tab-pending":
+            self._show_pending_detail()
+        return since
+
+    def _rows_shown(self) -> None:
+        """Called after each draw: the footer's row keys follow the active table's emptiness."""
+        table = self.active_table()
+        has = table is not None and table.row_count > 0
+        if has != self._had_rows:
+            self._had_rows = has
+            self.refresh_bindings()
+
+    def _show_pending_detail(self) -> None:
+        table = self.query_one("#pending-table", KeyedTable)
+        key = table.cursor_key
+        w = self.ranks.store.workloads.get(key) if key is not None else None  # type: ignore[arg-type]
+        self._update("#pending", pending_detail(self.ranks.look, w, table.row_count, self.ranks.clock()))
+
+    @on(KeyedTable.CursorMoved, "#pending-table")
+    def _pending_cursor(self, event: KeyedTable.CursorMoved) -> None:
+        event.stop()
+        self._show_pending_detail()
 
     def _row(self, n: NodeView) -> Cells:
         return (*node_row(self.ranks.look, n, narrow=self.narrow), heat_cell(self.ranks.look, n))
@@ -198,26 +308,195 @@ class ClusterScreen(RanksScreen):
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
         self._draw(None)
-        self.refresh_bindings()
+        table = self.active_table()
+        if table is not None:
+            table.focus()
+        self._had_rows = None
+        self._rows_shown()
 
-    @on(KeyedTable.RowSelected, "#nodes")
+    @on(KeyedTable.RowSelected)
     def _row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
-        self.action_describe()
+        self.action_open()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Open and describe act on the nodes table: hidden on the other tabs."""
+        """Open and describe act on the rows of a table: hidden on the quota tab, and while the tab's
+        table is empty."""
         if action in ("open", "describe") and self.is_mounted:
-            return self.query_one(TabbedContent).active == "tab-nodes"
+            table = self.active_table()
+            return table is not None and table.row_count > 0
         return True
 
     def action_open(self) -> None:
-        self.action_describe()
+        """Enter: a node's pods; a pending or idle workload's screen."""
+        table = self.active_table()
+        key = table.cursor_key if table is not None else None
+        if key is None or table is None:
+            return
+        if table is self.table:
+            self.ranks.push_screen(NodePodsScreen(str(key)))
+        elif key in self.ranks.store.workloads:
+            self.ranks.open_workload(key)  # type: ignore[arg-type]
 
     def action_describe(self) -> None:
-        key = self.table.cursor_key
-        if key is not None:
+        """d: the node's YAML, or the workload's."""
+        table = self.active_table()
+        key = table.cursor_key if table is not None else None
+        if key is None or table is None:
+            return
+        if table is self.table:
             self.ranks.open_describe_path(f"node {key}", f"/api/v1/nodes/{key}")
+        elif (w := self.ranks.store.workloads.get(key)) is not None:  # type: ignore[arg-type]
+            self.ranks.open_describe(w)
+
+    def action_back(self) -> None:
+        self.ranks.go_back()
+
+
+class NodePodsScreen(RanksScreen):
+    """Enter on a node in cluster load: the ranks it runs, with their workload and GPUs. Enter opens
+    the workload, d shows the pod's YAML, l the workload's logs."""
+
+    BINDINGS: ClassVar[list[BindingType]] = bindings("table", ("open", "describe", "logs"))
+    DEFAULT_CSS = """
+    NodePodsScreen #node-note { height: auto; padding: 0 1; }
+    """
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self.node = node
+        self._cells: dict[Hashable, Cells] = {}
+        self._by_workload: dict[WorkloadKey, list[tuple[WorkloadKey, str]]] = {}
+        self._note = Text()
+        self._had_rows: bool | None = None
+
+    @property
+    def crumb(self) -> str:  # type: ignore[override]
+        return f"pods on {self.node}"
+
+    def body(self) -> ComposeResult:
+        yield Static(id="node-note")
+        yield KeyedTable(id="pods")
+
+    @property
+    def table(self) -> KeyedTable:
+        return self.query_one("#pods", KeyedTable)
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.table.set_columns(POD_COLUMNS)
+        self.resync()
+        self.table.focus()
+
+    def _rows_of(self, w: WorkloadView, now: float) -> None:
+        keys = []
+        for r in w.ranks:
+            if r.node == self.node:
+                key = (w.key, r.pod)
+                self._cells[key] = pod_row(self.ranks.look, w, r, now)
+                keys.append(key)
+        self._by_workload[w.key] = keys
+
+    def resync(self) -> None:
+        if not self.is_mounted:
+            return
+        now = self.ranks.clock()
+        self._cells, self._by_workload = {}, {}
+        for w in self.ranks.store.workloads.values():
+            self._rows_of(w, now)
+        self._show(None)
+
+    def model_changed(self, diff: ModelDiff) -> None:
+        """Only the rows of the workloads in the diff are looked at again."""
+        wd = diff.workloads
+        if not (wd or self.node in diff.nodes.changed or self.node in diff.nodes.removed):
+            return
+        now = self.ranks.clock()
+        touched: list[Hashable] = []
+        for key in (*wd.removed, *wd.added, *wd.changed):
+            for old in self._by_workload.pop(key, []):
+                self._cells.pop(old, None)
+            w = self.ranks.store.workloads.get(key)
+            if w is not None:
+                self._rows_of(w, now)
+                touched.extend(self._by_workload[key])
+        self._show(touched)
+
+    def _show(self, changed: list[Hashable] | None) -> None:
+        order = sorted(self._cells, key=lambda k: (k[0][0], k[0][2], k[1]))  # type: ignore[index]
+        self.table.sync(order, self._cells, changed)
+        store = self.ranks.store
+        self.ranks.ages_shown([r.created for w in store.workloads.values() for r in w.ranks
+                               if r.node == self.node and r.created])
+        if bool(order) != self._had_rows:
+            self._had_rows = bool(order)
+            self.refresh_bindings()
+        n = self.ranks.store.nodes.get(self.node)
+        note = Text(no_wrap=True, overflow="ellipsis")
+        if n is None:
+            note.append(f"node {clean(self.node, limit=100)} is not known (any more)", style="bold")
+        else:
+            note.append(f"{clean(n.name, limit=100)}", style="bold")
+            note.append(f"  {clean(n.pool or '-', limit=40)}  GPUs ")
+            note.append_text(gpu_pair(n.gpus, n.gpus_allocated))
+            note.append(f" allocated  util {percent(n.gpu_util)}")
+            others = n.pods - len(self._cells)
+            if others > 0:
+                note.append(f"  (+{others} pod{'s' if others != 1 else ''} outside distributed workloads)",
+                            style="dim")
+        if not self._cells:
+            note.append("\nno rank of a distributed workload runs on this node", style="dim")
+        if note != self._note:
+            self._note = note
+            self.query_one("#node-note", Static).update(note)
+
+    def tick_ages(self, now: float) -> list[float]:
+        """The app's age ticker: only the AGE cells whose text is another at `now` are repainted."""
+        since = []
+        for key, cells in self._cells.items():
+            wkey, pod = key  # type: ignore[misc]
+            w = self.ranks.store.workloads.get(wkey)
+            r = next((r for r in w.ranks if r.pod == pod), None) if w is not None else None
+            if r is None or not r.created:
+                continue
+            since.append(r.created)
+            text = age(now - r.created, live=True)
+            if text != cells[-1].plain:
+                cell = Text(text, justify="right")
+                self._cells[key] = (*cells[:-1], cell)
+                self.table.update_cell(key, len(cells) - 1, cell)
+        return since
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The row keys, where there is a row."""
+        if action in ("open", "describe", "logs") and self.is_mounted:
+            return self.table.row_count > 0
+        return True
+
+    def _selected(self) -> tuple[WorkloadView, str] | None:
+        key = self.table.cursor_key
+        if key is None:
+            return None
+        wkey, pod = key  # type: ignore[misc]
+        w = self.ranks.store.workloads.get(wkey)
+        return None if w is None else (w, pod)
+
+    @on(KeyedTable.RowSelected, "#pods")
+    def _row_selected(self, event: KeyedTable.RowSelected) -> None:
+        event.stop()
+        self.action_open()
+
+    def action_open(self) -> None:
+        if (sel := self._selected()) is not None:
+            self.ranks.open_workload(sel[0].key)
+
+    def action_describe(self) -> None:
+        if (sel := self._selected()) is not None:
+            self.ranks.open_describe_pod(sel[0].namespace, sel[1])
+
+    def action_logs(self) -> None:
+        if (sel := self._selected()) is not None:
+            self.ranks.open_logs(sel[0].key)
 
     def action_back(self) -> None:
         self.ranks.go_back()

@@ -38,8 +38,25 @@ def to_yaml(obj: Any) -> str:
     return yaml.safe_dump(_strip(obj), sort_keys=False, default_flow_style=False, allow_unicode=True, width=200)
 
 
+class YamlArea(TextArea):
+    """The read-only YAML: Home/g and End/G go to its first and last line (a TextArea's own End
+    goes to the end of the line, and g/G would type)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = bindings("logs", ("top", "bottom"))
+
+    def action_scroll_top(self) -> None:
+        self.move_cursor((0, 0))
+        self.scroll_home(animate=False)
+
+    def action_scroll_bottom(self) -> None:
+        self.move_cursor((self.document.line_count - 1, 0))
+        self.scroll_end(animate=False)
+
+
 class DescribeScreen(RanksScreen):
-    BINDINGS: ClassVar[list[BindingType]] = bindings("details", ("yaml",))
+    """The YAML of an object; ctrl+r reads it again."""
+
+    BINDINGS: ClassVar[list[BindingType]] = bindings("global", ("refresh",))
     DEFAULT_CSS = """
     DescribeScreen TextArea, DescribeScreen TextArea:focus { height: 1fr; border: none; }
     """
@@ -55,8 +72,7 @@ class DescribeScreen(RanksScreen):
         return f"describe {self.title_text}"
 
     def body(self) -> ComposeResult:
-        yield TextArea("loading…", read_only=True, show_line_numbers=False, soft_wrap=False, id="yaml")
-
+        yield YamlArea("loading…", read_only=True, show_line_numbers=False, soft_wrap=False, id="yaml")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -66,7 +82,7 @@ class DescribeScreen(RanksScreen):
         self._load()
 
     @work(exclusive=True, group="describe")
-    async def _load(self) -> None:
+    async def _load(self, again: bool = False) -> None:
         area = self.query_one(TextArea)
         try:
             obj = await asyncio.wrap_future(self.ranks.data.get_raw(self.path))
@@ -77,9 +93,12 @@ class DescribeScreen(RanksScreen):
             return
         self.loaded = obj
         area.load_text(to_yaml(obj))
+        if again:
+            self.notify(f"{self.title_text}: read again", timeout=1.5, markup=False)
 
-    def action_yaml(self) -> None:
-        self._load()
+    def action_refresh(self) -> None:
+        """ctrl+r: read the object again (the app's refresh redraws from the store; this is a query)."""
+        self._load(again=True)
 
     def action_back(self) -> None:
         self.ranks.go_back()
@@ -115,6 +134,9 @@ class HelpScreen(ModalScreen[None]):
         t.append("ranks - keys\n" if self.ascii else "ranks — keys\n", style="bold")
         t.append("Enter opens, Esc goes back; the mouse works too. Remap any key by its id in the "
                  "[keymap] table of the config file (id = \"key\").\n", style="dim")
+        left_right = "left/right" if self.ascii else "←/→"
+        t.append(f"Tab moves the focus (the table, the tabs); {left_right} switch the tabs of a workload and of "
+                 "cluster load.\n", style="dim")
         for scope in SCOPES:
             specs = [s for s in self.keymap.catalogue if s.scope == scope and (self.ids is None or s.id in self.ids)]
             if not specs:

@@ -9,25 +9,33 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
-from textual.widgets import Input, Static
+from textual.containers import Horizontal
+from textual.widgets import Input, Label, Static
 
+from monitors.humanize import age
 from monitors.sanitize import clean
 from monitors.views import KeyedDiff, ModelDiff, ProjectView, WorkloadView
 
 from ..cells import Cells, age_cell, project_row, workload_row
 from ..filtering import RowFilter
-from ..widgets.keyed_table import KeyedTable
+from ..widgets.keyed_table import Column, KeyedTable
 from .base import RanksScreen, bindings
 
 V = TypeVar("V")
-AGE_REFRESH = 30.0  # seconds; ages are the only thing that changes without a diff
 
 
 class FilterInput(Input):
+    """The one-line input of `/` (and of the logs' prompts), in a `FilterBar`: compact, so the text
+    typed shows on its one row (a focused Input's border would take the row)."""
+
     DEFAULT_CSS = """
-    FilterInput { dock: bottom; display: none; border: none; height: 1; padding: 0 1; background: $boost; }
+    FilterInput, FilterInput:focus { display: none; border: none; height: 1; width: 1fr; padding: 0 1;
+                                     background: $boost; }
     FilterInput.-shown { display: block; }
     """
+
+    def __init__(self, value: str = "", placeholder: str = "", *, id: str | None = None) -> None:
+        super().__init__(value, placeholder=placeholder, id=id, compact=True)
 
     def on_mount(self) -> None:
         self.cursor_blink = False  # no redraws twice a second over a slow SSH link
@@ -38,6 +46,43 @@ class FilterInput(Input):
         live = getattr(self.screen, "live_filter", None)
         if callable(live) and self.has_class("-shown"):
             live(self, value)
+
+
+class FilterBar(Horizontal):
+    """The bottom row while a prompt is open: what is asked (`/`, `ranks`, `save to`) and the input."""
+
+    DEFAULT_CSS = """
+    FilterBar { height: 1; display: none; background: $boost; }
+    FilterBar.-shown { display: block; }
+    FilterBar > Label { width: auto; height: 1; padding: 0 0 0 1; text-style: bold; background: $boost; }
+    """
+
+    def __init__(self, placeholder: str = "", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._placeholder = placeholder
+
+    def compose(self) -> ComposeResult:
+        yield Label("/", id="prompt")
+        yield FilterInput(placeholder=self._placeholder, id="filter")
+
+    @property
+    def input(self) -> FilterInput:
+        return self.query_one(FilterInput)
+
+    def open(self, prompt: str, value: str, placeholder: str | None = None) -> FilterInput:
+        self.query_one(Label).update(Text(prompt))
+        inp = self.input
+        if placeholder is not None:
+            inp.placeholder = placeholder
+        inp.add_class("-shown")  # before the value: watch_value filters only while shown
+        inp.value = value
+        self.add_class("-shown")
+        inp.focus()
+        return inp
+
+    def close(self) -> None:
+        self.input.remove_class("-shown")
+        self.remove_class("-shown")
 
 
 class EmptyNote(Static):
@@ -51,8 +96,9 @@ class ListScreen(RanksScreen, Generic[V]):
     BINDINGS: ClassVar[list[BindingType]] = [*bindings("global", ("filter",)), *bindings(
         "table", ("open", "describe", "logs", "sort", "sort_reverse", "toggle_mine", "all_projects",
                   "new_session"))]
-    columns: ClassVar[list[tuple[str, int | None]]] = []
+    columns: ClassVar[list[Column]] = []
     sort_names: ClassVar[list[str]] = ["name"]
+    noun = "row"  # "no row matches /xyz"
 
     def __init__(self) -> None:
         super().__init__()
@@ -62,6 +108,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self.mine = False
         self._cells: dict[Hashable, Cells] = {}
         self.narrow = False
+        self._note = ""  # the filter note shown after the breadcrumb
 
     # -- what a list shows (subclasses say; the defaults are an empty list) ------------------------
     def items(self) -> Mapping[Hashable, V]:
@@ -95,7 +142,8 @@ class ListScreen(RanksScreen, Generic[V]):
     def body(self) -> ComposeResult:
         yield KeyedTable(id="table")
         yield EmptyNote(id="empty")
-        yield FilterInput(placeholder="filter: regex, !regex to invert, -l key=value for labels", id="filter")
+        yield FilterBar("regex, !regex to invert, -l key=value for labels (Enter keeps it, Esc clears it)",
+                        id="filterbar")
 
     @property
     def table(self) -> KeyedTable:
@@ -105,7 +153,6 @@ class ListScreen(RanksScreen, Generic[V]):
         super().on_mount()
         self._set_columns()
         self.resync()
-        self.set_interval(AGE_REFRESH, self._refresh_ages)
         self.table.focus()
 
     def _set_columns(self) -> None:
@@ -114,10 +161,11 @@ class ListScreen(RanksScreen, Generic[V]):
         name = self.sort_names[self.sort_index]
         glyphs = self.ranks.look.glyphs
         labelled = []
-        for label, width in cols:
+        for col in cols:
+            label = col.label
             if label.lower().split("/")[0] == self._sort_label(name):
                 label = f"{label}{glyphs.sort_descending if self.sort_reverse else glyphs.sort_ascending}"
-            labelled.append((label, width))
+            labelled.append(Column(label, col.width, col.min, col.shrink))
         self.table.set_columns(labelled)
         self._cells = {}
 
@@ -125,7 +173,7 @@ class ListScreen(RanksScreen, Generic[V]):
         return {"gpus_allocated": "gpus", "gpu_util": "util", "created": "age", "ranks_total": "ranks",
                 "namespace": "namespace", "gpu_quota": "quota", "project": "project"}.get(name, name)
 
-    def active_columns(self) -> Iterable[tuple[str, int | None]]:
+    def active_columns(self) -> Iterable[Column]:
         return self.columns
 
     # -- updates -----------------------------------------------------------------------------------
@@ -148,6 +196,7 @@ class ListScreen(RanksScreen, Generic[V]):
             else:
                 self._cells.pop(key, None)
         self._show(changed)
+        self.ranks.ages_shown(self._ages_since(changed), now)
 
     def resync(self) -> None:
         if not self.is_mounted:
@@ -155,6 +204,7 @@ class ListScreen(RanksScreen, Generic[V]):
         now = self.ranks.clock()
         self._cells = {k: self.row(v, now) for k, v in self.items().items() if self.in_scope(v)}
         self._show(None)
+        self.ranks.ages_shown(self._ages_since(self._cells), now)
 
     def restyle(self) -> None:
         self._set_columns()
@@ -182,6 +232,28 @@ class ListScreen(RanksScreen, Generic[V]):
     def _show(self, changed: list[Hashable] | None) -> None:
         self.table.sync(self._order(), self._cells, changed)
         self._update_empty()
+        note = self._filter_note()
+        if note != self._note:  # the breadcrumb is redrawn only when what it says changes
+            self._note = note
+            self.show_status()
+
+    def _filter_shown(self) -> str:
+        """The filter as typed after `/` (`/bert`, `/!team`), or the label selector (`-l a=b`)."""
+        flt = self.row_filter
+        return flt.text if flt.selector else f"/{flt.text}"
+
+    def _filter_note(self) -> str:
+        if not self.row_filter.active or not self.is_mounted:
+            return ""
+        return f"{self._filter_shown()}  {self.table.row_count} of {len(self._cells)}"
+
+    def crumb_note(self) -> Text | None:
+        if not self._note:
+            return None
+        shown, _, count = self._note.rpartition("  ")
+        t = Text(clean(shown, limit=60), style="bold")
+        t.append(f"  {count}")
+        return t
 
     def _update_empty(self) -> None:
         note = self.query_one(EmptyNote)
@@ -190,34 +262,41 @@ class ListScreen(RanksScreen, Generic[V]):
             return
         st = self.ranks.store.status
         if not self.ranks.store.synced:
-            text = {"connecting": "connecting to the API server…", "retrying": "cannot reach the API server; retrying…"
-                    }.get(st.phase, "reading the cluster…")
+            text = {"connecting": "connecting to the API server…", "retrying": "cannot reach the API server; retrying…",
+                    "waiting": "waiting for the API server to answer…"}.get(st.phase, "reading the cluster…")
         elif self.row_filter.active and self._cells:
-            text = f"no rows match the filter {self.row_filter.text!r} (Esc clears it)"
+            text = f"no {self.noun} matches {self._filter_shown()} (Esc clears the filter)"
         else:
             text = self.empty_text()
-        note.update(Text(text))
+        note.update(Text(clean(text, limit=300)))
         note.add_class("-shown")
 
-    def age_cell(self, item: V, now: float) -> Text | None:
-        """The age cell (the last column) of rows that have one."""
+    def age_since(self, item: V) -> float | None:
+        """When the age in an item's row (its last cell) is measured from; None: no age."""
         return None
 
-    def _refresh_ages(self) -> None:
-        """Every 30 s: only the age cells whose text changed are replaced."""
-        if self.app.screen is not self:
-            return
-        now = self.ranks.clock()
+    def _ages_since(self, keys: Iterable[Hashable]) -> list[float]:
         items = self.items()
-        changed = []
+        return [t for k in keys if k in self._cells and (item := items.get(k)) is not None
+                and (t := self.age_since(item)) is not None]
+
+    def tick_ages(self, now: float) -> list[float]:
+        """The app's age ticker: every age cell whose text is another at `now` is replaced and
+        repainted alone. Returns the times of every age held (rows filtered out too: they keep their
+        cells for when they come back)."""
+        items = self.items()
+        since = []
         for k, cells in self._cells.items():
             item = items.get(k)
-            cell = None if item is None else self.age_cell(item, now)
-            if cell is not None and cell.plain != cells[-1].plain:
+            t = None if item is None else self.age_since(item)
+            if t is None:
+                continue
+            since.append(t)
+            if age(now - t, live=True) != cells[-1].plain:
+                cell = age_cell(t, now)
                 self._cells[k] = (*cells[:-1], cell)
-                changed.append(k)
-        if changed and self.table.order:
-            self.table.sync(self.table.order, self._cells, changed)
+                self.table.update_cell(k, len(cells) - 1, cell)
+        return since
 
     # -- actions -----------------------------------------------------------------------------------
     def selected(self) -> tuple[Hashable, V] | None:
@@ -249,10 +328,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self.resync()
 
     def action_filter(self) -> None:
-        inp = self.query_one(FilterInput)
-        inp.add_class("-shown")
-        inp.value = self.row_filter.text
-        inp.focus()
+        self.query_one(FilterBar).open("/", self.row_filter.text)  # the focus moving refreshes the footer
 
     def live_filter(self, inp: Input, value: str) -> None:
         try:
@@ -278,11 +354,11 @@ class ListScreen(RanksScreen, Generic[V]):
         self._close_filter()
 
     def _close_filter(self) -> None:
-        inp = self.query_one(FilterInput)
-        if not self.row_filter.active:
-            inp.remove_class("-shown")
+        """The input closes; an active filter stays, said after the breadcrumb with its count."""
+        self.query_one(FilterBar).close()
         self.table.focus()
         self._show([])
+        self.refresh_bindings()
 
     def action_back(self) -> None:
         inp = self.query_one(FilterInput)
@@ -294,10 +370,15 @@ class ListScreen(RanksScreen, Generic[V]):
         if self.row_filter.active:
             self.row_filter = RowFilter()
             inp.value = ""
-            inp.remove_class("-shown")
-            self._show([])
+            self._close_filter()
             return
         self.ranks.go_back()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Esc is shown where it does something: it clears a filter, or there is a screen to go back to."""
+        if action == "back" and self.is_mounted:
+            return self.row_filter.active or self.query_one(FilterInput).has_focus or self.ranks.can_go_back()
+        return True
 
     def action_toggle_mine(self) -> None:
         self.mine = not self.mine
@@ -308,9 +389,10 @@ class ListScreen(RanksScreen, Generic[V]):
 
 class ProjectsScreen(ListScreen[ProjectView]):
     crumb = "projects"
-    columns: ClassVar[list[tuple[str, int | None]]] = [
-        ("PROJECT", None), ("NAMESPACE", None), ("QUOTA", 5), ("ALLOCATED", 14), ("UTIL", 10),
-        ("RUNNING", 7), ("PENDING", 7)]
+    noun = "project"
+    columns: ClassVar[list[Column]] = [
+        Column("PROJECT", None, 10), Column("NAMESPACE", None, 9, 1), Column("QUOTA", 5), Column("ALLOCATED", 14),
+        Column("UTIL", 10), Column("RUNNING", 7), Column("PENDING", 7)]
     sort_names: ClassVar[list[str]] = ["name", "gpus_allocated", "gpu_util", "pending"]
 
     def items(self) -> Mapping[Hashable, ProjectView]:
@@ -334,6 +416,19 @@ class ProjectsScreen(ListScreen[ProjectView]):
     def open_item(self, key: Hashable, item: ProjectView) -> None:
         self.ranks.open_workloads(item.namespace)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """A project has no logs, and "only mine" is about workloads: neither is offered here."""
+        if action in ("logs", "toggle_mine"):
+            return False
+        return super().check_action(action, parameters)
+
+    def action_describe(self) -> None:
+        """`d`: the project's namespace as YAML (its labels say which Run:ai project it is)."""
+        sel = self.selected()
+        if sel is not None:
+            ns = sel[1].namespace
+            self.ranks.open_describe_path(f"namespace/{ns}", f"/api/v1/namespaces/{ns}")
+
     def action_all_projects(self) -> None:
         self.ranks.open_workloads(None)
 
@@ -343,6 +438,7 @@ class ProjectsScreen(ListScreen[ProjectView]):
 
 
 class WorkloadsScreen(ListScreen[WorkloadView]):
+    noun = "workload"
     BINDINGS: ClassVar[list[BindingType]] = bindings(
         "table", ("shell", "exec_all", "delete", "suspend", "convert"))
     sort_names: ClassVar[list[str]] = ["name", "status", "gpus_allocated", "gpu_util", "created", "ranks_total"]
@@ -358,13 +454,16 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         p = self.ranks.store.projects.get(self.namespace)
         return (p.name if p else self.namespace) + (" (mine)" if self.mine else "")
 
-    def active_columns(self) -> Iterable[tuple[str, int | None]]:
+    def active_columns(self) -> Iterable[Column]:
+        """Too wide for the view (a long name): the reason in STATUS gives way first, then PROJECT,
+        then NAME (down to 12); kind, numbers and AGE keep their width."""
         narrow = self.narrow
-        cols: list[tuple[str, int | None]] = [
-            ("NAME", None), ("KIND", 7), ("STATUS", 15 if narrow else 28), ("I", 1), ("RANKS", 5), ("GPUS", 5),
-            ("UTIL", 8 if narrow else 10), ("AGE", 5)]
+        cols = [
+            Column("NAME", None, 12, 0), Column("KIND", 7), Column("STATUS", 15 if narrow else 28, 11, 3),
+            Column("I", 1), Column("RANKS", 5), Column("GPUS", 5), Column("UTIL", 8 if narrow else 10),
+            Column("AGE", 5)]
         if self.namespace is None:
-            cols.insert(1, ("PROJECT", None))
+            cols.insert(1, Column("PROJECT", None, 7, 2))
         return cols
 
     def items(self) -> Mapping[Hashable, WorkloadView]:
@@ -385,8 +484,8 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
     def search_texts(self, item: WorkloadView) -> Iterable[str]:
         return (item.name, item.kind, item.status, item.reason, item.project, item.user)
 
-    def age_cell(self, item: WorkloadView, now: float) -> Text | None:
-        return age_cell(item.created, now)
+    def age_since(self, item: WorkloadView) -> float | None:
+        return item.created
 
     def labels(self, item: WorkloadView) -> Mapping[str, str]:
         return dict(item.labels)

@@ -16,13 +16,14 @@ from textual.message import Message
 from textual.widgets import Input, Static
 
 from monitors.dataloop import LogHandle
+from monitors.humanize import plural
 from monitors.logs import FilterError, LineBuffer, LineFilter, LogLine, LogOptions
 from monitors.sanitize import clean
 from monitors.views import ModelDiff
 
 from ..widgets.log_view import LogView, palette_from_theme
 from .base import RanksScreen, bindings
-from .lists import FilterInput
+from .lists import FilterBar, FilterInput
 
 HISTORY_LINES = 5000
 
@@ -52,17 +53,21 @@ class LogsScreen(RanksScreen):
         *bindings("table", ("describe",)),
     ]
 
-    def __init__(self, key: tuple[str, str, str], *, previous: bool = False) -> None:
+    def __init__(self, key: tuple[str, str, str], *, previous: bool = False, rank: str = "",
+                 note: str = "") -> None:
+        """`rank`: opened filtered to that rank (the first failure's; in `previous` mode only its
+        streams are read); `note`: said in the status line from the start."""
         super().__init__()
         self.key = key
         self.focus_key = key
         self.previous = previous
         self.buffer = LineBuffer()
         self.handle: LogHandle | None = None
-        self.notice = ""
+        self.notice = clean(note, limit=200)
         self.prompt = "filter"  # what the input at the bottom edits: filter / ranks / save
         self.text_filter = ""
-        self.rank_filter = ""
+        self.rank_filter = rank
+        self.only_rank = rank
 
     @property
     def crumb(self) -> str:  # type: ignore[override]
@@ -72,7 +77,7 @@ class LogsScreen(RanksScreen):
         look = self.ranks.look
         yield LogView(self.buffer, palette=[] if look.mono else palette_from_theme(look.theme), id="log")
         yield LogStatus(id="logstatus")
-        yield FilterInput(id="filter")
+        yield FilterBar(id="filterbar")
 
     @property
     def view(self) -> LogView:
@@ -81,6 +86,9 @@ class LogsScreen(RanksScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.view.focus()
+        self.view.on_flush = lambda: self._set_status("")
+        if self.rank_filter:
+            self._apply_filter()
         self._set_status("opening log streams…")
         self._open()
 
@@ -88,7 +96,8 @@ class LogsScreen(RanksScreen):
     async def _open(self) -> None:
         import asyncio
 
-        opts = LogOptions(follow=not self.previous, tail=HISTORY_LINES, previous=self.previous)
+        only = LineFilter.build(ranks=self.only_rank) if self.previous and self.only_rank else None
+        opts = LogOptions(follow=not self.previous, tail=HISTORY_LINES, previous=self.previous, filter=only)
         fut = self.ranks.data.open_logs(self.key, opts, lambda lines: self.post_message(LinesArrived(lines)),
                                         lambda text: self.post_message(LogNotice(text)))
         try:
@@ -113,9 +122,7 @@ class LogsScreen(RanksScreen):
     @on(LinesArrived)
     def _lines(self, msg: LinesArrived) -> None:
         self.buffer.extend(msg.lines)
-        self.view.notify_appended()
-        if not self.notice:
-            self._set_status("")
+        self.view.notify_appended()  # the view's next frame takes them in, then says the count (on_flush)
 
     @on(LogNotice)
     def _notice(self, msg: LogNotice) -> None:
@@ -134,7 +141,12 @@ class LogsScreen(RanksScreen):
 
     def _set_status(self, text: str) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
-        t.append(f"{len(self.buffer):,} lines")
+        held = self.buffer.lines()
+        if self.is_mounted and self.view.line_filter is not None:  # the dropped marker is no line
+            shown = len(self.view.source) - (1 if self.buffer.dropped else 0)
+            t.append(f"{shown:,} of {plural(held, 'line')}")
+        else:
+            t.append(plural(held, "line"))
         following = self.view.tail if self.is_mounted else True
         if following:
             t.append("  following", style="bold")
@@ -148,23 +160,21 @@ class LogsScreen(RanksScreen):
         self.query_one(LogStatus).update(t)
 
     # -- filters and prompts -----------------------------------------------------------------------
+    PROMPTS: ClassVar[dict[str, str]] = {"filter": "/", "ranks": "ranks", "save": "save to"}
+
     def _ask(self, prompt: str, value: str, placeholder: str) -> None:
         self.prompt = prompt
-        inp = self.query_one(FilterInput)
-        inp.placeholder = placeholder
-        inp.value = value
-        inp.add_class("-shown")
-        inp.focus()
+        self.query_one(FilterBar).open(self.PROMPTS[prompt], value, placeholder)
 
     def action_filter(self) -> None:
-        self._ask("filter", self.text_filter, "filter lines: regex, !regex to hide matches (Enter applies)")
+        self._ask("filter", self.text_filter, "regex, !regex to hide matches (Enter applies, empty: all lines)")
 
     def action_select_ranks(self) -> None:
-        self._ask("ranks", self.rank_filter, "only these ranks: worker-0,launcher,3 or roles (empty: all)")
+        self._ask("ranks", self.rank_filter, "worker-0,launcher,3 or roles (Enter applies, empty: all ranks)")
 
     def action_save_logs(self) -> None:
         stamp = time.strftime("%Y%m%d-%H%M%S")
-        self._ask("save", str(Path.cwd() / f"{self.key[2]}-{stamp}.log"), "save the lines shown to this file")
+        self._ask("save", str(Path.cwd() / f"{self.key[2]}-{stamp}.log"), "the file to save the lines shown to")
 
     @on(Input.Submitted, "#filter")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -197,9 +207,15 @@ class LogsScreen(RanksScreen):
         ranks = [r for r in ranks if r not in roles]
         if not (include or exclude or ranks or roles):
             self.view.set_filter(None)
+            self.view.empty_text = ""
         else:
             self.view.set_filter(LineFilter.build(ranks=ranks or None, roles=roles or None, include=include,
                                                   exclude=exclude, highlight=include))
+            said = "  ".join(f for f in (self.text_filter and f"/{self.text_filter}",
+                                          self.rank_filter and f"ranks {self.rank_filter}") if f)
+            keys = {(True, False): "/ changes it", (False, True): "r changes it", (True, True): "/ and r change them"
+                    }[(bool(self.text_filter), bool(self.rank_filter))]
+            self.view.empty_text = f"no line matches {clean(said, limit=200)} ({keys})"
         self._set_status("")
 
     def _save(self, path: str) -> None:
@@ -210,11 +226,10 @@ class LogsScreen(RanksScreen):
         except OSError as exc:
             self.notify(f"cannot save: {exc.strerror or exc}", severity="error", markup=False)
             return
-        self.notify(f"saved {n:,} lines to {path}", markup=False)
+        self.notify(f"saved {plural(n, 'line')} to {path}", markup=False)
 
     def _close_prompt(self) -> None:
-        inp = self.query_one(FilterInput)
-        inp.remove_class("-shown")
+        self.query_one(FilterBar).close()
         self.view.focus()
 
     def action_back(self) -> None:

@@ -2,33 +2,62 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
-from collections.abc import Hashable
-from typing import ClassVar
+from collections.abc import Hashable, Sequence
+from typing import ClassVar, Self
 
+from rich.cells import cell_len
 from rich.style import Style
 from rich.text import Text
-from textual import on
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import BindingType
+from textual.geometry import Region
 from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors.humanize import age, gpus
+from monitors.logs.first_failure import FailureReport, locate_failure
 from monitors.records import EventRec
 from monitors.sanitize import clean
 from monitors.views import ModelDiff, RankView, WorkloadView
 
 from ..cells import Cells, Look, rank_row, status_cell
-from ..widgets.keyed_table import KeyedTable
+from ..widgets.keyed_table import Column, KeyedTable
 from .base import RanksScreen, bindings
 
-RANK_COLUMNS: list[tuple[str, int | None]] = [
-    ("RANK", None), ("#", 3), ("POD", None), ("STATUS", None), ("RST", 3), ("NODE", None), ("GPU", 10),
-    ("TREND", 12), ("MEM", None)]
-NARROW_RANK_COLUMNS: list[tuple[str, int | None]] = [
-    ("RANK", None), ("#", 3), ("STATUS", 12), ("RST", 3), ("NODE", None), ("GPU", 10), ("TREND", 6),
-    ("MEM", None)]
+# too wide for the view: the pod name gives way first (the rank says which one it is), then the
+# node, then the status; the rank, numbers and bars keep their width
+RANK_COLUMNS: list[Column] = [
+    Column("RANK", None, 8), Column("#", 3), Column("POD", None, 10, 3), Column("STATUS", None, 9, 1),
+    Column("RST", 3), Column("NODE", None, 10, 2), Column("GPU", 10), Column("TREND", 12), Column("MEM", None)]
+NARROW_RANK_COLUMNS: list[Column] = [
+    Column("RANK", None, 8), Column("#", 3), Column("STATUS", None, 9, 1), Column("RST", 3),
+    Column("NODE", None, 10, 2), Column("GPU", 10), Column("TREND", 6), Column("MEM", None)]
+
+
+def pending_reasons(w: WorkloadView) -> list[str]:
+    """Why a workload waits, each reason once: its pending ranks' messages (the scheduler's), else
+    the workload's own reason."""
+    reasons = sorted({clean(r.message or r.reason, limit=400) for r in w.ranks
+                      if r.phase == "Pending" and (r.message or r.reason)})
+    return reasons or ([clean(w.reason, limit=400)] if w.reason and w.reason != w.status else [])
+
+
+def pending_text(look: Look, w: WorkloadView) -> Text | None:
+    """The whole of why a pending workload waits (a list cell or the header line cuts it)."""
+    if w.status != "Pending":
+        return None
+    reasons = pending_reasons(w)
+    if not reasons:
+        return None
+    t = Text(no_wrap=False)
+    t.append(f"{look.glyphs.phase_marker('Pending')} why it is pending: ", style="bold")
+    t.append("\n".join(reasons[:3]))
+    if len(reasons) > 3:
+        t.append(f"\n(and {len(reasons) - 3} more reasons: see the Events tab)", style="dim")
+    return t
 
 
 def header_text(look: Look, w: WorkloadView, now: float) -> Text:
@@ -41,7 +70,7 @@ def header_text(look: Look, w: WorkloadView, now: float) -> Text:
         t.append("  interactive", style="bold")
     t.append(f"  ranks {w.ranks_ready}/{w.ranks_total}")
     t.append(f"  GPUs {gpus(w.gpus_allocated)}/{gpus(w.gpus_requested)}")
-    t.append(f"  age {age(now - w.created) if w.created else '-'}")
+    t.append(f"  age {age(now - w.created, live=True) if w.created else '-'}")
     if w.user:
         t.append(f"  user {clean(w.user, limit=40)}", style="dim")
     t.append("\n")
@@ -149,7 +178,7 @@ def event_lines(look: Look, events: tuple[EventRec, ...], now: float) -> Text:
     objects = {e: f"{clean(e.kind, limit=20).lower()}/{clean(e.object_name, limit=60)}" for e in events}
     width = max(len(o) for o in objects.values())
     for e in reversed(events):
-        t.append(f"{age(now - e.last) if e.last else '-':>6} ", style="dim")
+        t.append(f"{age(now - e.last, live=True) if e.last else '-':>6} ", style="dim")
         warning = e.type == "Warning"
         t.append(f"{look.glyphs.warning if warning else ' '} ", style=look.status_style("Failed") if warning else "")
         t.append(f"{clean(e.reason, limit=30):<17} ", style=look.status_style("Failed") if warning else "")
@@ -159,13 +188,37 @@ def event_lines(look: Look, events: tuple[EventRec, ...], now: float) -> Text:
     return t
 
 
+class LiveStatic(Static):
+    """A Static that can take a new text repainting only some of its cells (`patch`): an age that
+    ticks repaints its own few cells, not the whole block."""
+
+    _only: tuple[Region, ...] = ()
+
+    def patch(self, text: Text, regions: Sequence[Region]) -> None:
+        """Show `text`, which differs from the text shown only within `regions` (content coordinates)."""
+        self._only = tuple(regions) or (Region(0, 0, 0, 0),)
+        try:
+            self.update(text, layout=False)
+        finally:
+            self._only = ()
+
+    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
+                recompose: bool = False) -> Self:
+        if self._only and not (regions or layout or recompose):
+            regions = self._only
+        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
+
+
 class WorkloadScreen(RanksScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings(
-        "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert"))
+        "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert", "next_tab",
+                  "previous_tab"))
     DEFAULT_CSS = """
     WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     WorkloadScreen #failure { height: auto; max-height: 3; padding: 0 1; background: $error 20%; display: none; }
     WorkloadScreen #failure.-shown { display: block; }
+    WorkloadScreen #pending { height: auto; max-height: 5; padding: 0 1; background: $warning 15%; display: none; }
+    WorkloadScreen #pending.-shown { display: block; }
     WorkloadScreen TabbedContent { height: 1fr; }
     WorkloadScreen TabPane { padding: 0; }
     WorkloadScreen #placement, WorkloadScreen #events { padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -180,21 +233,27 @@ class WorkloadScreen(RanksScreen):
         self._cells: dict[Hashable, Cells] = {}
         self.narrow = False
         self._hist_shown: dict[str, tuple[float, ...]] = {}
+        self._pending_shown: Text | None = None
+        self._header_first = ""  # the header's first line as shown (the age is on it)
+        self._header_age = ""
+        self._events_drawn: tuple[EventRec, ...] = ()
+        self._event_ages: list[str] = []  # as shown, top to bottom
 
     @property
     def crumb(self) -> str:  # type: ignore[override]
         return self.key[2]
 
     def body(self) -> ComposeResult:
-        yield Static(id="header")
+        yield LiveStatic(id="header")
         yield Static(id="failure")
+        yield Static(id="pending")
         with TabbedContent(id="tabs"):
             with TabPane("Ranks", id="tab-ranks"):
                 yield KeyedTable(id="ranks")
             with TabPane("Placement", id="tab-placement"):
                 yield Static(id="placement")
             with TabPane("Events", id="tab-events"):
-                yield Static(id="events")
+                yield LiveStatic(id="events")
 
     @property
     def table(self) -> KeyedTable:
@@ -251,12 +310,18 @@ class WorkloadScreen(RanksScreen):
                                else "this workload does not exist (any more)", style="dim"))
             self.show_status()
             return
-        header.update(header_text(look, shown, now))
+        self._draw_header(shown, now)
         failure = self.query_one("#failure", Static)
         ftext = failure_text(look, shown)
         failure.set_class(ftext is not None, "-shown")
         if ftext is not None:
             failure.update(ftext)
+        pending = self.query_one("#pending", Static)
+        ptext = pending_text(look, shown)
+        pending.set_class(ptext is not None, "-shown")
+        if ptext is not None and ptext != self._pending_shown:
+            pending.update(ptext)
+        self._pending_shown = ptext
         hist = self.ranks.store.histories
         self._hist_shown = dict(hist)
         spark = 6 if self.narrow else 12
@@ -279,11 +344,60 @@ class WorkloadScreen(RanksScreen):
             self.query_one("#placement", Static).update(placement_text(
                 look, shown, {n.name: n.gpus for n in nodes}, {n.name: n.gpus_allocated for n in nodes}))
         elif tabs.active == "tab-events":
-            self.query_one("#events", Static).update(event_lines(look, self.ranks.store.events, self.ranks.clock()))
+            self._draw_events(self.ranks.clock())
+
+    def _draw_header(self, w: WorkloadView, now: float, *, tick: bool = False) -> None:
+        """The header; when its age ticks, only the cells from the age on are repainted."""
+        text = header_text(self.ranks.look, w, now)
+        header = self.query_one("#header", LiveStatic)
+        first, old = text.plain.split("\n", 1)[0], self._header_first
+        if tick and old:
+            k = next((i for i, (a, b) in enumerate(zip(first, old, strict=False)) if a != b), min(len(first), len(old)))
+            x = cell_len(first[:k])
+            header.patch(text, [Region(x, 0, max(0, header.content_size.width - x), 1)])
+        else:
+            header.update(text)
+        self._header_first = first
+        self._header_age = age(now - w.created, live=True) if w.created else ""
+        if w.created and not tick:
+            self.ranks.ages_shown([w.created], now)
+
+    def _draw_events(self, now: float, *, tick: bool = False) -> None:
+        """The Events tab; when ages tick, only the age cells whose text changed are repainted."""
+        events = self._events_drawn if tick else self.ranks.store.events
+        ages = [age(now - e.last, live=True) if e.last else "-" for e in reversed(events)]
+        widget = self.query_one("#events", LiveStatic)
+        if tick:
+            changed = [(y, max(6, len(a), len(b))) for y, (a, b) in enumerate(zip(ages, self._event_ages,
+                                                                                 strict=False)) if a != b]
+            if changed:
+                widget.patch(event_lines(self.ranks.look, events, now), [Region(0, y, w, 1) for y, w in changed])
+        else:
+            widget.update(event_lines(self.ranks.look, events, now))
+            self.ranks.ages_shown([e.last for e in events if e.last], now)
+        self._events_drawn, self._event_ages = events, ages
+
+    def tick_ages(self, now: float) -> list[float]:
+        """The app's age ticker: the header's age and, on the Events tab, the events' ages, each
+        repainted alone when its text changes. Returns the times they are measured from."""
+        w = self.last
+        if w is None:
+            return []
+        since = []
+        if w.created:
+            since.append(w.created)
+            if age(now - w.created, live=True) != self._header_age:
+                self._draw_header(w, now, tick=True)
+        if self._events_drawn and self.query_one(TabbedContent).active == "tab-events":
+            since += [e.last for e in self._events_drawn if e.last]
+            self._draw_events(now, tick=True)
+        return since
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
         self._draw_side()
+        if event.pane.id == "tab-ranks" and self.focused is not self.table:
+            self.table.focus()  # back on the ranks: the cursor keys move in the table again
 
     def banner_text(self) -> Text | None:
         if self.gone:
@@ -309,7 +423,40 @@ class WorkloadScreen(RanksScreen):
             self.ranks.open_describe(self.last)
 
     def action_logs(self) -> None:
-        self.ranks.open_logs(self.key)
+        """`l`: the merged logs of every rank; while a first failure is shown (its banner says
+        "l: logs"), the log of the rank that failed, at the instance that failed."""
+        wl = self.last
+        if wl is not None and failure_text(self.ranks.look, wl) is not None:
+            self._failure_logs(wl)
+        else:
+            self.ranks.open_logs(self.key)
+
+    @work(exclusive=True, group="failure-logs")
+    async def _failure_logs(self, wl: WorkloadView) -> None:
+        """Which instance of the failed container holds the failure (the previous one when it
+        restarted since) is asked of the API server on the data loop (monitors/logs/first_failure);
+        the logs open filtered to that rank, at its last lines."""
+        ff = wl.first_failure
+        if ff is None:
+            return
+        data = self.ranks.data
+
+        async def locate() -> FailureReport | None:
+            monitor = data.monitor
+            if monitor is None:
+                raise LookupError("not connected")
+            return await locate_failure(monitor.client, wl)
+
+        report: FailureReport | None = None
+        try:
+            report = await asyncio.wrap_future(data.submit(locate()))
+            note = report.note if report is not None else ""
+        except Exception as exc:
+            note = f"cannot tell which instance failed: {getattr(exc, 'message', None) or exc}"
+        if self.app.screen is not self:
+            return  # gone elsewhere meanwhile
+        self.ranks.open_logs(self.key, previous=bool(report and report.previous), rank=clean(ff.label, limit=60),
+                             note=note)
 
     def action_shell(self) -> None:
         """`s`: a shell in the rank under the cursor (the lead when the table is not focused)."""

@@ -8,13 +8,17 @@ filtered, sorted) swaps the key list; nothing is measured again except the cells
 
 Columns are one space apart. A column given a width is cut to it (ellipsis, or crop with
 ``--ascii``); an automatic column grows to its widest cell (it never shrinks while shown, so the
-layout does not jump). Keys: up/down, page up/down, home/end; Enter or a click on the cursor row
-posts `KeyedTable.RowSelected`.
+layout does not jump). When the columns are wider than the view (80 columns, a long name), the
+columns given a minimum width (`Column.min`) give up width, highest `Column.shrink` first, each
+down to its minimum; the others (ages, numbers) never do. Keys: up/down, page up/down, home/end;
+Enter or a click on the cursor row posts `KeyedTable.RowSelected`; the cursor moving to another
+row posts `KeyedTable.CursorMoved`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -28,6 +32,21 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 Cells = tuple[Text, ...]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column: its label; its width (None: as wide as its widest cell); the width it may shrink
+    to when the table is wider than the view (None: never shrinks); and the order in which columns
+    shrink (the highest first)."""
+
+    label: str
+    width: int | None = None
+    min: int | None = None
+    shrink: int = 0
+
+
+ColumnSpec = Column | tuple[str, int | None]
 
 
 def same_text(a: object, b: object) -> bool:
@@ -65,6 +84,18 @@ class KeyedTable(ScrollView, can_focus=True):
         def control(self) -> KeyedTable:
             return self.table
 
+    class CursorMoved(Message):
+        """The cursor is on another row (or the row under it is another key)."""
+
+        def __init__(self, table: KeyedTable, key: Hashable | None) -> None:
+            super().__init__()
+            self.table = table
+            self.key = key
+
+        @property
+        def control(self) -> KeyedTable:
+            return self.table
+
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.order: list[Hashable] = []
@@ -74,10 +105,14 @@ class KeyedTable(ScrollView, can_focus=True):
         self._index: dict[Hashable, int] = {}
         self.labels: list[str] = []
         self.fixed: list[int | None] = []
-        self.widths: list[int] = []
+        self.natural: list[int] = []  # what each column needs (its width, or its widest cell)
+        self.widths: list[int] = []  # what each column gets (`natural`, shrunk to fit the view)
+        self.mins: list[int | None] = []
+        self.shrink_order: list[int] = []  # indexes of the columns that may shrink, first to shrink first
         self._strips: dict[Hashable, Strip] = {}
         self._header: Strip | None = None
         self.overflow = "ellipsis"  # "crop" where the terminal may not show "…" (--ascii)
+        self._cursor_key_posted: Hashable | None = None
         self.rebuilds = 0
         self.cell_updates = 0
         self.render_count = 0
@@ -88,13 +123,19 @@ class KeyedTable(ScrollView, can_focus=True):
             self.overflow = "crop"
 
     # -- columns and rows ------------------------------------------------------------------------------
-    def set_columns(self, columns: Sequence[tuple[str, int | None]]) -> None:
-        """(label, width or None for automatic) per column; clears the rows."""
-        self.labels = [label for label, _ in columns]
-        self.fixed = [w for _, w in columns]
-        self.widths = [w if w is not None else len(label) for label, w in columns]
+    def set_columns(self, columns: Sequence[ColumnSpec]) -> None:
+        """A `Column` (or (label, width or None for automatic)) per column; clears the rows."""
+        cols = [c if isinstance(c, Column) else Column(*c) for c in columns]
+        self.labels = [c.label for c in cols]
+        self.fixed = [c.width for c in cols]
+        self.natural = [c.width if c.width is not None else len(c.label) for c in cols]
+        self.mins = [c.min for c in cols]
+        self.shrink_order = sorted((i for i, c in enumerate(cols) if c.min is not None),
+                                   key=lambda i: (-cols[i].shrink, -i))
+        self.widths = list(self.natural)
         self.order, self.shown, self._index = [], {}, {}
         self._invalidate()
+        self._fit()
         self._update_size()
 
     @property
@@ -144,6 +185,8 @@ class KeyedTable(ScrollView, can_focus=True):
                 self.cell_updates += 1  # a shown row's cells changed (rows coming back are not updates)
             grew = self._grow(new) or grew
             touched.append(key)
+        if grew:
+            grew = self._fit()  # a wider cell matters only if its column gets wider
         if same_order and not grew:
             for key in touched:
                 if key in self._index:
@@ -161,17 +204,71 @@ class KeyedTable(ScrollView, can_focus=True):
             self.rebuilds += 1
             row = index.get(keep) if keep is not None else None
             self.move_cursor(row if row is not None else min(self.cursor_row, max(0, len(order) - 1)))
+            if self._fit():  # as many rows as lines now: the vertical scrollbar takes its columns
+                self._invalidate()
         self._update_size()
         self.refresh()
         return True
 
+    def update_cell(self, key: Hashable, column: int, cell: Text) -> bool:
+        """Replace one cell of a row (an age ticking): only that cell's region is repainted (every
+        line when its column has to grow). Returns True when the cell differed."""
+        row = self.shown.get(key)
+        if row is None or not 0 <= column < len(row) or same_text(row[column], cell):
+            return False
+        new = (*row[:column], cell, *row[column + 1:])
+        self.shown[key] = new
+        self._strips.pop(key, None)
+        self.cell_updates += 1
+        if self._grow(new) and self._fit():
+            self._invalidate()
+            self._update_size()
+            self.refresh()
+            return True
+        index = self._index.get(key)
+        if index is not None and column < len(self.widths):
+            y = index - int(self.scroll_y) + 1
+            x = 1 + sum(self.widths[:column]) + column - int(self.scroll_x)
+            rows = Region(0, 1, self.size.width, max(0, self.size.height - 1))  # below the header
+            region = Region(x, y, self.widths[column], 1).intersection(rows)
+            if region.area:
+                self.refresh(region)
+        return True
+
     def _grow(self, row: Cells) -> bool:
         grew = False
-        for i, cell in enumerate(row[: len(self.widths)]):
-            if self.fixed[i] is None and cell.cell_len > self.widths[i]:
-                self.widths[i] = cell.cell_len
+        for i, cell in enumerate(row[: len(self.natural)]):
+            if self.fixed[i] is None and cell.cell_len > self.natural[i]:
+                self.natural[i] = cell.cell_len
                 grew = True
         return grew
+
+    def _fit(self) -> bool:
+        """Shrink the columns that may, in their order, until the table fits the view (while it
+        has a size); returns True when a column's width changed."""
+        widths = list(self.natural)
+        if self.size.width > 0:
+            avail = self.size.width
+            if len(self.order) + 1 > self.size.height:  # the vertical scrollbar takes its columns
+                avail -= self.styles.scrollbar_size_vertical
+            excess = sum(widths) + len(widths) + 1 - avail
+            for i in self.shrink_order:
+                if excess <= 0:
+                    break
+                cut = min(excess, widths[i] - (self.mins[i] or 0))
+                if cut > 0:
+                    widths[i] -= cut
+                    excess -= cut
+        if widths == self.widths:
+            return False
+        self.widths = widths
+        return True
+
+    def on_resize(self) -> None:
+        if self._fit():
+            self._invalidate()
+            self._update_size()
+            self.refresh()
 
     def _invalidate(self) -> None:
         self._strips.clear()
@@ -194,10 +291,12 @@ class KeyedTable(ScrollView, can_focus=True):
     def move_cursor(self, row: int) -> None:
         if not self.order:
             self.cursor_row = 0
+            self._cursor_moved()
             return
         row = min(max(row, 0), len(self.order) - 1)
         old = self.cursor_row
         self.cursor_row = row
+        self._cursor_moved()
         top = int(self.scroll_y)
         if row < top:
             self.scroll_to(y=row, animate=False)
@@ -205,6 +304,12 @@ class KeyedTable(ScrollView, can_focus=True):
             self.scroll_to(y=row - self._page + 1, animate=False)
         self._refresh_row(old)
         self._refresh_row(row)
+
+    def _cursor_moved(self) -> None:
+        key = self.cursor_key
+        if key != self._cursor_key_posted:
+            self._cursor_key_posted = key
+            self.post_message(self.CursorMoved(self, key))
 
     def action_cursor(self, step: int) -> None:
         self.move_cursor(self.cursor_row + step)

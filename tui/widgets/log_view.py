@@ -155,6 +155,8 @@ class LogView(ScrollView, can_focus=True):
     new_lines: reactive[int] = reactive(0)
     wrap: reactive[bool] = reactive(False)
     show_timestamps: reactive[bool] = reactive(False)
+    empty_text: reactive[str] = reactive("")
+    """Said on the first row when there is no line to show (a filter that matches none: say so)."""
 
     def __init__(
         self,
@@ -263,7 +265,17 @@ class LogView(ScrollView, can_focus=True):
             self.set_timer(self.update_interval, self.flush)
 
     def flush(self) -> bool:
-        """Take in what changed in the source now; returns True if anything did."""
+        """Take in what changed in the source now; returns True if anything did. `on_flush`, if
+        set, is called after every flush (the screen's line count follows the view, one frame late
+        at most, without a flush per batch)."""
+        changed = self._flush()
+        if self.on_flush is not None:
+            self.on_flush()
+        return changed
+
+    on_flush: Callable[[], None] | None = None
+
+    def _flush(self) -> bool:
         self._pending = False
         src = self._source
         refresh = getattr(src, "refresh", None)
@@ -507,6 +519,8 @@ class LogView(ScrollView, can_focus=True):
         base = self.rich_style
         if y == height - 1 and not self.tail and self.new_lines:
             return self._footer(width)
+        if not self._len and self.empty_text:
+            return self._notice(self.empty_text, width) if y == 0 else Strip.blank(width, base)
         scroll_x, scroll_y = self.scroll_offset
         if self.wrap:
             layout = self._wrapped_layout(height, width)
@@ -520,6 +534,13 @@ class LogView(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         strip = self._line_strips(index, width)[0]
         return strip.crop_extend(scroll_x, scroll_x + width, base)
+
+    def _notice(self, text: str, width: int) -> Strip:
+        t = Text(" " + text, end="", no_wrap=True)
+        t.truncate(width)
+        segs = list(t.render(self.app.console))
+        style = self.rich_style + self._component_style("log-view--notice")
+        return Strip(Segment.apply_style(segs, style), t.cell_len).crop_extend(0, width, self.rich_style)
 
     def _footer(self, width: int) -> Strip:
         n = self.new_lines

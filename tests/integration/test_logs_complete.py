@@ -1,0 +1,157 @@
+"""`ranks logs` delivers every line a rank wrote, and says so when it cannot (issue #11, item 1).
+
+- Following a job to its end keeps the last lines of every rank, whatever the order in which the
+  pods and the job finish (the lines still in the reorder window when the last stream ends).
+- Reading the history retries transient answers (429 with Retry-After, 5xx) and never drops a
+  rank silently: a rank whose log cannot be read is an error with the documented exit code.
+- A follow whose credentials are rejected says so once and ends with exit 6.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simcluster.scenarios.nodes import gpu_node
+from tests.integration.test_logs import NS, kf_pod, phase_of, seed
+from tests.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+PY = sys.executable
+
+
+def ranks(kubeconfig: Path, *args: str) -> list[str]:
+    return [PY, "-m", "tui.cli", *args, "--kubeconfig", str(kubeconfig)]
+
+
+def run(kubeconfig: Path, *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")}
+    return subprocess.run(ranks(kubeconfig, *args), capture_output=True, text=True, timeout=timeout, env=env,
+                          cwd=ROOT)
+
+
+def pytorchjob(name: str, sleeps: dict[str, float], *, workers: int = 2, fail_rank: int | None = None
+               ) -> dict[str, Any]:
+    """A PyTorchJob (cleanPodPolicy None: no rank is killed by the clean-up) whose every rank prints
+    `start`, sleeps, then a burst of 40 numbered lines and `end` right before it exits."""
+
+    def command(rtype: str) -> list[str]:
+        burst = 'i=0; while [ $i -lt 40 ]; do echo "line $i of $RANK"; i=$((i+1)); done'
+        fail = (f'if [ "$RANK" = "{fail_rank}" ]; then echo "Traceback (most recent call last):"; '
+                'echo "RuntimeError: boom on $RANK"; exit 1; fi; ') if fail_rank is not None else ""
+        return ["sh", "-c", f'echo "start $RANK"; sleep {sleeps[rtype]}; {burst}; {fail}echo "end $RANK"']
+
+    return {
+        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": NS},
+        "spec": {"runPolicy": {"cleanPodPolicy": "None", "backoffLimit": 0}, "pytorchReplicaSpecs": {
+            rtype: {"replicas": n, "restartPolicy": "Never", "template": {"spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "pytorch", "image": "img", "command": command(rtype)}]}}}
+            for rtype, n in (("Master", 1), ("Worker", workers))}},
+    }
+
+
+@pytest.mark.simcluster(components=("operators", "scheduler", "kubelet"))
+def test_follow_to_the_end_keeps_every_rank_s_last_lines_whatever_finishes_first(simcluster):
+    sim = simcluster.sim
+    simcluster.call(sim.apply, gpu_node("gpu-0", 8))
+    jobs = {
+        "workers-first": pytorchjob("workers-first", {"Master": 2.5, "Worker": 1.5}),
+        "master-first": pytorchjob("master-first", {"Master": 1.5, "Worker": 2.5}),  # Succeeded before workers end
+        "together": pytorchjob("together", {"Master": 2.0, "Worker": 2.0}),
+        "fails": pytorchjob("fails", {"Master": 2.0, "Worker": 2.0}, fail_rank=2),
+    }
+    for body in jobs.values():
+        simcluster.call(sim.apply, body)
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")}
+    procs = {name: subprocess.Popen(ranks(sim.kubeconfig_path, "logs", name, "-p", NS, "-f", "-o", "json"),
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+             for name in jobs}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=90)
+        assert proc.returncode == 0, (name, err)  # ends by itself once the job and every rank are done
+        rows = [json.loads(line) for line in out.splitlines()]
+        for rank in (0, 1, 2):
+            got = [r["line"] for r in rows if r["rank"] == rank]
+            expected = [f"start {rank}", *(f"line {i} of {rank}" for i in range(40))]
+            if name == "fails" and rank == 2:
+                expected += ["Traceback (most recent call last):", "RuntimeError: boom on 2"]
+            else:
+                expected.append(f"end {rank}")
+            assert got == expected, (name, rank, got[-5:])
+        assert [r["ts"] for r in rows] == sorted(r["ts"] for r in rows), name
+
+
+@pytest.mark.simcluster(components=("kubelet",))
+def test_transient_errors_are_retried_and_an_unreadable_rank_is_an_error(simcluster):
+    sim = simcluster.sim
+    big = "import sys\nsys.stdout.write(''.join(f'm {i}\\n' for i in range(20001)))\n"
+    pods = [kf_pod("tr", "Master", 0, [PY, "-c", big]),
+            kf_pod("tr", "Worker", 0, ["sh", "-c", "echo w one; echo w two"])]
+    simcluster.call(seed, sim, "tr", pods, workers=1)
+    wait_for(lambda: all(simcluster.call(phase_of, sim, p["metadata"]["name"]) == "Succeeded" for p in pods),
+             what="pods done")
+
+    # one 503 on the master's log, and a 429 with Retry-After on the worker's: retried, nothing lost
+    sim.faults.fail_next(r"/pods/tr-master-0/log$", 503, count=1)
+    sim.faults.fail_next(r"/pods/tr-worker-0/log$", 429, count=1, retry_after=1)
+    t0 = time.time()
+    ok = run(sim.kubeconfig_path, "logs", "tr", "-p", NS)
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stderr == ""
+    lines = ok.stdout.splitlines()
+    assert len(lines) == 20003
+    assert lines.count("[worker-0] w one") == 1 and lines[-1] in ("[master-0] m 20000", "[worker-0] w two")
+    worker_reads = [r for r in sim.requests.since(t0) if r.path.endswith("/pods/tr-worker-0/log")]
+    assert [r.status for r in worker_reads] == [429, 200]
+    assert worker_reads[1].at - worker_reads[0].at >= 0.9  # Retry-After: 1 was honoured
+
+    # the worker's log keeps failing: the master's lines are printed, then one error line, exit 1
+    sim.faults.fail_next(r"/pods/tr-worker-0/log$", 500, count=1000)
+    bad = run(sim.kubeconfig_path, "logs", "tr", "-p", NS)
+    sim.faults.clear()
+    assert bad.returncode == 1, bad.stderr
+    assert len(bad.stdout.splitlines()) == 20001
+    err = bad.stderr.splitlines()
+    assert len(err) == 1 and err[0].startswith("ranks: error: cannot read the log of worker-0/pytorch"), err
+
+    # every stream refused: 403 is exit 7, 401 exit 6; never "nothing and exit 0"
+    for status, code in ((403, 7), (401, 6)):
+        sim.faults.fail_next(r"/pods/tr-[a-z]+-0/log$", status, count=1000)
+        r = run(sim.kubeconfig_path, "logs", "tr", "-p", NS)
+        sim.faults.clear()
+        assert r.returncode == code, (status, r.stderr)
+        assert r.stdout == ""
+        err = r.stderr.splitlines()
+        assert len(err) == 1 and err[0].startswith("ranks: error: cannot read the logs of 2 ranks"), err
+
+
+@pytest.mark.simcluster(components=("kubelet",))
+def test_follow_with_rejected_credentials_says_so_once_and_ends_with_exit_6(simcluster):
+    sim = simcluster.sim
+    simcluster.call(seed, sim, "auth", [kf_pod("auth", "Master", 0, ["sh", "-c", "echo hello; sleep 60"])],
+                    workers=0)
+    wait_for(lambda: simcluster.call(phase_of, sim, "auth-master-0") == "Running", what="running")
+    env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")}
+    proc = subprocess.Popen(ranks(sim.kubeconfig_path, "logs", "auth", "-p", NS, "-f", "--request-timeout", "3s"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "[master-0] hello\n"
+    # the token expires, and the open follow is cut: every reopen is refused with 401
+    simcluster.call(sim.authz.expire, sim.admin_token)
+    simcluster.run(sim.restart(down_for=0.2))
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - start
+    assert proc.returncode == 6, err
+    lines = err.splitlines()
+    assert sum("unauthorized (401)" in ln for ln in lines) == 2, lines  # the note once, then the error
+    assert lines[-1].startswith("ranks: error: master-0/pytorch: unauthorized (401)"), lines
+    assert took < 20, took
