@@ -31,6 +31,7 @@ system-deps:
 
 test: $(TEST_STAMP) system-deps
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -m "not perf" tests
 
 bench: $(TEST_STAMP) system-deps
@@ -38,6 +39,7 @@ bench: $(TEST_STAMP) system-deps
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) build *.egg-info

@@ -4,7 +4,7 @@ a background thread, so parsing a 20,000-pod LIST or a burst of events never sta
     loop = DataLoop(cfg, DataOptions(...), on_update=..., on_problem=...)
     loop.start()                        # returns at once; connects, lists, watches, retries
     loop.focus(key)                     # the workload whose GPU histories ride along with updates
-    fut = loop.submit(coro_fn(...))     # run a coroutine on the data loop (concurrent Future)
+    fut = loop.run_coroutine(coro_fn(...))  # run a coroutine on the data loop (concurrent Future)
     logs = loop.open_logs(key, LogOptions(follow=True, tail=2000), on_lines, on_notice)
     logs.close()
     loop.stop()
@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem, ExitCode
 from .kube import ApiProblem
 from .logs import LogEngine, LogLine, LogOptions
+from .model_views import ModelDiff
 from .monitor import Monitor
-from .views import ModelDiff
 
 T = TypeVar("T")
 WorkloadKey = tuple[str, str, str]
@@ -99,7 +99,7 @@ class LogHandle:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._loop.submit(self.engine.stop())
+            self._loop.run_coroutine(self.engine.stop())
 
 
 class DataLoop:
@@ -142,7 +142,7 @@ class DataLoop:
         if self._thread is not None:
             self._thread.join(timeout)
 
-    def submit(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+    def run_coroutine(self, coro: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
         """Run `coro` on the data loop."""
         if self.loop is None or self.loop.is_closed():
             coro.close()
@@ -155,7 +155,7 @@ class DataLoop:
         """Run `fn()` on the data thread (to read the model consistently)."""
         async def run() -> T:
             return fn()
-        return self.submit(run())
+        return self.run_coroutine(run())
 
     def focus(self, key: WorkloadKey | None) -> None:
         """The workload on screen: its ranks' GPU histories and last-log times ride along."""
@@ -403,7 +403,7 @@ class DataLoop:
             if self.monitor is None:
                 raise ConnectionProblem("not connected", ExitCode.UNREACHABLE)
             return await self.monitor.client.get(path)
-        return self.submit(get())
+        return self.run_coroutine(get())
 
     def open_logs(self, key: WorkloadKey, options: LogOptions,
                   on_lines: Callable[[list[LogLine]], None],
@@ -417,7 +417,7 @@ class DataLoop:
             engine.on_notice(on_notice)
             await engine.start()
             return LogHandle(self, engine)
-        return self.submit(open_())
+        return self.run_coroutine(open_())
 
 
 def _problem(exc: BaseException) -> tuple[str, ExitCode]:
@@ -431,6 +431,6 @@ def _problem(exc: BaseException) -> tuple[str, ExitCode]:
 
 
 def _empty_diffs() -> tuple[Any, Any, Any]:
-    from .views import KeyedDiff
+    from .model_views import KeyedDiff
 
     return KeyedDiff(), KeyedDiff(), KeyedDiff()

@@ -17,9 +17,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
+from .model_views import NodeView, ProjectView, RankView, WorkloadView
 from .records import EventRec
 from .sanitize import clean
-from .views import NodeView, ProjectView, RankView, WorkloadView
 
 
 def _num(v: float | None, digits: int = 1) -> float | int | None:

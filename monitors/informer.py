@@ -102,6 +102,11 @@ class Informer(Generic[R]):
         where = f" in {self.namespace}" if self.namespace else ""
         return f"{self.kind.plural}{where}"
 
+    @property
+    def task(self) -> asyncio.Task[None] | None:
+        """The task running this informer (None before `start` and after `stop`)."""
+        return self._task
+
     def start(self) -> asyncio.Task[None]:
         self._task = asyncio.get_running_loop().create_task(self.run(), name=f"informer {self.name}")
         return self._task

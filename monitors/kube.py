@@ -95,7 +95,9 @@ class KubeClient:
     def server(self) -> str:
         return self.cfg.server.rstrip("/")
 
-    def _get_session(self) -> aiohttp.ClientSession:
+    def session(self) -> aiohttp.ClientSession:
+        """The HTTP session (made on first use, with the cluster's TLS settings); for readers that
+        stream a response themselves (`monitors.logs.stream`)."""
         if self._session is None or self._session.closed:
             if self._ssl is None:
                 try:
@@ -108,11 +110,13 @@ class KubeClient:
             )
         return self._session
 
-    def _headers(self, accept: str = "application/json") -> list[tuple[str, str]]:
+    def headers(self, accept: str = "application/json") -> list[tuple[str, str]]:
+        """The headers of every request: Accept, credentials, impersonation."""
         h = [("Accept", accept), *self.cfg.headers().items(), *self.cfg.impersonation_groups()]
         return h
 
-    def _connection_problem(self, exc: BaseException) -> ConnectionProblem:
+    def connection_problem(self, exc: BaseException) -> ConnectionProblem:
+        """What a failed connection means for the user (TLS, timed out, unreachable), with its exit code."""
         if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
             return ConnectionProblem(
                 f"TLS verification failed for {self.server}: {exc.__class__.__name__}: {_short(exc)}", ExitCode.TLS
@@ -149,8 +153,8 @@ class KubeClient:
         accept: str = "application/json",
     ) -> tuple[str, bytes]:
         """(the answer's content type, its body); an error status raises `ApiProblem`."""
-        session = self._get_session()
-        headers = self._headers(accept)
+        session = self.session()
+        headers = self.headers(accept)
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
@@ -169,7 +173,7 @@ class KubeClient:
                     raise problem_from_body(resp.status, raw)
                 return resp.headers.get("Content-Type", ""), raw
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise self._connection_problem(exc) from None
+            raise self.connection_problem(exc) from None
         finally:
             self._pending.pop(rid, None)
 
@@ -185,17 +189,17 @@ class KubeClient:
         """A WebSocket upgrade of `path` (exec, attach, port-forward). A refused upgrade raises
         `aiohttp.WSServerHandshakeError` (its status; the body is not available); no answer
         raises `ConnectionProblem`."""
-        session = self._get_session()
+        session = self.session()
         try:
             return await session.ws_connect(
-                self.server + path, params=params, headers=self._headers("*/*"), protocols=protocols,
+                self.server + path, params=params, headers=self.headers("*/*"), protocols=protocols,
                 timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=5.0), autoping=True, heartbeat=None,
                 max_msg_size=0, compress=0,
             )
         except aiohttp.WSServerHandshakeError:
             raise
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise self._connection_problem(exc) from None
+            raise self.connection_problem(exc) from None
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> Any:
         return orjson.loads(await self.request("GET", path, params=params, timeout=timeout))
@@ -213,10 +217,10 @@ class KubeClient:
 
         `read_timeout`: no byte for that long means the connection is dead (raises TimeoutError).
         """
-        session = self._get_session()
+        session = self.session()
         try:
             async with session.get(
-                self.server + path, params=_params(params), headers=self._headers(),
+                self.server + path, params=_params(params), headers=self.headers(),
                 timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout),
             ) as resp:
                 if resp.status >= 400:
@@ -236,7 +240,7 @@ class KubeClient:
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
             return  # the stream ended early: callers resume from what they saw
         except (aiohttp.ClientError, OSError) as exc:
-            raise self._connection_problem(exc) from None
+            raise self.connection_problem(exc) from None
 
     async def close(self) -> None:
         if self._session is not None:

@@ -16,8 +16,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from .records import EventRec, JobRec, NamespaceRec, NodeRec, PodRec, QuotaRec, pairs
-from .views import (
+from .model_views import (
     ConditionView,
     FirstFailure,
     KeyedDiff,
@@ -28,7 +27,8 @@ from .views import (
     WorkloadView,
     diff,
 )
-from .workloads import Placement, WorkloadKey, framework_of, lead_order, placement, workload_of
+from .records import EventRec, JobRec, NamespaceRec, NodeRec, PodRec, QuotaRec, pairs
+from .workloads import ROLE_ORDER, Placement, WorkloadKey, framework_of, lead_order, placement, workload_of
 
 PodKey = tuple[str, str]
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
@@ -321,7 +321,11 @@ class LiveModel:
         placed = [(pl, p) for pl, _, p in built]
         lead_pod = placed[0][1] if placed else None  # launcher, else master, else chief, else worker 0
         ranks = [rv for _, rv, _ in built]
-        if ranks:
+        # the lead is the launcher, master or chief the job asks for; while that pod does not
+        # exist yet no worker stands in for it (a shell must not open on worker-0)
+        wanted = [rs.rtype.lower() for rs in job.replicas if rs.rtype.lower() in LEAD_ROLES] if job else []
+        lead_role = min(wanted, key=lambda r: ROLE_ORDER[r]) if wanted else None
+        if ranks and (lead_role is None or built[0][0].role == lead_role):
             ranks[0] = replace(ranks[0], lead=True)
         status, reason = derive_status(job, ranks)
         expected = sum(r.replicas for r in job.replicas) if job and job.replicas else 0
@@ -487,6 +491,7 @@ def first_failure(placed: list[tuple[object, PodRec]]) -> FirstFailure | None:
     return best
 
 
+LEAD_ROLES = ("launcher", "master", "chief")
 TERMINAL_CONDITIONS = {"Succeeded": "Succeeded", "Complete": "Succeeded", "Completed": "Succeeded",
                        "Failed": "Failed"}
 

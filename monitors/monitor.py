@@ -22,8 +22,8 @@ from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProble
 from .informer import Change, Informer, InformerState
 from .kube import ApiProblem, Kind, KubeClient, seg
 from .model import LiveModel
+from .model_views import ModelDiff
 from .parse import parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
-from .views import ModelDiff
 
 # (group, plural, kind) of the workload kinds watched when the server offers them
 WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -259,7 +259,7 @@ class Monitor:
     async def wait_synced(self, timeout: float | None = None) -> None:
         """Until every informer has its first LIST (or knows it is forbidden); raises what kills one."""
         waits = {asyncio.ensure_future(i.synced.wait()) for i in self.informers}
-        tasks = {i._task for i in self.informers if i._task is not None}
+        tasks = {i.task for i in self.informers if i.task is not None}
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         try:

@@ -17,7 +17,7 @@ from .records import (
     PodRec,
     QuotaRec,
     ReplicaSpec,
-    _labels,
+    flat_labels,
     parse_time,
 )
 
@@ -160,7 +160,7 @@ def parse_pod(obj: dict[str, Any]) -> PodRec:
         namespace=_intern(meta.get("namespace", "")),
         name=meta.get("name", ""),
         uid=meta.get("uid", ""),
-        labels=_labels(meta.get("labels")),
+        labels=flat_labels(meta.get("labels")),
         owner=_owner(meta),
         node=_intern(spec.get("nodeName") or ""),
         phase=_intern(status.get("phase") or "Pending"),
@@ -178,7 +178,7 @@ def parse_pod(obj: dict[str, Any]) -> PodRec:
         command=_command(containers[0] if containers else None),
         containers=tuple(_intern(c.get("name", "")) for c in containers),
         exits=tuple(exits),
-        annotations=_labels({k: v for k, v in annotations.items() if k in KEPT_ANNOTATIONS}),
+        annotations=flat_labels({k: v for k, v in annotations.items() if k in KEPT_ANNOTATIONS}),
     )
 
 
@@ -283,8 +283,8 @@ def parse_job(kind: str, group: str, version: str) -> Callable[[dict[str, Any]],
         return JobRec(
             kind=_intern(kind), group=_intern(group), version=_intern(version),
             namespace=_intern(meta.get("namespace", "")), name=meta.get("name", ""), uid=meta.get("uid", ""),
-            labels=_labels(meta.get("labels")),
-            annotations=_labels({k: v for k, v in (meta.get("annotations") or {}).items()
+            labels=flat_labels(meta.get("labels")),
+            annotations=flat_labels({k: v for k, v in (meta.get("annotations") or {}).items()
                                  if k != "kubectl.kubernetes.io/last-applied-configuration"}),
             owner=_owner(meta),
             created=parse_time(meta.get("creationTimestamp")),
@@ -302,7 +302,7 @@ def parse_job(kind: str, group: str, version: str) -> Callable[[dict[str, Any]],
 
 def parse_namespace(obj: dict[str, Any]) -> NamespaceRec:
     meta = obj.get("metadata") or {}
-    return NamespaceRec(meta.get("name", ""), _labels(meta.get("labels")), (obj.get("status") or {}).get("phase", ""))
+    return NamespaceRec(meta.get("name", ""), flat_labels(meta.get("labels")), (obj.get("status") or {}).get("phase", ""))
 
 
 def parse_quota(obj: dict[str, Any]) -> QuotaRec:
@@ -327,7 +327,7 @@ def parse_node(obj: dict[str, Any]) -> NodeRec:
     ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ())
     pool = labels.get("run.ai/node-pool") or labels.get("node-pool") or labels.get("cloud.google.com/gke-nodepool") or ""
     return NodeRec(
-        name=meta.get("name", ""), labels=_labels(labels), gpus=quantity(alloc.get(GPU)), ready=ready,
+        name=meta.get("name", ""), labels=flat_labels(labels), gpus=quantity(alloc.get(GPU)), ready=ready,
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable")), pool=_intern(pool),
         product=_intern(labels.get("nvidia.com/gpu.product", "")),
     )

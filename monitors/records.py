@@ -25,7 +25,8 @@ def parse_time(value: str | None) -> float | None:
         return None
 
 
-def _labels(d: dict[str, str] | None) -> Labels:
+def flat_labels(d: dict[str, str] | None) -> Labels:
+    """Labels (or annotations) as one flat tuple sorted by key, strings interned."""
     if not d:
         return ()
     out: list[str] = []

@@ -20,7 +20,7 @@ from monitors.kube import ApiProblem, KubeClient
 
 from .errors import SessionError
 from .lifecycle import Target, problem
-from .manifests import INTERACTIVE_GRACE_SECONDS
+from .manifests import INTERACTIVE_GRACE_SECONDS, run_policy
 from .names import check_name
 
 REPLICA_FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
@@ -28,7 +28,7 @@ REPLICA_FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"
 INTERACTIVE_KEYS = ("ranks/interactive", "priorityClassName")
 SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields", "selfLink",
                  "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences", "finalizers")
-UNATTENDED_POLICY = {"backoffLimit": 3, "cleanPodPolicy": "Running", "ttlSecondsAfterFinished": 86400}
+UNATTENDED_POLICY = run_policy(interactive=False)  # as `ranks submit --command` gives a job
 CONVERTED_FROM = "ranks/converted-from"
 FRAMEWORKS = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "XGBoostJob": "xgboost", "MPIJob": "mpi"}
 

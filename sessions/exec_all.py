@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from monitors.connection import ExitCode
 from monitors.kube import KubeClient
-from monitors.views import RankView, WorkloadView
+from monitors.model_views import RankView, WorkloadView
 
 from .exec_bridge import ExecError, ExecOutcome, ExecSession
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from monitors.connection import ExitCode
 from monitors.kube import ApiProblem, KubeClient
-from monitors.views import WorkloadView
+from monitors.model_views import WorkloadView
 
 from .errors import SessionError
 

@@ -1,23 +1,31 @@
 """A shell in a rank's pod: choosing the pod, the banner with ready-to-paste launch lines, the
-remote command (bash with a history file appended as each command runs; sh as a fallback).
+remote command (bash with a history file appended as each command runs; sh as a fallback), the
+session itself and why it ended, and reading back the history it recorded.
 
-Nothing here touches the local terminal: `sessions.terminal.LocalTerminal` (or an SSH channel)
-is the byte stream handed to `ExecSession.bridge`.
+Nothing here opens the local terminal: the caller hands `run_shell_session` a byte stream
+(`sessions.terminal.LocalTerminal`, or an SSH channel), which is what `ExecSession.bridge` reads
+and writes. The CLI (`ranks shell`) and the dashboard (`s`) both run a shell through here.
 """
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitors.connection import ExitCode
 from monitors.humanize import gpus as fmt_gpus
 from monitors.humanize import plural
+from monitors.kube import ApiProblem, KubeClient, seg
+from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
-from monitors.views import RankView, WorkloadView
 
-from .exec_bridge import ExecError
+from .errors import SessionError
+from .exec_all import run_on_ranks
+from .exec_bridge import ExecError, ExecOutcome, ExecSession
+
+if TYPE_CHECKING:
+    from .terminal import LocalTerminal
 
 HISTORY_NAME = ".ranks_history"
 LAUNCH_WORDS = ("horovodrun", "mpirun", "mpiexec", "torchrun", "python -m torch.distributed")
@@ -206,3 +214,62 @@ def banner(target: ShellTarget) -> str:
     lines.append(f"  commands are recorded in ~/{HISTORY_NAME}; 'ranks convert {wl.name} --from-history' "
                  "turns the last launch into a training job")
     return "\r\n".join(lines) + "\r\n"
+
+
+async def shell_target(client: KubeClient, wl: WorkloadView, rank: RankView, container: str | None = None
+                       ) -> ShellTarget:
+    """The shell's target: `rank`'s pod as the server has it now, and its container (`container`,
+    else the pod's default one)."""
+    raw = await client.get(f"/api/v1/namespaces/{seg(wl.namespace)}/pods/{seg(rank.pod)}")
+    workers = [x for x in wl.ranks if x.role == "worker"]
+    return ShellTarget(wl, rank, default_container(raw, container), raw, workers)
+
+
+async def run_shell_session(client: KubeClient, target: ShellTarget, term: LocalTerminal, *,
+                            quiet: bool = False) -> ExecOutcome:
+    """The banner, then the shell over `term` until it exits or the connection drops."""
+    if not quiet:
+        term.sink(1, banner(target).encode())
+    tty = term.is_tty
+    session = await ExecSession.open(client, target.workload.namespace, target.rank.pod, shell_command(),
+                                     container=target.container, tty=tty, stdin=True)
+    try:
+        with term:
+            return await session.bridge(term, term.sink, term.resizes() if tty else None)
+    finally:
+        await session.close()
+
+
+async def explain_end(client: KubeClient, target: ShellTarget, outcome: ExecOutcome) -> str:
+    """Why a shell ended other than by `exit` (the pod died, the connection dropped); "" if it did."""
+    if not outcome.lost and outcome.exit_code < 128:
+        return ""
+    try:
+        raw = await client.get(f"/api/v1/namespaces/{seg(target.workload.namespace)}/pods/{seg(target.rank.pod)}")
+    except ApiProblem as exc:
+        if exc.status == 404:
+            return f"pod {target.rank.pod} was deleted during the shell"
+        return ""
+    except Exception:
+        return outcome.message
+    uid = (target.pod.get("metadata") or {}).get("uid")
+    if uid and (raw.get("metadata") or {}).get("uid") != uid:
+        return f"pod {target.rank.pod} was deleted during the shell (a new pod of that name replaced it)"
+    phase = (raw.get("status") or {}).get("phase", "")
+    deleting = bool((raw.get("metadata") or {}).get("deletionTimestamp"))
+    if deleting or phase in ("Failed", "Succeeded"):
+        return f"pod {target.rank.pod} stopped during the shell ({'deleting' if deleting else phase})"
+    return outcome.message if outcome.lost else ""
+
+
+async def session_history(client: KubeClient, wl: WorkloadView) -> list[str]:
+    """Launch commands from the session's shell history (in its lead pod), most recent first; a
+    history that cannot be read is a SessionError (exit 1)."""
+    lead = pick_rank(wl)
+    chunks: list[bytes] = []
+    results = await run_on_ranks(client, wl, [lead], history_command(),
+                                 lambda _r, ch, line: chunks.append(line) if ch == 1 else None)
+    if not results[0].ok:
+        raise SessionError(f"cannot read the shell history in {lead.pod}: "
+                           f"{clean(results[0].error) or 'exit ' + str(results[0].exit_code)}", ExitCode.ERROR)
+    return launch_commands(b"".join(chunks).decode("utf-8", "replace"))

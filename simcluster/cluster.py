@@ -24,19 +24,27 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from .auth import MASTERS, READ_VERBS, Authz, Identity, Rule
-from .crds import DEFAULT_CRDS, CrdSpec
-from .errors import ApiError
-from .faults import Faults, RequestLog
-from .resources import Registry
-from .server import ApiServer
-from .store import Store
-from .tls import TLSMaterial, make_tls
+from .apiserver.auth import MASTERS, READ_VERBS, Authz, Identity, Rule
+from .apiserver.crds import DEFAULT_CRDS, CrdSpec
+from .apiserver.errors import ApiError
+from .apiserver.faults import Faults, RequestLog
+from .apiserver.resources import Registry
+from .apiserver.server import ApiServer
+from .apiserver.store import ObjectStore
+from .apiserver.tls import TLSMaterial, make_tls
 
 T = TypeVar("T")
 
 ADMIN_USER = "admin"
-# Components that make the cluster act: each is a module `simcluster.<name>` with `install(sim)`.
+# Components that make the cluster act, by name: each is a module with `install(sim)`.
+COMPONENTS: dict[str, str] = {
+    "operators": "simcluster.operators",
+    "scheduler": "simcluster.controllers.scheduler",
+    "kubelet": "simcluster.node.kubelet",
+    "exec": "simcluster.node.exec",
+    "proxy": "simcluster.node.proxy",
+    "dcgm": "simcluster.gpu.dcgm",
+}
 DEFAULT_COMPONENTS: tuple[str, ...] = ("operators", "scheduler", "kubelet", "exec", "dcgm")
 IMPERSONATOR = "ranks-ssh"
 
@@ -83,7 +91,7 @@ class SimCluster:
         self.workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="simcluster-"))
         self.kubeconfig_path = Path(kubeconfig) if kubeconfig else self.workdir / "kubeconfig"
         self.registry = Registry.with_builtins()
-        self.store = Store(self.registry, history=history)
+        self.store = ObjectStore(self.registry, history=history)
         self.authz = Authz(insecure_admin=not tls)
         self.faults = Faults()
         self.requests = RequestLog()
@@ -142,7 +150,7 @@ class SimCluster:
             import importlib
 
             for name in self.components:
-                importlib.import_module(f"simcluster.{name}").install(self)
+                importlib.import_module(COMPONENTS.get(name, f"simcluster.{name}")).install(self)
         self.write_kubeconfig()
         if self.churn > 0:
             self._tasks.append(asyncio.create_task(self._churn_loop()))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from simcluster.prometheus import PrometheusServer, prometheus_binary
+from simcluster.gpu.prometheus import PrometheusServer, prometheus_binary
 
 
 @contextlib.contextmanager

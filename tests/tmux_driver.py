@@ -8,12 +8,13 @@ import os
 import re
 import shutil
 import subprocess
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import wait_for
 
 
 def tmux_binary() -> str:
@@ -82,15 +83,16 @@ class Tmux:
     def wait_for(self, what: str | Callable[[str], bool], timeout: float = 15.0, why: str = "") -> str:
         """Poll the screen until it shows `what` (text, or a predicate on the screen)."""
         check = (lambda s: what in s) if isinstance(what, str) else what
-        deadline = time.monotonic() + timeout
-        while True:
+        label = why or (repr(what) if isinstance(what, str) else "condition")
+        screen = ""
+
+        def shows() -> bool:
+            nonlocal screen
             screen = self.screen()
-            if check(screen):
-                return screen
-            if time.monotonic() > deadline:
-                label = why or (repr(what) if isinstance(what, str) else "condition")
-                raise AssertionError(f"timed out after {timeout:g}s waiting for {label}; screen:\n{screen}")
-            time.sleep(0.1)
+            return check(screen)
+
+        wait_for(shows, timeout, label, interval=0.1, detail=lambda: f"screen:\n{screen}")
+        return screen
 
 
 def stty_flags(text: str) -> set[str]:

@@ -1,44 +1,119 @@
-"""Small helpers the integration tests share: polling for a condition, live processes by their
-command line, and the CLI's one-line error contract."""
+"""Small helpers the tests share: waiting for a condition (from plain code, from a coroutine, from
+a Textual pilot), live processes by their command line, and the CLI's one-line error contract.
+
+Every wait in tests/ goes through one of the three pollers below; they differ only in how they
+pause between checks:
+
+- `wait_for(cond, timeout, what)`: sync code (a cluster in another thread, a subprocess);
+  sleeps the thread.
+- `await until(pred, timeout, what)`: a coroutine on the running asyncio loop (a cluster on the
+  test's own loop); `pred` may also be a coroutine function (awaited on every check).
+- `await pilot_wait(pilot, cond, timeout, what)`: a Textual app under `run_test()`; pauses the
+  pilot between checks, so the app processes its messages and refreshes meanwhile.
+
+Each returns the first true value of the condition, or fails with
+`AssertionError("timed out after Ns waiting for WHAT ...")`, adding the last value seen (when it says
+more than true/false) and `detail()` (e.g. the screen) when given.
+"""
 
 from __future__ import annotations
 
-import os
+import asyncio
+import inspect
 import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
 
+__all__ = ["one_line_error", "pilot_wait", "processes_matching", "until", "wait_for"]
 
-def wait_for(cond: Callable[[], Any], timeout: float = 20.0, what: str = "condition", *,
-             interval: float = 0.05) -> Any:
-    """Poll `cond` until it returns something true (returned), or fail after `timeout` seconds."""
+TIMEOUT = 10.0
+LAST_LIMIT = 1000  # characters of the last value in a failure message
+
+Ignore = Callable[[Exception], bool]
+
+
+def _timed_out(timeout: float, what: str, last: Any, detail: Callable[[], object] | None) -> AssertionError:
+    msg = f"timed out after {timeout:g}s waiting for {what}"
+    if last is not None and not isinstance(last, bool):
+        text = repr(last)
+        msg += f" (last: {text if len(text) <= LAST_LIMIT else text[:LAST_LIMIT] + '...'})"
+    if detail is not None:
+        msg += f"; {detail()}"
+    return AssertionError(msg)
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition", *,
+             interval: float = 0.05, ignore: Ignore | None = None,
+             detail: Callable[[], object] | None = None) -> Any:
+    """Poll `cond` (sleeping `interval` between checks) until it returns something true, which is
+    returned; fail after `timeout` seconds. An exception for which `ignore(exc)` is true counts as
+    "not yet" (e.g. a 404 for an object not created yet); any other propagates."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            value = last = cond()
+        except Exception as exc:
+            if ignore is None or not ignore(exc):
+                raise
+            value, last = None, exc  # "not yet"; reported if the wait times out
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise _timed_out(timeout, what, last, detail)
+        time.sleep(interval)
+
+
+async def until(pred: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition", *,
+                interval: float = 0.02, ignore: Ignore | None = None,
+                detail: Callable[[], object] | None = None) -> Any:
+    """`wait_for` for a coroutine: polls on the running event loop (`asyncio.sleep(interval)`
+    between checks, so the loop's other tasks run). `pred` may return an awaitable (an async
+    predicate), which is awaited."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            value = pred()
+            if inspect.isawaitable(value):
+                value = await value
+            last = value
+        except Exception as exc:
+            if ignore is None or not ignore(exc):
+                raise
+            value, last = None, exc
+        if value:
+            return value
+        if loop.time() > deadline:
+            raise _timed_out(timeout, what, last, detail)
+        await asyncio.sleep(interval)
+
+
+async def pilot_wait(pilot: Any, cond: Callable[[], Any], timeout: float = TIMEOUT, what: str = "condition", *,
+                     interval: float = 0.05, settle: bool = False,
+                     detail: Callable[[], object] | None = None) -> Any:
+    """`until` for a Textual app under `run_test()`: `pilot.pause(interval)` between checks (the app
+    handles its messages and refreshes meanwhile). `settle`: once true, one more `pilot.pause()`
+    so what the condition saw is also on screen (for snapshots)."""
     deadline = time.monotonic() + timeout
     while True:
         value = cond()
         if value:
-            return value
+            break
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        time.sleep(interval)
+            raise _timed_out(timeout, what, value, detail)
+        await pilot.pause(interval)
+    if settle:
+        await pilot.pause()
+    return value
 
 
 def processes_matching(marker: str) -> list[int]:
-    """Pids of live (not zombie) processes whose command line contains `marker`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace")
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                state = fh.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if marker in cmd and state != b"Z":
-            found.append(int(entry))
-    return found
+    """Pids of live processes whose command line contains `marker` (simcluster's procfs reader,
+    imported here on first use: the perf probes import this module and must not load simcluster)."""
+    from simcluster.node.procfs import processes_matching as matching
+
+    return matching(marker)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], code: int, *fragments: str) -> str:

@@ -1,1 +1,1 @@
-"""ranks: the Textual app, its screens and widgets, and the `ranks` command line."""
+"""ranks: the Textual dashboard (app, screens, widgets) and, in `tui.cli`, the `ranks` command line."""

@@ -1,7 +1,7 @@
 """`RanksApp`: the dashboard.
 
 Data flows one way: the data loop (a background thread: monitor, GPU metrics, log engines) posts
-`DataArrived` messages; the app applies each to its `Store` and hands the diff to the visible
+`DataArrived` messages; the app applies each to its `ViewStore` and hands the diff to the visible
 screen only, which updates just the rows that changed. Screens that are not visible do nothing and
 resync from the store when they come back. Nothing here does I/O on the UI loop.
 """
@@ -24,10 +24,11 @@ from textual.timer import Timer
 from monitors.connection import ClusterConfig
 from monitors.dataloop import DataLoop, DataOptions, DataUpdate
 from monitors.humanize import age_changes_in
-from monitors.views import WorkloadView
+from monitors.model_views import WorkloadView
 from themes import ColourMode, ThemeSet, glyphs_for
 
 from .cells import Look
+from .dashboard_actions import DashboardActions
 from .keymap import Keymap
 from .screens.base import Crumbs, RanksScreen, bindings
 from .screens.cluster import ClusterScreen
@@ -35,9 +36,8 @@ from .screens.describe import DescribeScreen, HelpScreen
 from .screens.lists import ProjectsScreen, WorkloadsScreen
 from .screens.logs import LogsScreen
 from .screens.workload import WorkloadScreen
-from .session_actions import SessionActions
 from .settings import Settings
-from .store import Store
+from .store import ViewStore
 
 WorkloadKey = tuple[str, str, str]
 AGE_LAG = 0.005  # the age ticker wakes this long after an age's text changes (never just before)
@@ -89,7 +89,7 @@ class AsciiScrollBarRender(ScrollBarRender):
     HORIZONTAL_BARS: ClassVar[list[str]] = [" "] * 8
 
 
-class RanksApp(SessionActions, App[int]):
+class RanksApp(DashboardActions, App[int]):
     TITLE = "ranks"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = bindings(
@@ -124,14 +124,14 @@ class RanksApp(SessionActions, App[int]):
         self.theme_set = themes
         self.colour_mode = colour_mode
         self.glyphs = glyphs_for(ascii or self.settings.ascii)
-        if self.glyphs.name == "ascii":
-            ScrollBar.renderer = AsciiScrollBarRender
+        # (a class attribute: set both ways, so an --ascii app does not leave blank scrollbars to the next)
+        ScrollBar.renderer = AsciiScrollBarRender if self.glyphs.name == "ascii" else ScrollBarRender
         self.read_only = self.settings.read_only
         self.read_only_why = read_only_why or (f"read_only = true in {self.settings.path}" if self.settings.path
                                                else "--read-only")
         self.me = cfg.impersonate_user or cfg.user
         self.start_project = start_project if start_project is not None else self.settings.default_project
-        self.store = Store()
+        self.store = ViewStore()
         self.look = Look(themes.get(self.settings.theme, colour_mode), self.glyphs)
         opts = data_options or DataOptions(
             namespaces=tuple(self.settings.namespaces),

@@ -13,8 +13,8 @@ from rich.style import Style
 from rich.text import Text
 
 from monitors.humanize import age, gpus, mib, percent
+from monitors.model_views import NodeView, ProjectView, RankView, WorkloadView
 from monitors.sanitize import clean
-from monitors.views import NodeView, ProjectView, RankView, WorkloadView
 from themes import GlyphSet, Theme, bar, phase_style, rank_colour, rich_colour, sparkline, util_colour
 from themes.model import ColourMode
 

@@ -25,7 +25,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from textual.binding import Binding
-from textual.keys import KEY_TO_UNICODE_NAME, REPLACED_KEYS, Keys, _character_to_key, format_key
+from textual.keys import (
+    ASCII_KEY_NAMES,
+    KEY_NAME_REPLACEMENTS,
+    KEY_TO_UNICODE_NAME,
+    REPLACED_KEYS,
+    Keys,
+    format_key,
+)
 
 SCOPES = ("global", "table", "details", "logs", "shell")
 MODIFIERS = ("alt", "ctrl", "hyper", "meta", "shift", "super")
@@ -125,6 +132,20 @@ class Conflict:
         return f"key {self.key!r} is bound to {names}"
 
 
+def character_key(char: str) -> str:
+    """Textual's key name for one printable character, as its key events carry it: letters and
+    digits as they are, others by their Unicode name (``/`` -> ``slash``, ``?`` ->
+    ``question_mark``), with Textual's replacements (``-`` -> ``minus``)."""
+    if char.isalnum():
+        key = char
+    else:
+        try:
+            key = unicodedata.name(char).lower().replace("-", "_").replace(" ", "_")
+        except ValueError:
+            key = ASCII_KEY_NAMES.get(char, char)
+    return KEY_NAME_REPLACEMENTS.get(key, key)
+
+
 def _is_character_name(name: str) -> bool:
     """`name` is Textual's name for a printable character (``slash``, ``question_mark``...)."""
     original = REPLACED_KEYS.get(name, name)
@@ -132,7 +153,7 @@ def _is_character_name(name: str) -> bool:
         char = unicodedata.lookup(KEY_TO_UNICODE_NAME.get(original, original.replace("_", " ").upper()))
     except KeyError:
         return False
-    return len(char) == 1 and char.isprintable() and _character_to_key(char) == name
+    return len(char) == 1 and char.isprintable() and character_key(char) == name
 
 
 def _hint(word: str, choices: Iterable[str]) -> str:
@@ -151,7 +172,7 @@ def normalise_key(key: str) -> str:
     if len(key) == 1:
         if not key.isprintable():
             raise ValueError(f"key {raw!r} is not printable")
-        return "space" if key == " " else _character_to_key(key)
+        return "space" if key == " " else character_key(key)
     *mods, base = key.split("+")
     if base == "" and mods and mods[-1] == "":  # "ctrl++": the plus key
         mods, base = mods[:-1], "+"
@@ -172,7 +193,7 @@ def normalise_key(key: str) -> str:
             if base != "space":
                 raise ValueError(f"key {raw!r} is not printable")
         else:
-            base = _character_to_key(base.lower() if mods and base.isalpha() else base)
+            base = character_key(base.lower() if mods and base.isalpha() else base)
     elif base.lower() in _NAMED_KEYS:
         base = base.lower()
     elif not _is_character_name(base):

@@ -9,14 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from monitors.dataloop import DataStatus, DataUpdate
+from monitors.model_views import ModelDiff, NodeView, ProjectView, WorkloadView
 from monitors.records import EventRec
-from monitors.views import ModelDiff, NodeView, ProjectView, WorkloadView
 
 WorkloadKey = tuple[str, str, str]
 
 
 @dataclass
-class Store:
+class ViewStore:
+    """The views the dashboard shows (workloads, projects, nodes), the data status and the focused
+    workload's histories and events; updated only by `apply`."""
+
     workloads: dict[WorkloadKey, WorkloadView] = field(default_factory=dict)
     projects: dict[str, ProjectView] = field(default_factory=dict)
     nodes: dict[str, NodeView] = field(default_factory=dict)

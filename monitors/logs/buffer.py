@@ -84,7 +84,7 @@ class LineBuffer:
             first = self.by_seq(self.first_seq)
             text = f"… {plural(self.dropped, 'older line')} dropped (buffer holds the newest {self.cap:,})"
             m = LogLine(first.ts if first is not None else 0, text.encode(), kind="dropped", cut=self.dropped)
-            m._safe = SafeText(text, ((0, len(text), "dim italic"),))
+            m.safe = SafeText(text, ((0, len(text), "dim italic"),))
             self._marker = m
         return m
 

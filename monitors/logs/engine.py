@@ -46,9 +46,9 @@ from .stream import LogStream, stream_summary
 if TYPE_CHECKING:
     from ..kube import KubeClient
     from ..model import LiveModel
+    from ..model_views import ModelDiff, RankView, WorkloadView
     from ..monitor import Monitor
     from ..records import PodRec
-    from ..views import ModelDiff, RankView, WorkloadView
     from .first_failure import FailureReport
 
 DEFAULT_MAX_STREAMS = 256
@@ -164,9 +164,7 @@ class LogEngine:
 
     def set_collapse(self, on: bool) -> None:
         """Collapse identical lines of several ranks (applies to lines released from now on)."""
-        self.merger.collapse = on
-        if not on:
-            self.merger._by_content.clear()
+        self.merger.set_collapse(on)
 
     def last_lines(self, label: str, n: int = 20) -> list[LogLine]:
         return self.rings.last(label, n)
@@ -284,7 +282,8 @@ class LogEngine:
                         f"{self.options.max_streams}; {how}): waiting: {names}{more}; "
                         "narrow with --rank/--role or raise --max-streams")
 
-    def _stream_done(self, s: LogStream) -> None:
+    def stream_done(self, s: LogStream) -> None:
+        """A stream ended (called by the stream): a queued one may start in its slot."""
         if self.stopping:
             return
         if self.history_done.is_set() and self.options.follow:
@@ -352,7 +351,8 @@ class LogEngine:
                 self._subscribers.remove(fn)
                 self.notice(f"a log subscriber failed and was removed: {type(exc).__name__}: {exc}")
 
-    def _note_log(self, s: LogStream, ts: int) -> None:
+    def note_log(self, s: LogStream, ts: int) -> None:
+        """The stream's newest line is at `ts` (ns): the model's last-log time of its pod."""
         self.model.note_log(s.origin.namespace, s.origin.pod, ts / 1e9)
 
     # -- connection state ------------------------------------------------------------------------
@@ -406,12 +406,14 @@ class LogEngine:
             self.fatal_failure = f
             self.fatal.set()
 
-    def _lost(self, message: str) -> None:
+    def server_lost(self, message: str) -> None:
+        """A stream could not reach the API server (said once until it answers again)."""
         if self.connected:
             self.connected = False
             self.notice(f"{message}; retrying")
 
-    def _reached(self, s: LogStream | None = None) -> None:
+    def server_answered(self, s: LogStream | None = None) -> None:
+        """The API server answered a stream (`s` opened: its own troubles are forgotten)."""
         if not self.connected:
             self.connected = True
             self.notice("connected to the API server again")

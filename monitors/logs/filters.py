@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..views import RankView
+from ..model_views import RankView
 from .lines import LogLine
 from .terminal_text import Span
 

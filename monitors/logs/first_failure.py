@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..kube import ApiProblem
+from ..model_views import FirstFailure, WorkloadView
 from ..records import parse_time
-from ..views import FirstFailure, WorkloadView
 from .lines import LogLine, Origin, split_record
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
-from .terminal_text import _PLAIN, MAX_LINE_BYTES, SafeText, sanitize_line
+from .terminal_text import MAX_LINE_BYTES, NOT_PRINTABLE_ASCII, SafeText, sanitize_line
 
 PARTIAL_RECORD = 16 * 1024  # containerd's max_container_log_line_size
 _TS_AT = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?(?:Z|[+-]\d\d:\d\d) ")
@@ -154,13 +154,18 @@ class LogLine:
         s = self._safe
         if s is None:
             raw = self.raw
-            if not self.cut and _PLAIN.search(raw) is None:
+            if not self.cut and NOT_PRINTABLE_ASCII.search(raw) is None:
                 return SafeText(raw.decode("ascii"))  # cheap to redo: not kept, to save memory
             s = sanitize_line(raw)
             if self.cut:
                 s = _with_cut(s, self.cut)
             self._safe = s
         return s
+
+    @safe.setter
+    def safe(self, value: SafeText) -> None:
+        """Text that is safe already (a marker the engine makes, with its own style)."""
+        self._safe = value
 
     @property
     def text(self) -> str:

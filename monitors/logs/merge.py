@@ -84,6 +84,12 @@ class Merger:
         self._timer: asyncio.TimerHandle | None = None
         self.released = 0
 
+    def set_collapse(self, on: bool) -> None:
+        """Collapse identical lines of several sources from now on (off: forget the lines kept to compare)."""
+        self.collapse = on
+        if not on:
+            self._by_content.clear()
+
     # -- sources -------------------------------------------------------------------------------
     def source(self) -> Source:
         src = Source(self.high)

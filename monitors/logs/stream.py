@@ -113,7 +113,7 @@ class LogStream:
         finally:
             self.history_read.set()
             self.state = "done"
-            eng._stream_done(self)
+            eng.stream_done(self)
 
     # -- phases --------------------------------------------------------------------------------
     def _base(self) -> list[tuple[str, str]]:
@@ -165,7 +165,7 @@ class LogStream:
                 self.state = "retrying"
                 delay = self._retry_after
             except ConnectionProblem as exc:
-                eng._lost(exc.message)
+                eng.server_lost(exc.message)
                 self.message = exc.message
                 self.last_problem = exc
             attempts += 1
@@ -216,7 +216,7 @@ class LogStream:
                 if self._retry_after is not None:
                     backoff = max(backoff, min(self._retry_after, eng.options.backoff_max))
             except ConnectionProblem as exc:
-                eng._lost(exc.message)
+                eng.server_lost(exc.message)
                 self.state = "retrying"
                 self.message = exc.message
             if normal and got:
@@ -254,7 +254,7 @@ class LogStream:
         self.message = _problem_text(exc)
         self.last_problem = exc
         if exc.status != 401:
-            eng._reached()
+            eng.server_answered()
         if exc.status in (400, 404):
             # waiting to start / no previous instance / pod gone: normal while pods come and go
             self.state = "waiting"
@@ -277,7 +277,7 @@ class LogStream:
         """One request; returns the number of new lines. Raises _Stalled/_Dropped/ApiProblem/ConnectionProblem."""
         eng = self.engine
         client = eng.client
-        session = client._get_session()
+        session = client.session()
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=eng.options.connect_timeout,
                                         sock_read=eng.options.read_timeout)
         merger = eng.merger
@@ -286,7 +286,7 @@ class LogStream:
         got = 0
         self.opens += 1
         try:
-            async with session.get(client.server + self.path, params=params, headers=client._headers("*/*"),
+            async with session.get(client.server + self.path, params=params, headers=client.headers("*/*"),
                                    timeout=timeout) as resp:
                 if resp.status >= 400:
                     self._retry_after = _retry_after(resp.headers.get("Retry-After"))
@@ -294,7 +294,7 @@ class LogStream:
                 self.state = "open"
                 self.message = ""
                 self.last_problem = None
-                eng._reached(self)
+                eng.server_answered(self)
                 pending: list[bytes] = []
                 plen = 0
                 over = 0
@@ -339,11 +339,11 @@ class LogStream:
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
             raise _Dropped(f"connection dropped: {type(exc).__name__}") from None
         except aiohttp.ClientConnectorError as exc:
-            raise client._connection_problem(exc) from None
+            raise client.connection_problem(exc) from None
         except (aiohttp.ClientError, OSError) as exc:
             if got:
                 raise _Dropped(f"connection lost: {type(exc).__name__}") from None
-            raise client._connection_problem(exc) from None
+            raise client.connection_problem(exc) from None
         return got
 
     def _parse(self, raws: list[bytes], over: int) -> list[LogLine]:
@@ -380,7 +380,7 @@ class LogStream:
         self.bytes += nbytes
         if out:
             self.lines += len(out)
-            self.engine._note_log(self, last)
+            self.engine.note_log(self, last)
         return out
 
 

@@ -33,7 +33,7 @@ from typing import Any
 MAX_LINE_BYTES = 1 << 20
 Span = tuple[int, int, str]
 
-_PLAIN = re.compile(rb"[^\x20-\x7e]")  # anything but printable ASCII needs the slow path
+NOT_PRINTABLE_ASCII = re.compile(rb"[^\x20-\x7e]")  # anything but printable ASCII needs the slow path
 _SPECIAL = re.compile(rb"[\x00-\x1f\x7f]")  # C0 controls, ESC and DEL in the byte stream
 # in decoded text: 8-bit CSI / string controls with what they introduce, other C1 controls, bidi controls
 _C1 = re.compile(
@@ -61,6 +61,10 @@ class SafeText:
         for start, end, style in self.spans:
             t.stylize(style, start, end)
         return t
+
+    def to_ansi(self, extra: tuple[Span, ...] = ()) -> str:
+        """The text with its spans (and `extra` ones, e.g. highlights) as ANSI SGR (`to_ansi`)."""
+        return to_ansi(self, extra)
 
 
 class _Style:
@@ -168,7 +172,7 @@ def sanitize_line(raw: bytes, *, sgr: bool = True, limit: int = MAX_LINE_BYTES) 
     if len(raw) > limit:
         truncated = len(raw) - limit
         raw = raw[:limit]
-    if _PLAIN.search(raw) is None:  # printable ASCII: the common case
+    if NOT_PRINTABLE_ASCII.search(raw) is None:  # printable ASCII: the common case
         text = raw.decode("ascii")
         if truncated:
             marker = _truncation_marker(truncated)

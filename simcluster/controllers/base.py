@@ -16,13 +16,24 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ApiError
-from ..store import Event, TypeKey, now_rfc3339
+from ..apiserver.errors import ApiError
+from ..apiserver.store import Event, TypeKey, now_rfc3339
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
 
 log = logging.getLogger("simcluster.controllers")
+
+_stamp: tuple[int, str] = (0, "")
+
+
+def now() -> str:
+    """now_rfc3339(), formatted once per second (timestamps have second resolution)."""
+    global _stamp
+    sec = int(time.time())
+    if _stamp[0] != sec:
+        _stamp = (sec, now_rfc3339())
+    return _stamp[1]
 
 Key = tuple[Any, ...]
 

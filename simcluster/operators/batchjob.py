@@ -21,9 +21,9 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..apiserver.errors import ApiError
+from ..apiserver.store import Event
 from ..controllers.base import Controller, EventRecorder, Key
-from ..errors import ApiError
-from ..store import Event
 from .common import (
     BATCH_CONTROLLER_UID,
     BATCH_JOB_NAME,

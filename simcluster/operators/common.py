@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ApiError
-from ..resources import ResourceType
-from ..store import Stored, TypeKey, now_rfc3339
-from ..validation import default, validate_new
+from ..apiserver.errors import ApiError
+from ..apiserver.resources import ResourceType
+from ..apiserver.store import Stored, TypeKey
+from ..apiserver.validation import default, validate_new
+from ..controllers.base import now
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
@@ -36,12 +37,6 @@ BATCH_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
 LEGACY_JOB_NAME = "job-name"
 LEGACY_CONTROLLER_UID = "controller-uid"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-
-# Gang scheduling. The PodGroup name goes where Volcano's integration in the training and MPI
-# operators puts it; simcluster has no PodGroup kind, so the group's minMember travels on each
-# pod in a simcluster annotation. `simcluster.scheduler` binds a group's pods all or none.
-POD_GROUP = "scheduling.k8s.io/group-name"
-POD_GROUP_MIN_MEMBER = "simcluster.io/pod-group-min-member"
 
 POD_KEY: TypeKey = ("", "pods")
 SERVICE_KEY: TypeKey = ("", "services")
@@ -62,18 +57,6 @@ def parse_time(value: Any) -> float | None:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-
-
-_stamp: tuple[int, str] = (0, "")
-
-
-def now() -> str:
-    """now_rfc3339(), formatted once per second (timestamps have second resolution)."""
-    global _stamp
-    sec = int(time.time())
-    if _stamp[0] != sec:
-        _stamp = (sec, now_rfc3339())
-    return _stamp[1]
 
 
 # -- small readers -----------------------------------------------------------------------------

@@ -33,16 +33,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..apiserver.errors import ApiError
+from ..apiserver.resources import ResourceType
+from ..apiserver.store import Event
 from ..controllers.base import Controller, EventRecorder, Key
-from ..errors import ApiError
-from ..resources import ResourceType
-from ..store import Event
+from ..controllers.scheduler import POD_GROUP, POD_GROUP_MIN_MEMBER
 from .common import (
     JOB_NAME,
     JOB_ROLE,
     OPERATOR_NAME,
-    POD_GROUP,
-    POD_GROUP_MIN_MEMBER,
     POD_KEY,
     REPLICA_INDEX,
     REPLICA_TYPE,

@@ -36,9 +36,10 @@ import copy
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from ..apiserver.errors import ApiError
+from ..apiserver.store import Event
 from ..controllers.base import Controller, EventRecorder, Key
-from ..errors import ApiError
-from ..store import Event
+from ..controllers.scheduler import POD_GROUP, POD_GROUP_MIN_MEMBER
 from .batchjob import job_finished
 from .common import (
     CONFIGMAP_KEY,
@@ -46,8 +47,6 @@ from .common import (
     JOB_NAME,
     JOB_ROLE,
     OPERATOR_NAME,
-    POD_GROUP,
-    POD_GROUP_MIN_MEMBER,
     POD_KEY,
     REPLICA_INDEX,
     SECRET_KEY,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import ApiError
+from ..apiserver.errors import ApiError
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import uuid
 from typing import Any
 
 GPU_MODELS = {
@@ -60,6 +62,10 @@ def gpu_node(
             ],
             "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
             "nodeInfo": {
+                # the ids a kubelet reports (the official client requires them), stable per node name
+                "machineID": hashlib.md5(f"machine/{name}".encode()).hexdigest(),
+                "systemUUID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"system.{name}")),
+                "bootID": str(uuid.uuid5(uuid.NAMESPACE_DNS, f"boot.{name}")),
                 "kubeletVersion": "v1.35.0", "kubeProxyVersion": "v1.35.0", "osImage": "Ubuntu 24.04 LTS",
                 "kernelVersion": "6.8.0-49-generic", "containerRuntimeVersion": "containerd://2.0.0",
                 "operatingSystem": "linux", "architecture": "amd64",

@@ -146,7 +146,7 @@ def footer(screen: str) -> str:
     return lines[-1] if lines else ""
 
 
-def wait_for_workloads(demo: Demo) -> str:
+def workloads_listed(demo: Demo) -> str:
     screen = demo.tmux.wait_for(lambda s: "hvd-interactive" in s and "bert-crash" in s, timeout=45,
                                 why="the demo workloads in the list")
     flags = demo.tmux.flags()
@@ -194,7 +194,7 @@ def quit_and_check_restored(demo: Demo) -> None:
 def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
     with demo_in_tmux(tmp_path, 100, 30) as demo:
         tmux = demo.tmux
-        wait_for_workloads(demo)
+        workloads_listed(demo)
 
         # the footer tells where the focus is: the filter input shows only "esc Back  / Filter"
         tmux.keys("/")
@@ -251,7 +251,7 @@ def test_dashboard_shell_suspends_runs_and_repaints(tmp_path: Path) -> None:
     (banner, commands, resize), and after `exit` the dashboard is back, whole, in a sane terminal."""
     with demo_in_tmux(tmp_path, 100, 30) as demo:
         tmux = demo.tmux
-        wait_for_workloads(demo)
+        workloads_listed(demo)
         tmux.keys("/")
         tmux.wait_for(lambda s: "l Logs" not in footer(s), timeout=10, why="the filter input")
         tmux.type("hvd")
@@ -298,7 +298,7 @@ def test_dashboard_shell_suspends_runs_and_repaints(tmp_path: Path) -> None:
 def test_demo_in_tmux_80x24_ascii_clean_exit(tmp_path: Path) -> None:
     with demo_in_tmux(tmp_path, 80, 24, "--ascii") as demo:
         tmux = demo.tmux
-        screens = {"workloads": wait_for_workloads(demo)}
+        screens = {"workloads": workloads_listed(demo)}
         assert re.search(r"^ ranks\s+>\s+projects\s+>\s+all projects ", screens["workloads"]), screens
         tmux.keys("c")
         screens["cluster load"] = tmux.wait_for(lambda s: "h100-node-01" in s and "a100-node-01" in s,

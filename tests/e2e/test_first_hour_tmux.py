@@ -24,7 +24,7 @@ from tests.e2e.test_demo_tmux import (
     demo_in_tmux,
     footer,
     quit_and_check_restored,
-    wait_for_workloads,
+    workloads_listed,
 )
 from tests.tmux_driver import Tmux
 
@@ -82,7 +82,7 @@ def filter_list(tmux: Tmux, text: str) -> None:
 def test_first_hour_in_tmux(tmp_path: Path, width: int, height: int) -> None:
     with demo_in_tmux(tmp_path, width, height) as demo:
         tmux = demo.tmux
-        wait_for_workloads(demo)
+        workloads_listed(demo)
         submit_long_gang(tmp_path, demo.workdir)
 
         # 6. the long name gives way; AGE stays whole; the footer keeps ? Help

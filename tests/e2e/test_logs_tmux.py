@@ -26,13 +26,14 @@ pytestmark = pytest.mark.simcluster(components=("operators", "scheduler", "kubel
 SIZES = [(80, 24), (120, 40)]
 
 
-COMMAND = ('echo "start $RANK"; sleep $((2 + RANK)); i=0; while [ $i -lt 40 ]; do echo "line $i of $RANK"; '
-           'i=$((i+1)); done; echo "end $RANK"')
+def command(sleep: int) -> str:
+    return (f'echo "start $RANK"; sleep $(({sleep} + RANK)); i=0; while [ $i -lt 40 ]; do echo "line $i of $RANK"; '
+            'i=$((i+1)); done; echo "end $RANK"')
 
 
-def submit(sim, name: str) -> None:
+def submit(sim, name: str, sleep: int = 2) -> None:
     r = subprocess.run([*RANKS, "submit", name, "--framework", "pytorch", "-i", "img", "--workers", "1",
-                        "--command", COMMAND, "-p", "default", "--kubeconfig", str(sim.kubeconfig_path)],
+                        "--command", command(sleep), "-p", "default", "--kubeconfig", str(sim.kubeconfig_path)],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
 
@@ -69,7 +70,7 @@ def test_logs_follow_prints_every_rank_s_last_lines_then_exits_0(simcluster, tmp
 def test_dashboard_log_view_shows_every_rank_s_last_lines(simcluster, tmp_path, width, height):
     sim = simcluster.sim
     simcluster.call(sim.apply, gpu_node("gpu-0", 8))
-    submit(sim, "dtest")
+    submit(sim, "dtest", sleep=8)  # still running when the log view opens: it follows to the end
     tmux = start(sim, "dash", tmp_path, width, height, "-p", "default")
     tmux.history = False
     try:
@@ -77,7 +78,8 @@ def test_dashboard_log_view_shows_every_rank_s_last_lines(simcluster, tmp_path, 
         tmux.keys("Enter")
         tmux.wait_for("worker-0", timeout=20, why="the workload's ranks")
         tmux.keys("l")
-        tmux.wait_for("start 1", timeout=20, why="the first lines in the log view")
+        tmux.wait_for(lambda s: "logs dtest" in s.splitlines()[0] and "start 1" in s, timeout=20,
+                      why="the log view with the first lines")
         # the job ends; the view keeps following to the last line of every rank: 2 ranks x 42 lines
         screen = tmux.wait_for(lambda s: re.search(r"\b84 lines\b", s) is not None, timeout=40,
                                why="every line of every rank")

@@ -4,7 +4,6 @@ failing servers, `ranks get`'s events, the demo's kubeconfig. Real processes aga
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import re
@@ -13,7 +12,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +22,11 @@ from rich.text import Text
 
 from monitors.connection import load_cluster_config
 from monitors.dataloop import DataOptions
-from simcluster.auth import READ_VERBS, Rule
+from simcluster.apiserver.auth import READ_VERBS, Rule
 from simcluster.cluster import ThreadedSimCluster
+from tests.faults import answered, assert_fired
 from tests.kubeflow_objects import job, pod
-from tests.waiting import one_line_error
+from tests.waiting import one_line_error, pilot_wait
 from themes import load_themes
 from tui.app import RanksApp
 from tui.screens.base import Banner, Crumbs
@@ -117,7 +117,7 @@ def test_a_forbidden_project_is_one_line_exit_7(cluster: ThreadedSimCluster, ali
 async def test_dashboard_says_once_that_gpu_metrics_are_forbidden(cluster: ThreadedSimCluster, alice: Path) -> None:
     app = RanksApp(load_cluster_config(str(alice), None), Settings(), themes=load_themes(None))
     async with app.run_test(size=(160, 40)) as pilot:
-        await until(pilot, lambda: "GPU metrics are forbidden to alice" in banner(app), "the GPU metrics banner")
+        await pilot_wait(pilot, lambda: "GPU metrics are forbidden to alice" in banner(app), what="the GPU metrics banner", timeout=30)
         assert banner(app).count("GPU metrics") == 1, banner(app)
         assert "HTTP 403" in banner(app)
         assert isinstance(app.screen, WorkloadsScreen) and app.store.workloads  # her data is shown below
@@ -160,7 +160,7 @@ async def test_dashboard_says_the_project_does_not_exist(cluster: ThreadedSimClu
         app = RanksApp(load_cluster_config(str(kubeconfig), None), Settings(), themes=load_themes(None),
                        start_project=project)
         async with app.run_test(size=(160, 40)) as pilot:
-            await until(pilot, lambda s=said, a=app: s in banner(a), f"the banner saying {said}")
+            await pilot_wait(pilot, lambda s=said, a=app: s in banner(a), what=f"the banner saying {said}", timeout=30)
             assert isinstance(app.screen, WorkloadsScreen) and app.screen.namespace == project
 
 
@@ -190,8 +190,11 @@ def test_start_up_takes_one_round_trip_before_the_list(cluster: ThreadedSimClust
                             (["get", "bert-crash", "-p", "team-b"], f"/namespaces/{B}/pods?limit=500")]:
             since = time.time()
             r = ranks(*args, kubeconfig=kc)
+            took = time.time() - since
             assert r.returncode == 0, r.stderr
             trips = waves(cluster.sim.requests.since(since), latency)
+            # the latency was applied: at least the round trip before the lists and the lists' own
+            assert took >= 2 * latency, took
             first_list = next(i for i, w in enumerate(trips) if any(lists in p for p in w))
             # discovery, the access check, the project and the GPU metrics source together; then
             # the LISTs; then the exporters' scrape (it was 8 round trips before: 41 s at 5 s each)
@@ -201,12 +204,16 @@ def test_start_up_takes_one_round_trip_before_the_list(cluster: ThreadedSimClust
 
 
 def test_a_server_that_keeps_failing_ends_within_the_request_timeout(cluster: ThreadedSimCluster) -> None:
+    since = time.time()
     cluster.call(cluster.sim.faults.fail_next, r"/pytorchjobs$", 500, 100_000)
     start = time.monotonic()
     r = ranks("list", "-A", "--request-timeout", "2s", kubeconfig=cluster.sim.kubeconfig_path, timeout=60)
     elapsed = time.monotonic() - start
     one_line_error(r, 1, "injected failure (500)")
     assert elapsed < 12, elapsed  # the 2 s budget, plus starting Python
+    # the server did keep failing: every list of the jobs got the injected 500
+    fired = assert_fired(cluster, r"/pytorchjobs$", 500, since=since)
+    assert len(fired) == len(answered(cluster, r"/pytorchjobs$", since=since)), "a list got through"
 
 
 @contextlib.contextmanager
@@ -258,22 +265,22 @@ async def test_dashboard_says_it_waits_for_a_server_that_does_not_answer(tmp_pat
         cfg = load_cluster_config(str(kubeconfig_for(tmp_path / "kc", port)), None)
         app = RanksApp(cfg, Settings(), themes=load_themes(None), data_options=DataOptions(waiting_after=0.3))
         async with app.run_test(size=(160, 40)) as pilot:
-            await until(pilot, lambda: "waiting for the server" in banner(app), "the waiting banner")
+            await pilot_wait(pilot, lambda: "waiting for the server" in banner(app), what="the waiting banner", timeout=30)
             assert f"no answer from http://127.0.0.1:{port}" in banner(app)
             assert "waiting for the server" in plain(app.screen.query_one(Crumbs))
             assert "connecting" not in plain(app.screen.query_one(Crumbs))
             # where the rows would be, too (not "connecting" on an empty table)
-            await until(pilot, lambda: "waiting for the API server" in plain(app.screen.query_one(EmptyNote)),
-                        "the empty table's note")
+            await pilot_wait(pilot, lambda: "waiting for the API server" in plain(app.screen.query_one(EmptyNote)),
+                             what="the empty table's note", timeout=30)
 
 
 async def test_dashboard_keeps_the_data_when_credentials_expire(cluster: ThreadedSimCluster) -> None:
     app = RanksApp(load_cluster_config(str(cluster.sim.kubeconfig_path), None), Settings(), themes=load_themes(None))
     async with app.run_test(size=(160, 40)) as pilot:
-        await until(pilot, lambda: app.store.synced and len(app.store.workloads) == 4, "the first sync")
+        await pilot_wait(pilot, lambda: app.store.synced and len(app.store.workloads) == 4, what="the first sync", timeout=30)
         cluster.call(cluster.sim.authz.expire, cluster.sim.admin_token)
         cluster.call(cluster.sim.store.drop_watches)  # the watches come back to a 401
-        await until(pilot, lambda: "unauthorized (401)" in banner(app), "the 401 banner")
+        await pilot_wait(pilot, lambda: "unauthorized (401)" in banner(app), what="the 401 banner", timeout=30)
         assert "log in again or refresh the token" in banner(app)
         assert len(app.store.workloads) == 4 and app.return_code is None  # the last data stays on screen
 
@@ -296,7 +303,7 @@ def test_get_events_in_time_order_and_none_on_one_line(cluster: ThreadedSimClust
 
 
 def test_the_demo_leaves_no_kubeconfig_behind(tmp_path: Path) -> None:
-    from tui.dashboard_command import demo_cluster
+    from tui.cli.dashboard import demo_cluster
 
     with demo_cluster(tmp_path, prometheus=False) as (kubeconfig, _url):
         assert kubeconfig == tmp_path / "kubeconfig" and kubeconfig.exists()
@@ -316,10 +323,3 @@ def banner(app: RanksApp) -> str:
     return plain(b.first()) if b and b.first().has_class("-shown") else ""
 
 
-async def until(pilot: Any, cond: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await pilot.pause(0.05)

@@ -12,6 +12,7 @@ import pytest
 
 from tests.kubeflow_objects import job, pod
 from tests.prometheus_server import prometheus_server
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.simcluster(scenario="demo", components=("dcgm",))
 NS = "runai-team-a"
@@ -59,14 +60,11 @@ def cluster(simcluster):
 
 @pytest.fixture
 def prometheus(cluster, tmp_path):
-    import time
+    from simcluster.gpu.prometheus import dcgm_scrape_config
 
-    from simcluster.prometheus import dcgm_scrape_config
-
-    deadline = time.monotonic() + 20
-    while len(cluster.call(cluster.sim.dcgm.targets)) < 8 and time.monotonic() < deadline:
-        time.sleep(0.1)  # every GPU node's exporter is up before Prometheus learns its targets
-    targets = len(cluster.call(cluster.sim.dcgm.targets))
+    # every GPU node's exporter is up before Prometheus learns its targets
+    targets = len(wait_for(lambda: t if len(t := cluster.call(cluster.sim.dcgm.targets)) >= 8 else None, 20,
+                           "the 8 GPU nodes' exporters", interval=0.1))
     cfg = cluster.call(dcgm_scrape_config, cluster.sim)
     with prometheus_server(cfg, tmp_path / "prom") as prom:
         # every exporter scraped once (not only the first pod's node), and the first pod's series
@@ -193,7 +191,7 @@ def test_exec_plugin_credentials_and_tls_failure(cluster, tmp_path):
     # a CA that did not sign the server's certificate: a TLS failure, exit 5
     import base64
 
-    from simcluster.tls import make_tls
+    from simcluster.apiserver.tls import make_tls
 
     other = make_tls()
     cfg["clusters"][0]["cluster"]["certificate-authority-data"] = base64.b64encode(other.ca_pem).decode()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Hashable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from textual.widgets import Static, TabbedContent
 from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from tests.kubeflow_objects import job, pod
+from tests.waiting import pilot_wait
 from themes import load_themes
 from tui.app import RanksApp
 from tui.screens.base import Banner, Crumbs
@@ -61,25 +62,15 @@ def make_app(kubeconfig: Path, settings: Settings | None = None) -> RanksApp:
     return RanksApp(load_cluster_config(str(kubeconfig), None), settings or Settings(), themes=load_themes(None))
 
 
-async def wait_for(pilot: Pilot[Any], cond: Callable[[], object], timeout: float = 10.0,
-                   what: str = "condition") -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not cond():
-        if loop.time() > end:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
-        await pilot.pause(0.05)
-
-
 async def wait_screen(pilot: Pilot[Any], cls: type, timeout: float = 5.0) -> Any:
-    await wait_for(pilot, lambda: isinstance(pilot.app.screen, cls), timeout, f"screen {cls.__name__}")
+    await pilot_wait(pilot, lambda: isinstance(pilot.app.screen, cls), timeout, f"screen {cls.__name__}")
     return pilot.app.screen
 
 
 async def synced(pilot: Pilot[Any], app: RanksApp, workloads: int = 1) -> None:
-    await wait_for(pilot, lambda: app.store.synced and len(app.store.workloads) >= workloads
-                   and isinstance(app.screen, WorkloadsScreen) and app.screen.table.row_count >= workloads,
-                   timeout=20, what="first sync")
+    await pilot_wait(pilot, lambda: app.store.synced and len(app.store.workloads) >= workloads
+                     and isinstance(app.screen, WorkloadsScreen) and app.screen.table.row_count >= workloads,
+                     timeout=20, what="first sync")
 
 
 def table(app: RanksApp, selector: str = "#table") -> KeyedTable:
@@ -116,7 +107,7 @@ def rendered(widget: Widget) -> str:
 
 async def move_to(pilot: Pilot[Any], t: KeyedTable, key: Hashable) -> None:
     """Put the cursor on the row of `key` with the arrow keys."""
-    await wait_for(pilot, lambda: key in t.order, what=f"row {key}")
+    await pilot_wait(pilot, lambda: key in t.order, what=f"row {key}")
     while t.cursor_key != key:
         await pilot.press("down" if t.order.index(key) > t.cursor_row else "up")
 
@@ -134,13 +125,13 @@ async def test_navigation_projects_workloads_ranks_logs_and_back(live: ThreadedS
         await synced(pilot, app, 8)
         screen = app.screen
         assert isinstance(screen, WorkloadsScreen) and screen.namespace is None
-        await wait_for(pilot, lambda: set(row_names(app)) == ALL_DEMO, what="the 8 demo workloads")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == ALL_DEMO, what="the 8 demo workloads")
         assert len(row_names(app)) == 8
         assert crumbs(app) == ["ranks", "projects", "all projects"]
 
         await pilot.press("p")
         projects = await wait_screen(pilot, ProjectsScreen)
-        await wait_for(pilot, lambda: set(projects.table.order) == set(DEMO), what="3 projects")
+        await pilot_wait(pilot, lambda: set(projects.table.order) == set(DEMO), what="3 projects")
         names = {app.store.projects[ns].name for ns in projects.table.order}
         assert names == {"team-a", "team-b", "research"}
         assert crumbs(app) == ["ranks", "projects"]
@@ -149,7 +140,7 @@ async def test_navigation_projects_workloads_ranks_logs_and_back(live: ThreadedS
         await pilot.press("enter")
         team_a = await wait_screen(pilot, WorkloadsScreen)
         assert team_a.namespace == "runai-team-a"
-        await wait_for(pilot, lambda: set(row_names(app)) == DEMO["runai-team-a"], what="team-a workloads")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["runai-team-a"], what="team-a workloads")
         assert crumbs(app) == ["ranks", "projects", "team-a"]
 
         await move_to(pilot, team_a.table, LLAMA)
@@ -157,7 +148,7 @@ async def test_navigation_projects_workloads_ranks_logs_and_back(live: ThreadedS
         detail = await wait_screen(pilot, WorkloadScreen)
         assert detail.key == LLAMA
         pods = {"llama-finetune-master-0", *(f"llama-finetune-worker-{i}" for i in range(3))}
-        await wait_for(pilot, lambda: set(table(app, "#ranks").order) == pods, what="llama ranks")
+        await pilot_wait(pilot, lambda: set(table(app, "#ranks").order) == pods, what="llama ranks")
         assert crumbs(app) == ["ranks", "projects", "team-a", "llama-finetune"]
         assert "PyTorchJob" in text_of(detail.query_one("#header", Static))
 
@@ -168,11 +159,11 @@ async def test_navigation_projects_workloads_ranks_logs_and_back(live: ThreadedS
         def labels() -> set[str]:
             return {line.label for line in logs.buffer if line.kind == "line"}
 
-        await wait_for(pilot, lambda: len(labels()) >= 2 and len(logs.buffer) >= 8, timeout=20,
-                       what="log lines of several ranks")
+        await pilot_wait(pilot, lambda: len(labels()) >= 2 and len(logs.buffer) >= 8, timeout=20,
+                         what="log lines of several ranks")
         assert labels() <= {"master-0", "worker-0", "worker-1", "worker-2"}, labels()
-        await wait_for(pilot, lambda: "lines" in text_of(logs.query_one("#logstatus", Static)),
-                       what="log status line")
+        await pilot_wait(pilot, lambda: "lines" in text_of(logs.query_one("#logstatus", Static)),
+                         what="log status line")
 
         await pilot.press("escape")
         assert await wait_screen(pilot, WorkloadScreen) is detail
@@ -194,7 +185,7 @@ async def test_filter_regex_invert_labels_and_bad_regex(live: ThreadedSimCluster
     app = make_app(live.sim.kubeconfig_path)
     async with app.run_test(size=SIZE) as pilot:
         await synced(pilot, app, 8)
-        await wait_for(pilot, lambda: set(row_names(app)) == ALL_DEMO, what="all rows")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == ALL_DEMO, what="all rows")
         screen = app.screen
         assert isinstance(screen, WorkloadsScreen)
         labels = dict(app.store.workloads[LLAMA].labels)
@@ -204,28 +195,28 @@ async def test_filter_regex_invert_labels_and_bad_regex(live: ThreadedSimCluster
         inp = screen.query_one(FilterInput)
         assert inp.has_focus and inp.has_class("-shown")
         await type_text(pilot, "llama|bert")
-        await wait_for(pilot, lambda: set(row_names(app)) == {"llama-finetune", "bert-crash"}, what="regex")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == {"llama-finetune", "bert-crash"}, what="regex")
         await pilot.press("enter")  # applies and keeps the filter
         await pilot.pause()
         assert set(row_names(app)) == {"llama-finetune", "bert-crash"} and table(app).has_focus
         await pilot.press("escape")  # Esc on the table clears an active filter
-        await wait_for(pilot, lambda: len(row_names(app)) == 8, what="filter cleared")
+        await pilot_wait(pilot, lambda: len(row_names(app)) == 8, what="filter cleared")
         assert not inp.has_class("-shown") and inp.value == ""
 
         await pilot.press("slash")
         await type_text(pilot, "!team")
-        await wait_for(pilot, lambda: set(row_names(app)) == DEMO["research"], what="inverted regex")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["research"], what="inverted regex")
         await pilot.press("ctrl+u")  # empties the input: every row again
-        await wait_for(pilot, lambda: len(row_names(app)) == 8, what="empty filter")
+        await pilot_wait(pilot, lambda: len(row_names(app)) == 8, what="empty filter")
 
         await type_text(pilot, "-l ranks/user=bob")
-        await wait_for(pilot, lambda: set(row_names(app)) == DEMO["runai-team-b"], what="label selector")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["runai-team-b"], what="label selector")
         await pilot.press("ctrl+u")
         await type_text(pilot, "-l ranks/user in (carol,alice)")
-        await wait_for(pilot, lambda: set(row_names(app)) == DEMO["research"] | DEMO["runai-team-a"],
-                       what="set-based label selector")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["research"] | DEMO["runai-team-a"],
+                         what="set-based label selector")
         await pilot.press("escape", "escape")  # leave the input, then clear
-        await wait_for(pilot, lambda: len(row_names(app)) == 8, what="cleared")
+        await pilot_wait(pilot, lambda: len(row_names(app)) == 8, what="cleared")
 
         await pilot.press("slash")
         await type_text(pilot, "(")
@@ -249,7 +240,7 @@ async def test_sort_cycles_keys_and_reverses(live: ThreadedSimCluster) -> None:
     app = make_app(live.sim.kubeconfig_path)
     async with app.run_test(size=SIZE) as pilot:
         await synced(pilot, app, 8)
-        await wait_for(pilot, lambda: len(row_names(app)) == 8, what="all rows")
+        await pilot_wait(pilot, lambda: len(row_names(app)) == 8, what="all rows")
         screen = app.screen
         assert isinstance(screen, WorkloadsScreen)
         t = table(app)
@@ -258,8 +249,8 @@ async def test_sort_cycles_keys_and_reverses(live: ThreadedSimCluster) -> None:
             return [getattr(app.store.workloads[k], attr) for k in t.order]  # type: ignore[index]
 
         # llama-finetune holds the most GPUs (4 ranks x 2) once it is scheduled
-        await wait_for(pilot, lambda: app.store.workloads[LLAMA].gpus_allocated == 8, timeout=20,
-                       what="llama-finetune scheduled")
+        await pilot_wait(pilot, lambda: app.store.workloads[LLAMA].gpus_allocated == 8, timeout=20,
+                         what="llama-finetune scheduled")
         assert row_names(app) == sorted(row_names(app)), "name order first"
         by_name = list(t.order)
 
@@ -296,7 +287,7 @@ async def test_themes_switch_and_redraw(live: ThreadedSimCluster) -> None:
     app = make_app(live.sim.kubeconfig_path)
     async with app.run_test(size=SIZE) as pilot:
         await synced(pilot, app, 8)
-        await wait_for(pilot, lambda: LLAMA in table(app).order, what="llama row")
+        await pilot_wait(pilot, lambda: LLAMA in table(app).order, what="llama row")
         names = app.theme_set.names()
         assert set(names) >= {"dark", "light", "high-contrast", "colour-blind"}
         assert app.look.theme.name == "dark"
@@ -312,7 +303,7 @@ async def test_themes_switch_and_redraw(live: ThreadedSimCluster) -> None:
             before = app.look.theme.name
             await pilot.press("ctrl+t")
             expected = names[(names.index(before) + 1) % len(names)]
-            await wait_for(pilot, lambda e=expected: app.look.theme.name == e, what=f"theme {expected}")
+            await pilot_wait(pilot, lambda e=expected: app.look.theme.name == e, what=f"theme {expected}")
             assert app.current_theme.name == expected
             assert len(row_names(app)) == 8
             styles[expected] = status_style()
@@ -324,14 +315,14 @@ async def test_themes_switch_and_redraw(live: ThreadedSimCluster) -> None:
         detail = await wait_screen(pilot, WorkloadScreen)
         for name in ("light", "high-contrast", "colour-blind", "dark"):
             app.theme = name
-            await wait_for(pilot, lambda n=name: app.look.theme.name == n, what=f"theme {name}")
+            await pilot_wait(pilot, lambda n=name: app.look.theme.name == n, what=f"theme {name}")
             assert app.screen is detail and len(table(app, "#ranks").order) == 4
             assert "PyTorchJob" in text_of(detail.query_one("#header", Static))
         await pilot.press("c")
         await wait_screen(pilot, ClusterScreen)
         app.theme = "light"
-        await wait_for(pilot, lambda: app.look.theme.name == "light", what="light on the cluster screen")
-        await wait_for(pilot, lambda: len(table(app, "#nodes").order) == 8, what="8 nodes")
+        await pilot_wait(pilot, lambda: app.look.theme.name == "light", what="light on the cluster screen")
+        await pilot_wait(pilot, lambda: len(table(app, "#nodes").order) == 8, what="8 nodes")
         assert app.return_code is None
 
 
@@ -346,14 +337,14 @@ async def test_namespace_limited_user_sees_own_project_and_forbidden_nodes(
         await synced(pilot, app, 3)
         screen = app.screen
         assert isinstance(screen, WorkloadsScreen) and screen.namespace == "runai-team-a"
-        await wait_for(pilot, lambda: set(row_names(app)) == DEMO["runai-team-a"], what="team-a rows")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["runai-team-a"], what="team-a rows")
         assert {k[0] for k in app.store.workloads} == {"runai-team-a"}
         assert app.me == "alice"
 
         await pilot.press("c")
         cluster = await wait_screen(pilot, ClusterScreen)
         note = cluster.query_one("#nodes-note", Static)
-        await wait_for(pilot, lambda: "forbidden" in text_of(note), what="forbidden note")
+        await pilot_wait(pilot, lambda: "forbidden" in text_of(note), what="forbidden note")
         assert "nodes" in text_of(note)
         assert "forbidden" in rendered(note)
         assert table(app, "#nodes").row_count == 0
@@ -363,8 +354,8 @@ async def test_namespace_limited_user_sees_own_project_and_forbidden_nodes(
         await pilot.press("a")  # all projects: only what alice may watch, and the banner says so
         everything = await wait_screen(pilot, WorkloadsScreen)
         assert everything is not screen and everything.namespace is None
-        await wait_for(pilot, lambda: set(row_names(app)) == DEMO["runai-team-a"], what="all = team-a")
-        await wait_for(pilot, lambda: "may not list all namespaces" in banner(app), what="scope banner")
+        await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["runai-team-a"], what="all = team-a")
+        await pilot_wait(pilot, lambda: "may not list all namespaces" in banner(app), what="scope banner")
         assert app.return_code is None
 
 
@@ -399,19 +390,19 @@ async def test_deleted_workload_keeps_the_screen_with_a_banner(simcluster: Threa
         await move_to(pilot, table(app), key)
         await pilot.press("enter")
         detail = await wait_screen(pilot, WorkloadScreen)
-        await wait_for(pilot, lambda: len(table(app, "#ranks").order) == 3, what="3 ranks")
+        await pilot_wait(pilot, lambda: len(table(app, "#ranks").order) == 3, what="3 ranks")
         assert banner(app) == ""
 
         custom = client.CustomObjectsApi(api)
         await asyncio.to_thread(custom.delete_namespaced_custom_object, "kubeflow.org", "v1", NS,
                                 "pytorchjobs", "doomed")
-        await wait_for(pilot, lambda: "deleted" in banner(app), timeout=10, what="deleted banner")
+        await pilot_wait(pilot, lambda: "deleted" in banner(app), timeout=10, what="deleted banner")
         assert "this workload was deleted" in banner(app)
         assert app.screen is detail and detail.gone
         assert "PyTorchJob" in text_of(detail.query_one("#header", Static)), "what was last seen stays"
         await pilot.press("escape")
         listing = await wait_screen(pilot, WorkloadsScreen)
-        await wait_for(pilot, lambda: key not in table(app).order, what="row gone")
+        await pilot_wait(pilot, lambda: key not in table(app).order, what="row gone")
         assert banner(app) == "" and listing.namespace is None
 
 
@@ -427,14 +418,14 @@ async def test_connection_lost_banner_and_recovery(simcluster: ThreadedSimCluste
         assert banner(app) == ""
         restart = asyncio.create_task(asyncio.to_thread(simcluster.run, simcluster.sim.restart(down_for=3)))
         try:
-            await wait_for(pilot, lambda: "connection lost" in banner(app), timeout=3, what="connection lost")
+            await pilot_wait(pilot, lambda: "connection lost" in banner(app), timeout=3, what="connection lost")
             assert not restart.done(), "the banner shows while the server is down"
             assert row_names(app) == ["steady"], "the last data stays on screen"
         finally:
             await asyncio.wait_for(restart, 10)
-        await wait_for(pilot, lambda: banner(app) == "", timeout=20, what="banner gone after recovery")
+        await pilot_wait(pilot, lambda: banner(app) == "", timeout=20, what="banner gone after recovery")
         seed(simcluster, "after-restart", conditions=[("Running", "")])
-        await wait_for(pilot, lambda: "after-restart" in row_names(app), timeout=15, what="change after recovery")
+        await pilot_wait(pilot, lambda: "after-restart" in row_names(app), timeout=15, what="change after recovery")
         assert app.return_code is None
 
 
@@ -470,20 +461,20 @@ async def test_cluster_text_is_shown_literally_without_escapes(simcluster: Threa
     async with app.run_test(size=SIZE) as pilot:
         await synced(pilot, app, 1)
         # the STATUS column is narrow: the reason is cut, its brackets still show
-        await wait_for(pilot, lambda: "worker-0: [red]C" in rendered(table(app)), what="hostile reason in the list")
+        await pilot_wait(pilot, lambda: "worker-0: [red]C" in rendered(table(app)), what="hostile reason in the list")
         assert "\x1b" not in rendered(table(app))
         await move_to(pilot, table(app), key)
         await pilot.press("enter")
         detail = await wait_screen(pilot, WorkloadScreen)
 
         header = detail.query_one("#header", Static)
-        await wait_for(pilot, lambda: "[i]R[/i]" in rendered(header), what="condition reason")
+        await pilot_wait(pilot, lambda: "[i]R[/i]" in rendered(header), what="condition reason")
         ranks = table(app, "#ranks")
-        await wait_for(pilot, lambda: "[red]Crash[/]" in rendered(ranks), what="rank status")
+        await pilot_wait(pilot, lambda: "[red]Crash[/]" in rendered(ranks), what="rank status")
 
         detail.query_one(TabbedContent).active = "tab-events"
         events = detail.query_one("#events", Static)
-        await wait_for(pilot, lambda: MARKUP in rendered(events), what="event message on screen")
+        await pilot_wait(pilot, lambda: MARKUP in rendered(events), what="event message on screen")
         shown = rendered(events)
         assert "[blink]Evil[/]" in shown
         assert "red end" in re.sub(r"\s+", " ", shown)
@@ -516,7 +507,7 @@ async def test_help_lists_binding_ids_and_palette_jumps_to_a_workload(live: Thre
         palette = await wait_screen(pilot, CommandPalette)
         await type_text(pilot, "workload team-a/llama")
         results = palette.query_one(CommandList)
-        await wait_for(pilot, lambda: results.option_count >= 1, what="palette hits")
+        await pilot_wait(pilot, lambda: results.option_count >= 1, what="palette hits")
         first = str(results.get_option_at_index(0).prompt)
         assert "llama-finetune" in first and "Workload" in first
         await pilot.press("enter")

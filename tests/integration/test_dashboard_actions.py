@@ -5,8 +5,7 @@ read-only refusals. (The shell, which needs a real terminal, is tested in tests/
 from __future__ import annotations
 
 import copy
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,10 @@ from textual.widgets import Input, Log, Select, Static
 
 from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests.waiting import pilot_wait
 from themes import load_themes
 from tui.app import RanksApp
-from tui.screens.actions import ConfirmScreen, ConvertScreen, ExecScreen, NewSessionScreen, PromptScreen
+from tui.screens.dialogs import ConfirmScreen, ConvertScreen, ExecScreen, NewSessionScreen, PromptScreen
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.workload import WorkloadScreen
 from tui.settings import Settings
@@ -38,24 +38,16 @@ def make_app(kubeconfig: Path, **settings: Any) -> RanksApp:
     return RanksApp(load_cluster_config(str(kubeconfig), None), Settings(**settings), themes=load_themes(None))
 
 
-async def wait_for(pilot: Pilot[Any], cond: Callable[[], Any], timeout: float = 20.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what or 'condition'}")
-        await pilot.pause(0.05)
-
-
 def running(app: RanksApp, key: tuple[str, str, str], ranks: int) -> bool:
     w = app.store.workloads.get(key)
     return w is not None and len(w.ranks) == ranks and all(r.phase == "Running" for r in w.ranks)
 
 
 async def select(pilot: Pilot[Any], app: RanksApp, key: tuple[str, str, str], ranks: int) -> WorkloadsScreen:
-    await wait_for(pilot, lambda: app.store.synced and running(app, key, ranks), 60, f"{key[2]} running")
+    await pilot_wait(pilot, lambda: app.store.synced and running(app, key, ranks), 60, f"{key[2]} running")
     screen = app.screen
     assert isinstance(screen, WorkloadsScreen)
-    await wait_for(pilot, lambda: screen.table.move_to_key(key), what=f"{key[2]} in the table")
+    await pilot_wait(pilot, lambda: screen.table.move_to_key(key), what=f"{key[2]} in the table", timeout=20)
     return screen
 
 
@@ -79,11 +71,11 @@ async def test_exec_on_every_rank_shows_prefixed_output_and_exit_codes(demo: Thr
     async with app.run_test(size=(120, 36)) as pilot:
         await select(pilot, app, HVD, 3)
         await pilot.press("x")
-        await wait_for(pilot, lambda: isinstance(app.screen, PromptScreen) and bool(app.screen.query(Input)),
-                       what="the command prompt")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, PromptScreen) and bool(app.screen.query(Input)),
+                         what="the command prompt", timeout=20)
         app.screen.query_one(Input).value = 'echo "hello from $HOSTNAME"; test "$HOSTNAME" != hvd-interactive-worker-1'
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, ExecScreen) and app.screen.done, what="exec to finish")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ExecScreen) and app.screen.done, what="exec to finish", timeout=20)
         lines = list(app.screen.query_one(Log).lines)
         for label, host in (("launcher", "hvd-interactive-launcher"), ("worker-0", "hvd-interactive-worker-0"),
                             ("worker-1", "hvd-interactive-worker-1")):
@@ -92,7 +84,7 @@ async def test_exec_on_every_rank_shows_prefixed_output_and_exit_codes(demo: Thr
         assert "launcher: exit 0" in summary and "worker-0: exit 0" in summary, summary
         assert "worker-1: exit 1" in summary and "1 failed" in summary, summary
         await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back to the list")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back to the list", timeout=20)
 
 
 async def test_convert_shows_the_diff_and_creates_the_job(demo: ThreadedSimCluster) -> None:
@@ -100,27 +92,27 @@ async def test_convert_shows_the_diff_and_creates_the_job(demo: ThreadedSimClust
     async with app.run_test(size=(120, 36)) as pilot:
         await select(pilot, app, HVD, 3)
         await pilot.press("t")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#command")),
-                       what="the convert screen")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#command")),
+                         what="the convert screen", timeout=20)
         screen = app.screen
         screen.query_one("#command", Input).value = "echo converted-from-dashboard"
         screen.query_one("#name", Input).value = "hvd-dash-train"
-        await wait_for(pilot, lambda: "echo converted-from-dashboard" in
-                       str(screen.query_one("#difftext", Static).content), what="the diff")
+        await pilot_wait(pilot, lambda: "echo converted-from-dashboard" in
+                         str(screen.query_one("#difftext", Static).content), what="the diff", timeout=20)
         diff = str(screen.query_one("#difftext", Static).content)
         assert "-            - sleep" in diff and "+  name: hvd-dash-train" in diff, diff
         assert "cleanPodPolicy: Running" in diff and "backoffLimit: 3" in diff, diff
         screen.query_one("#name", Input).value = "Bad_Name"
-        await wait_for(pilot, lambda: "invalid name" in str(screen.query_one("#problem", Static).content),
-                       what="the name problem")
+        await pilot_wait(pilot, lambda: "invalid name" in str(screen.query_one("#problem", Static).content),
+                         what="the name problem", timeout=20)
         screen.query_one("#name", Input).value = "hvd-dash-train"
         await pilot.pause(0.1)
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation", timeout=20)
         await pilot.press("y")
         new = ("runai-team-a", "MPIJob", "hvd-dash-train")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.key == new,
-                       what="the new job's screen")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.key == new,
+                         what="the new job's screen", timeout=20)
         obj = job_object(demo, new)
         assert obj is not None
         launcher = obj["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
@@ -131,10 +123,10 @@ async def test_convert_shows_the_diff_and_creates_the_job(demo: ThreadedSimClust
 async def test_new_session_form_validates_then_submits(demo: ThreadedSimCluster) -> None:
     app = make_app(demo.sim.kubeconfig_path)
     async with app.run_test(size=(120, 40)) as pilot:
-        await wait_for(pilot, lambda: app.store.synced, what="sync")
+        await pilot_wait(pilot, lambda: app.store.synced, what="sync", timeout=20)
         await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, NewSessionScreen) and bool(app.screen.query("#f-name")),
-                       what="the form")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, NewSessionScreen) and bool(app.screen.query("#f-name")),
+                         what="the form", timeout=20)
         form = app.screen
         await pilot.press("ctrl+s")
         problems = str(form.query_one("#problems", Static).content)
@@ -145,17 +137,17 @@ async def test_new_session_form_validates_then_submits(demo: ThreadedSimCluster)
         form.query_one("#f-memory", Input).value = "lots"
         form.query_one("#project", Select).value = "runai-team-b"
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: "memory" in str(form.query_one("#problems", Static).content),
-                       what="the memory problem")
+        await pilot_wait(pilot, lambda: "memory" in str(form.query_one("#problems", Static).content),
+                         what="the memory problem", timeout=20)
         form.query_one("#f-memory", Input).value = ""
         await pilot.press("ctrl+s")
         key = ("runai-team-b", "PyTorchJob", "form-made")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.key == key,
-                       what="the new session's screen")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.key == key,
+                         what="the new session's screen", timeout=20)
         obj = job_object(demo, key)
         assert obj is not None and obj["metadata"]["annotations"].get("ranks/interactive") == "true"
-        await wait_for(pilot, lambda: key in app.store.workloads and app.store.workloads[key].interactive,
-                       what="the session in the model")
+        await pilot_wait(pilot, lambda: key in app.store.workloads and app.store.workloads[key].interactive,
+                         what="the session in the model", timeout=20)
 
 
 async def test_suspend_then_delete_with_confirmation(demo: ThreadedSimCluster) -> None:
@@ -163,22 +155,22 @@ async def test_suspend_then_delete_with_confirmation(demo: ThreadedSimCluster) -
     async with app.run_test(size=(120, 36)) as pilot:
         await select(pilot, app, RESNET, 4)
         await pilot.press("z")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation", timeout=20)
         await pilot.press("n")  # cancelled: nothing happens
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back", timeout=20)
         assert not ((job_object(demo, RESNET) or {}).get("spec", {}).get("runPolicy") or {}).get("suspend")
         await pilot.press("z")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation", timeout=20)
         await pilot.press("y")
-        await wait_for(pilot, lambda: (job_object(demo, RESNET) or {}).get("spec", {}).get("runPolicy", {})
-                       .get("suspend") is True, what="runPolicy.suspend")
-        await wait_for(pilot, lambda: app.store.workloads.get(RESNET) is not None
-                       and app.store.workloads[RESNET].status == "Suspended", 30, "Suspended on screen")
+        await pilot_wait(pilot, lambda: (job_object(demo, RESNET) or {}).get("spec", {}).get("runPolicy", {})
+                         .get("suspend") is True, what="runPolicy.suspend", timeout=20)
+        await pilot_wait(pilot, lambda: app.store.workloads.get(RESNET) is not None
+                         and app.store.workloads[RESNET].status == "Suspended", 30, "Suspended on screen")
         await pilot.press("ctrl+d")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the delete confirmation")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the delete confirmation", timeout=20)
         await pilot.press("y")
-        await wait_for(pilot, lambda: job_object(demo, RESNET) is None, what="the job deleted")
-        await wait_for(pilot, lambda: RESNET not in app.store.workloads, what="the row gone")
+        await pilot_wait(pilot, lambda: job_object(demo, RESNET) is None, what="the job deleted", timeout=20)
+        await pilot_wait(pilot, lambda: RESNET not in app.store.workloads, what="the row gone", timeout=20)
 
 
 async def test_read_only_refuses_every_action_and_says_why(demo: ThreadedSimCluster) -> None:
@@ -188,7 +180,7 @@ async def test_read_only_refuses_every_action_and_says_why(demo: ThreadedSimClus
         for key in ("s", "x", "t", "z", "ctrl+d", "n"):
             before = len(notifications(app))
             await pilot.press(key)
-            await wait_for(pilot, lambda b=before: len(notifications(app)) > b, what=f"a refusal for {key}")
+            await pilot_wait(pilot, lambda b=before: len(notifications(app)) > b, what=f"a refusal for {key}", timeout=20)
             assert isinstance(app.screen, WorkloadsScreen), key
             message = notifications(app)[-1]
             assert message.startswith("read-only mode (") and "refusing to" in message, message
@@ -200,6 +192,6 @@ async def test_shell_without_a_real_terminal_says_so(demo: ThreadedSimCluster) -
     async with app.run_test(size=(120, 36)) as pilot:
         await select(pilot, app, XGB, 3)
         await pilot.press("s")
-        await wait_for(pilot, lambda: any("real terminal" in m for m in notifications(app)),
-                       what="the headless refusal")
+        await pilot_wait(pilot, lambda: any("real terminal" in m for m in notifications(app)),
+                         what="the headless refusal", timeout=20)
         assert isinstance(app.screen, WorkloadsScreen)

@@ -32,15 +32,15 @@ from tests.integration.test_dashboard import (
     table,
     text_of,
     type_text,
-    wait_for,
     wait_screen,
 )
 from tests.kubeflow_objects import job
+from tests.waiting import pilot_wait
 from themes import ColourMode, load_themes
 from tui.app import RanksApp
-from tui.screens.actions import ConfirmScreen, ConvertScreen
 from tui.screens.cluster import ClusterScreen
 from tui.screens.describe import DescribeScreen, HelpScreen
+from tui.screens.dialogs import ConfirmScreen, ConvertScreen
 from tui.screens.lists import FilterInput, ProjectsScreen, WorkloadsScreen
 from tui.screens.logs import LogsScreen
 from tui.screens.workload import WorkloadScreen
@@ -112,7 +112,7 @@ async def pending_reason(pilot: Pilot[Any], app: RanksApp, key: tuple[str, str, 
         msgs = [r.message for r in w.ranks if r.phase == "Pending" and r.message] if w else []
         return msgs[0] if msgs else ""
 
-    await wait_for(pilot, lambda: len(reason()) > 60, timeout=30, what=f"{key[2]} unschedulable")
+    await pilot_wait(pilot, lambda: len(reason()) > 60, timeout=30, what=f"{key[2]} unschedulable")
     return reason()
 
 
@@ -123,27 +123,27 @@ async def test_list_filter_shows_as_typed_then_in_the_breadcrumb_with_its_count(
     app = make_app(demo)
     async with app.run_test(size=NARROW) as pilot:
         await synced(pilot, app, WORKLOADS)
-        await wait_for(pilot, lambda: table(app).row_count == WORKLOADS, what="every workload")
+        await pilot_wait(pilot, lambda: table(app).row_count == WORKLOADS, what="every workload")
         await pilot.press("slash")
         await type_text(pilot, "bert")
         inp = app.screen.query_one(FilterInput)
-        await wait_for(pilot, lambda: table(app).row_count == 2, what="the filter applied while typing")
+        await pilot_wait(pilot, lambda: table(app).row_count == 2, what="the filter applied while typing")
         assert inp.region.height == 1, "the input is one row"
         assert "bert" in rendered(inp), f"the typed text is not on screen: {rendered(inp)!r}"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: table(app).has_focus, what="the table focused")
+        await pilot_wait(pilot, lambda: table(app).has_focus, what="the table focused")
         assert "/bert  2 of 9" in crumb_line(app), crumb_line(app)
         assert crumbs(app)[:3] == ["ranks", "projects", "all projects  /bert  2 of 9"]
 
         await pilot.press("escape")  # clears it: the breadcrumb says nothing more
-        await wait_for(pilot, lambda: table(app).row_count == WORKLOADS, what="the filter cleared")
+        await pilot_wait(pilot, lambda: table(app).row_count == WORKLOADS, what="the filter cleared")
         assert "of 9" not in crumb_line(app) and "/bert" not in crumb_line(app)
 
         await pilot.press("slash")
         await type_text(pilot, "xyz")
         await pilot.press("enter")
         note = app.screen.query_one("#empty", Static)
-        await wait_for(pilot, lambda: "no workload matches /xyz" in rendered(note), what="why the list is empty")
+        await pilot_wait(pilot, lambda: "no workload matches /xyz" in rendered(note), what="why the list is empty")
         assert "/xyz  0 of 9" in crumb_line(app)
 
 
@@ -154,23 +154,23 @@ async def test_log_prompts_show_as_typed_and_an_empty_filtered_view_says_why(dem
         await move_to(pilot, table(app), XGB)
         await pilot.press("l")
         logs = await wait_screen(pilot, LogsScreen)
-        await wait_for(pilot, lambda: len(logs.buffer) > 0, timeout=20, what="log lines")
+        await pilot_wait(pilot, lambda: len(logs.buffer) > 0, timeout=20, what="log lines")
         inp = logs.query_one(FilterInput)
         for key, typed in (("slash", "nomatch-zz"), ("r", "worker-9"), ("ctrl+s", "-kept")):
             await pilot.press(key)
-            await wait_for(pilot, lambda: inp.has_focus, what=f"the {key} prompt")
+            await pilot_wait(pilot, lambda: inp.has_focus, what=f"the {key} prompt")
             await type_text(pilot, typed)
             await pilot.pause()
             assert inp.region.height == 1 and typed in rendered(inp), (key, rendered(inp))
             await pilot.press("escape")
-            await wait_for(pilot, lambda: logs.view.has_focus, what="the prompt closed")
+            await pilot_wait(pilot, lambda: logs.view.has_focus, what="the prompt closed")
 
         await pilot.press("slash")
         await type_text(pilot, "nomatch-zz")
         await pilot.press("enter")
         view = logs.query_one(LogView)
-        await wait_for(pilot, lambda: len(view.source) == 0, what="nothing matches")
-        await wait_for(pilot, lambda: "no line matches /nomatch-zz" in rendered(view), what="why the view is empty")
+        await pilot_wait(pilot, lambda: len(view.source) == 0, what="nothing matches")
+        await pilot_wait(pilot, lambda: "no line matches /nomatch-zz" in rendered(view), what="why the view is empty")
 
 
 # -- 6. 80 columns -----------------------------------------------------------------------------------
@@ -181,7 +181,7 @@ async def test_80_columns_long_name_gives_way_age_and_help_key_stay(demo: Thread
     async with app.run_test(size=NARROW) as pilot:
         await synced(pilot, app, WORKLOADS)
         t = table(app)
-        await wait_for(pilot, lambda: LONG_KEY in t.order, what="the long-named gang")
+        await pilot_wait(pilot, lambda: LONG_KEY in t.order, what="the long-named gang")
         await pilot.pause()
         rows = rendered(t).splitlines()
         long_row = next(r for r in rows if r.lstrip().startswith(LONG[:12]))
@@ -193,13 +193,13 @@ async def test_80_columns_long_name_gives_way_age_and_help_key_stay(demo: Thread
         assert re.search(r"\bAGE\s*$", header), header
         assert sum(t.widths) + len(t.widths) + 1 <= t.size.width, "the columns fit the view"
 
-        await wait_for(pilot, lambda: "Help" in on_screen_keys(app), what="? Help whole in the footer")
+        await pilot_wait(pilot, lambda: "Help" in on_screen_keys(app), what="? Help whole in the footer")
 
         def keys_under_help() -> list[str]:
             keys = footer_keys(app)
             return [d for d, k in keys.items() if d != "Help" and k.region.right > keys["Help"].region.x]
 
-        await wait_for(pilot, lambda: not keys_under_help(), what="no key cut in half under ? Help")
+        await pilot_wait(pilot, lambda: not keys_under_help(), what="no key cut in half under ? Help")
         assert {"Back", "Filter", "Describe", "Logs"} <= on_screen_keys(app), on_screen_keys(app)
 
 
@@ -213,7 +213,7 @@ async def test_pending_reason_reads_whole_after_enter_on_its_row(demo: ThreadedS
         await pilot.press("enter")
         detail = await wait_screen(pilot, WorkloadScreen)
         panel = detail.query_one("#pending", Static)
-        await wait_for(pilot, lambda: panel.display and panel.region.height > 1, what="the pending panel")
+        await pilot_wait(pilot, lambda: panel.display and panel.region.height > 1, what="the pending panel")
         shown = " ".join(line.strip() for line in rendered(panel).splitlines())
         assert reason in shown, f"{reason!r} not whole in {shown!r}"
 
@@ -228,7 +228,7 @@ async def test_projects_footer_offers_only_working_keys_and_d_describes_the_name
         await synced(pilot, app, WORKLOADS)
         await pilot.press("p")
         projects = await wait_screen(pilot, ProjectsScreen)
-        await wait_for(pilot, lambda: projects.table.row_count == 3, what="the projects")
+        await pilot_wait(pilot, lambda: projects.table.row_count == 3, what="the projects")
         await pilot.pause()
         keys = on_screen_keys(app)
         assert not keys & {"Logs", "Only mine"}, sorted(keys)
@@ -243,7 +243,7 @@ async def test_projects_footer_offers_only_working_keys_and_d_describes_the_name
         await pilot.press("d")
         describe = await wait_screen(pilot, DescribeScreen)
         area = describe.query_one(TextArea)
-        await wait_for(pilot, lambda: "kind: Namespace" in area.text, what="the namespace's YAML")
+        await pilot_wait(pilot, lambda: "kind: Namespace" in area.text, what="the namespace's YAML")
         assert "name: runai-team-b" in area.text
 
 
@@ -255,7 +255,7 @@ async def test_describe_end_and_g_scroll_and_y_is_not_offered(demo: ThreadedSimC
         await pilot.press("d")
         describe = await wait_screen(pilot, DescribeScreen)
         area = describe.query_one(TextArea)
-        await wait_for(pilot, lambda: area.text.startswith("apiVersion:"), what="the YAML")
+        await pilot_wait(pilot, lambda: area.text.startswith("apiVersion:"), what="the YAML")
         await pilot.pause()
         assert area.document.line_count > area.size.height, "the YAML is longer than the view"
         assert "YAML" not in on_screen_keys(app)
@@ -263,10 +263,10 @@ async def test_describe_end_and_g_scroll_and_y_is_not_offered(demo: ThreadedSimC
         for key in ("end", "G"):
             await pilot.press("home")
             await pilot.press(key)
-            await wait_for(pilot, lambda: area.scroll_y == area.max_scroll_y > 0, what=f"{key}: the end")
+            await pilot_wait(pilot, lambda: area.scroll_y == area.max_scroll_y > 0, what=f"{key}: the end")
             assert area.cursor_location[0] == area.document.line_count - 1
         await pilot.press("g")
-        await wait_for(pilot, lambda: area.scroll_y == 0, what="g: the top")
+        await pilot_wait(pilot, lambda: area.scroll_y == 0, what="g: the top")
 
 
 async def test_cluster_pending_enter_opens_d_describes_and_node_enter_lists_its_pods(
@@ -277,7 +277,7 @@ async def test_cluster_pending_enter_opens_d_describes_and_node_enter_lists_its_
         await pending_reason(pilot, app, BIG)
         await pilot.press("c")
         cluster = await wait_screen(pilot, ClusterScreen)
-        await wait_for(pilot, lambda: cluster.table.row_count == 8, what="the nodes")
+        await pilot_wait(pilot, lambda: cluster.table.row_count == 8, what="the nodes")
 
         # a node's pods: which workload, which rank, its GPUs
         node = "h100-node-01"
@@ -285,9 +285,9 @@ async def test_cluster_pending_enter_opens_d_describes_and_node_enter_lists_its_
         assert here, "the demo runs ranks on h100-node-01"
         await move_to(pilot, cluster.table, node)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: crumbs(app)[-1] == f"pods on {node}", what="the node's pods")
+        await pilot_wait(pilot, lambda: crumbs(app)[-1] == f"pods on {node}", what="the node's pods")
         pods = app.screen.query_one("#pods", KeyedTable)
-        await wait_for(pilot, lambda: pods.row_count == len(here), what="a row per rank on the node")
+        await pilot_wait(pilot, lambda: pods.row_count == len(here), what="a row per rank on the node")
         shown = rendered(pods)
         for name, label in here:
             assert re.search(rf"/{re.escape(name)}\s+{re.escape(label)}\s", shown), (name, label, shown)
@@ -301,26 +301,26 @@ async def test_cluster_pending_enter_opens_d_describes_and_node_enter_lists_its_
 
         tabs = cluster.query_one(TabbedContent)
         await pilot.press("right")  # nodes -> quota: no row to open or describe
-        await wait_for(pilot, lambda: tabs.active == "tab-quota" and "Quit" in on_screen_keys(app)
-                       and "Describe" not in on_screen_keys(app), what="the quota tab without d")
+        await pilot_wait(pilot, lambda: tabs.active == "tab-quota" and "Quit" in on_screen_keys(app)
+                         and "Describe" not in on_screen_keys(app), what="the quota tab without d")
         await pilot.press("right")  # -> pending
-        await wait_for(pilot, lambda: tabs.active == "tab-pending", what="the pending tab")
+        await pilot_wait(pilot, lambda: tabs.active == "tab-pending", what="the pending tab")
         pending = cluster.query_one("#pending-table", KeyedTable)
-        await wait_for(pilot, lambda: {BIG, LONG_KEY} <= set(pending.order), what="the pending rows")
-        await wait_for(pilot, lambda: "Describe" in on_screen_keys(app), what="d in the pending tab's footer")
+        await pilot_wait(pilot, lambda: {BIG, LONG_KEY} <= set(pending.order), what="the pending rows")
+        await pilot_wait(pilot, lambda: "Describe" in on_screen_keys(app), what="d in the pending tab's footer")
         await move_to(pilot, pending, BIG)
         detail_panel = cluster.query_one("#pending", Static)
-        await wait_for(pilot, lambda: "big-pretrain" in rendered(detail_panel), what="the row's reasons")
+        await pilot_wait(pilot, lambda: "big-pretrain" in rendered(detail_panel), what="the row's reasons")
         await pilot.press("enter")
         opened = await wait_screen(pilot, WorkloadScreen)
         assert opened.key == BIG
         await pilot.press("escape")
         await wait_screen(pilot, ClusterScreen)
-        await wait_for(pilot, lambda: tabs.active == "tab-pending" and pending.has_focus, what="back on pending")
+        await pilot_wait(pilot, lambda: tabs.active == "tab-pending" and pending.has_focus, what="back on pending")
         await move_to(pilot, pending, BIG)
         await pilot.press("d")
         describe = await wait_screen(pilot, DescribeScreen)
-        await wait_for(pilot, lambda: "name: big-pretrain" in describe.query_one(TextArea).text, what="its YAML")
+        await pilot_wait(pilot, lambda: "name: big-pretrain" in describe.query_one(TextArea).text, what="its YAML")
 
 
 async def test_workload_tabs_switch_with_left_right_and_help_says_so(demo: ThreadedSimCluster) -> None:
@@ -331,12 +331,12 @@ async def test_workload_tabs_switch_with_left_right_and_help_says_so(demo: Threa
         await pilot.press("enter")
         detail = await wait_screen(pilot, WorkloadScreen)
         tabs = detail.query_one(TabbedContent)
-        await wait_for(pilot, lambda: detail.table.has_focus, what="the ranks table focused")
+        await pilot_wait(pilot, lambda: detail.table.has_focus, what="the ranks table focused")
         for key, tab in (("right", "tab-placement"), ("right", "tab-events"), ("left", "tab-placement"),
                          ("left", "tab-ranks")):
             await pilot.press(key)
-            await wait_for(pilot, lambda t=tab: tabs.active == t, what=f"{key}: {tab}")
-        await wait_for(pilot, lambda: detail.table.has_focus, what="the ranks table focused again")
+            await pilot_wait(pilot, lambda t=tab: tabs.active == t, what=f"{key}: {tab}")
+        await pilot_wait(pilot, lambda: detail.table.has_focus, what="the ranks table focused again")
         await pilot.press("question_mark")
         help_screen = await wait_screen(pilot, HelpScreen)
         text = text_of(help_screen.query_one("#help-text", Static))
@@ -368,27 +368,27 @@ async def test_confirm_focus_on_the_action_when_harmless_on_cancel_when_destruct
         await move_to(pilot, table(app), LONG_KEY)
         await pilot.press("ctrl+d")
         confirm = await wait_screen(pilot, ConfirmScreen)
-        await wait_for(pilot, lambda: confirm.focused is not None, what="a focused button")
+        await pilot_wait(pilot, lambda: confirm.focused is not None, what="a focused button")
         assert isinstance(confirm.focused, Button) and confirm.focused.id == "no", "delete starts on Cancel"
         await pilot.press("enter")
         await wait_screen(pilot, WorkloadsScreen)
-        await wait_for(pilot, lambda: "cancelled" in notifications(app), what="the cancelled toast")
+        await pilot_wait(pilot, lambda: "cancelled" in notifications(app), what="the cancelled toast")
         assert job_exists(demo, LONG_KEY)
 
         before = len(notifications(app))
         await pilot.press("z")  # suspend: harmless, Enter does it
         confirm = await wait_screen(pilot, ConfirmScreen)
-        await wait_for(pilot, lambda: confirm.focused is not None, what="a focused button")
+        await pilot_wait(pilot, lambda: confirm.focused is not None, what="a focused button")
         assert isinstance(confirm.focused, Button) and confirm.focused.id == "yes", "suspend starts on Suspend"
         await pilot.press("enter")
-        await wait_for(pilot, lambda: job_suspended(demo, LONG_KEY), what="runPolicy.suspend")
+        await pilot_wait(pilot, lambda: job_suspended(demo, LONG_KEY), what="runPolicy.suspend")
         assert "cancelled" not in notifications(app)[before:]
 
         await pilot.press("z")  # resume, cancelled with n: said too
         await wait_screen(pilot, ConfirmScreen)
         before = len(notifications(app))
         await pilot.press("n")
-        await wait_for(pilot, lambda: "cancelled" in notifications(app)[before:], what="cancelled again")
+        await pilot_wait(pilot, lambda: "cancelled" in notifications(app)[before:], what="cancelled again")
         assert job_suspended(demo, LONG_KEY)
 
 
@@ -399,16 +399,16 @@ async def test_convert_checkbox_reads_ticked_or_not_without_colour(demo: Threade
     app = make_app(demo, colour_mode=mode, ascii=ascii)
     async with app.run_test(size=WIDE) as pilot:
         await synced(pilot, app, WORKLOADS)
-        await wait_for(pilot, lambda: (w := app.store.workloads.get(HVD)) is not None
-                       and all(r.phase == "Running" for r in w.ranks) and len(w.ranks) == 3, timeout=60,
-                       what="the interactive session running")
+        await pilot_wait(pilot, lambda: (w := app.store.workloads.get(HVD)) is not None
+                         and all(r.phase == "Running" for r in w.ranks) and len(w.ranks) == 3, timeout=60,
+                         what="the interactive session running")
         await move_to(pilot, table(app), HVD)
         await pilot.press("t")
         screen = await wait_screen(pilot, ConvertScreen, timeout=20)
         box = screen.query_one("#delete")
-        await wait_for(pilot, lambda: box.region.height > 0, what="the checkbox")
+        await pilot_wait(pilot, lambda: box.region.height > 0, what="the checkbox")
         assert "[ ] delete the interactive session" in rendered(box), rendered(box)
         box.focus()
         await pilot.press("space")
-        await wait_for(pilot, lambda: getattr(box, "value", False), what="ticked")
+        await pilot_wait(pilot, lambda: getattr(box, "value", False), what="ticked")
         assert "[x] delete the interactive session" in rendered(box), rendered(box)

@@ -8,7 +8,6 @@ Pods run as real processes (the kubelet only: they are seeded directly, with no 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,9 +22,10 @@ from monitors.dataloop import DataOptions
 from simcluster.cluster import ThreadedSimCluster
 from simcluster.scenarios.nodes import gpu_node
 from tests.kubeflow_objects import job
+from tests.waiting import pilot_wait
 from themes import load_themes
 from tui.app import RanksApp
-from tui.screens.actions import ConfirmScreen, ConvertScreen
+from tui.screens.dialogs import ConfirmScreen, ConvertScreen
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.logs import LogsScreen
 from tui.screens.workload import WorkloadScreen
@@ -68,14 +68,6 @@ def make_app(t: ThreadedSimCluster) -> RanksApp:
                     data_options=DataOptions(metrics=False))
 
 
-async def wait_for(pilot: Pilot[Any], cond: Callable[[], object], timeout: float = 15.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or 'condition'}")
-        await pilot.pause(0.05)
-
-
 def status_of(screen: LogsScreen) -> str:
     content = screen.query_one("#logstatus", Static).content
     return str(getattr(content, "plain", content))
@@ -87,18 +79,18 @@ def painted(widget: Widget) -> list[str]:
 
 
 async def open_logs(pilot: Pilot[Any], app: RanksApp, key: Key) -> LogsScreen:
-    await wait_for(pilot, lambda: app.store.synced and key in app.store.workloads, what=f"{key[2]}")
+    await pilot_wait(pilot, lambda: app.store.synced and key in app.store.workloads, what=f"{key[2]}", timeout=15)
     app.open_logs(key)
-    await wait_for(pilot, lambda: isinstance(app.screen, LogsScreen) and app.screen.is_mounted, what="logs")
+    await pilot_wait(pilot, lambda: isinstance(app.screen, LogsScreen) and app.screen.is_mounted, what="logs", timeout=15)
     assert isinstance(app.screen, LogsScreen)
     return app.screen
 
 
 async def open_detail(pilot: Pilot[Any], app: RanksApp, key: Key, ready: Callable[[], object]) -> WorkloadScreen:
-    await wait_for(pilot, lambda: app.store.synced and key in app.store.workloads and ready(), 30, f"{key[2]}")
+    await pilot_wait(pilot, lambda: app.store.synced and key in app.store.workloads and ready(), 30, f"{key[2]}")
     app.open_workload(key)
-    await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.last is not None,
-                   what="the detail screen")
+    await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.last is not None,
+                     what="the detail screen", timeout=15)
     assert isinstance(app.screen, WorkloadScreen)
     return app.screen
 
@@ -109,16 +101,16 @@ async def test_counts_say_1_line_and_1_pod(simcluster: ThreadedSimCluster) -> No
     app = make_app(simcluster)
     async with app.run_test(size=SIZE) as pilot:
         logs = await open_logs(pilot, app, key)
-        await wait_for(pilot, lambda: logs.buffer.lines() == 1, what="the line")
-        await wait_for(pilot, lambda: status_of(logs).startswith("1 line "), 5, f"1 line: {status_of(logs)!r}")
+        await pilot_wait(pilot, lambda: logs.buffer.lines() == 1, what="the line", timeout=15)
+        await pilot_wait(pilot, lambda: status_of(logs).startswith("1 line "), 5, f"1 line: {status_of(logs)!r}")
 
         await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="the list")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="the list", timeout=15)
         listing = app.screen
         assert isinstance(listing, WorkloadsScreen)
-        await wait_for(pilot, lambda: listing.table.move_to_key(key), what="the row")
+        await pilot_wait(pilot, lambda: listing.table.move_to_key(key), what="the row", timeout=15)
         listing.action_delete()
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation", timeout=15)
         assert isinstance(app.screen, ConfirmScreen)
         assert app.screen.question.plain.endswith(", 1 pod)?"), app.screen.question.plain
         await pilot.press("n")
@@ -131,13 +123,13 @@ async def test_filtered_logs_count_the_lines_shown_of_all(simcluster: ThreadedSi
     app = make_app(simcluster)
     async with app.run_test(size=SIZE) as pilot:
         logs = await open_logs(pilot, app, key)
-        await wait_for(pilot, lambda: logs.buffer.lines() == 3, what="3 lines")
-        await wait_for(pilot, lambda: status_of(logs).startswith("3 lines "), 5, "3 lines")
+        await pilot_wait(pilot, lambda: logs.buffer.lines() == 3, what="3 lines", timeout=15)
+        await pilot_wait(pilot, lambda: status_of(logs).startswith("3 lines "), 5, "3 lines")
         await pilot.press("slash")
-        await wait_for(pilot, lambda: isinstance(app.focused, Input), what="the filter prompt")
+        await pilot_wait(pilot, lambda: isinstance(app.focused, Input), what="the filter prompt", timeout=15)
         await pilot.press(*"beta", "enter")
-        await wait_for(pilot, lambda: status_of(logs).startswith("1 of 3 lines "), 5,
-                       f"1 of 3 lines: {status_of(logs)!r}")
+        await pilot_wait(pilot, lambda: status_of(logs).startswith("1 of 3 lines "), 5,
+                         f"1 of 3 lines: {status_of(logs)!r}")
         assert logs.view.visible_text()[0].endswith("beta")
 
 
@@ -154,15 +146,15 @@ async def test_l_beside_a_first_failure_opens_the_failing_ranks_last_lines(simcl
             return w is not None and w.first_failure is not None and w.status == "Degraded"
 
         detail = await open_detail(pilot, app, key, failed)
-        await wait_for(pilot, lambda: detail.query_one("#failure").has_class("-shown"), what="the failure banner")
+        await pilot_wait(pilot, lambda: detail.query_one("#failure").has_class("-shown"), what="the failure banner", timeout=15)
         assert "(l: logs)" in str(detail.query_one("#failure", Static).content)
         await pilot.press("l")
-        await wait_for(pilot, lambda: isinstance(app.screen, LogsScreen), what="the logs")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, LogsScreen), what="the logs", timeout=15)
         logs = app.screen
         assert isinstance(logs, LogsScreen)
         assert not logs.previous and logs.rank_filter == "worker-0"
-        await wait_for(pilot, lambda: logs.buffer.lines() == 5, what="every rank's lines (5)")
-        await wait_for(pilot, lambda: status_of(logs).startswith("2 of 5 lines "), 5, status_of(logs))
+        await pilot_wait(pilot, lambda: logs.buffer.lines() == 5, what="every rank's lines (5)", timeout=15)
+        await pilot_wait(pilot, lambda: status_of(logs).startswith("2 of 5 lines "), 5, status_of(logs))
         shown = [ln for ln in logs.view.visible_text() if ln]
         assert shown == ["[worker-0] w0 step 1", "[worker-0] RuntimeError: boom"], shown
 
@@ -183,13 +175,13 @@ async def test_l_beside_a_first_failure_opens_the_previous_instance_after_a_rest
                 r.restarts >= 1 and r.phase == "Running" and r.label == "worker-0" for r in w.ranks)
 
         detail = await open_detail(pilot, app, key, restarted)
-        await wait_for(pilot, lambda: detail.query_one("#failure").has_class("-shown"), what="the failure banner")
+        await pilot_wait(pilot, lambda: detail.query_one("#failure").has_class("-shown"), what="the failure banner", timeout=15)
         await pilot.press("l")
-        await wait_for(pilot, lambda: isinstance(app.screen, LogsScreen), what="the logs")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, LogsScreen), what="the logs", timeout=15)
         logs = app.screen
         assert isinstance(logs, LogsScreen)
         assert logs.previous and logs.rank_filter == "worker-0"
-        await wait_for(pilot, lambda: logs.buffer.lines() == 2, what="the failed instance's lines")
+        await pilot_wait(pilot, lambda: logs.buffer.lines() == 2, what="the failed instance's lines", timeout=15)
         await pilot.pause(0.3)
         shown = [ln for ln in logs.view.visible_text() if ln]
         assert shown == ["[worker-0] first run", "[worker-0] out of memory"], shown
@@ -202,16 +194,16 @@ async def test_convert_diff_keeps_the_marker_on_wrapped_rows(simcluster: Threade
                "--epochs 100 --out /data/runs/final")
     app = make_app(simcluster)
     async with app.run_test(size=(80, 40)) as pilot:
-        await wait_for(pilot, lambda: app.store.synced and isinstance(app.screen, WorkloadsScreen)
-                       and app.screen.table.move_to_key(key), what="the session")
+        await pilot_wait(pilot, lambda: app.store.synced and isinstance(app.screen, WorkloadsScreen)
+                         and app.screen.table.move_to_key(key), what="the session", timeout=15)
         assert isinstance(app.screen, WorkloadsScreen)
         app.screen.action_convert()
-        await wait_for(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#command")),
-                       what="the convert screen")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#command")),
+                         what="the convert screen", timeout=15)
         screen = app.screen
         screen.query_one("#command", Input).value = command
         diff = screen.query_one("#difftext", Static)
-        await wait_for(pilot, lambda: "/data/runs/final" in str(diff.content), what="the diff")
+        await pilot_wait(pilot, lambda: "/data/runs/final" in str(diff.content), what="the diff", timeout=15)
         await pilot.pause()
         rows = painted(diff)
         start = next(i for i, row in enumerate(rows) if "torchrun" in row)

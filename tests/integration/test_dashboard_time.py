@@ -20,6 +20,7 @@ from monitors.connection import load_cluster_config
 from monitors.dataloop import DataOptions
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from tests.kubeflow_objects import job
+from tests.waiting import pilot_wait
 from themes import load_themes
 from tui.app import RanksApp
 from tui.screens.lists import WorkloadsScreen
@@ -61,17 +62,9 @@ def make_app(t: ThreadedSimCluster, clock: Callable[[], float] = time.time) -> R
                     data_options=DataOptions(metrics=False), clock=clock)
 
 
-async def wait_for(pilot: Pilot[Any], cond: Callable[[], object], timeout: float = 10.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what or 'condition'}")
-        await pilot.pause(0.02)
-
-
 async def list_shown(pilot: Pilot[Any], app: RanksApp, rows: int) -> KeyedTable:
-    await wait_for(pilot, lambda: app.store.synced and isinstance(app.screen, WorkloadsScreen)
-                   and app.screen.table.row_count == rows, 20, f"{rows} rows")
+    await pilot_wait(pilot, lambda: app.store.synced and isinstance(app.screen, WorkloadsScreen)
+                     and app.screen.table.row_count == rows, 20, f"{rows} rows", interval=0.02)
     assert isinstance(app.screen, WorkloadsScreen)
     return app.screen.table
 
@@ -102,7 +95,7 @@ async def test_an_age_ticks_without_any_model_change_repainting_only_its_cells(
         table = await list_shown(pilot, app, 3)
         view_a, rebuilds = app.store.workloads[a], table.rebuilds
         first = age_of(table, a)
-        await wait_for(pilot, lambda: age_of(table, a) != first, 2.5, "the age to tick")
+        await pilot_wait(pilot, lambda: age_of(table, a) != first, 2.5, "the age to tick", interval=0.02)
         assert seconds(age_of(table, a)) > seconds(first)
         assert age_of(table, a) == age_of(table, b)
         assert app.store.workloads[a] is view_a, "no model change moved it"
@@ -112,8 +105,8 @@ async def test_an_age_ticks_without_any_model_change_repainting_only_its_cells(
         # only the cells whose text changes are repainted: the two fresh rows' lines, one each
         await pilot.pause()
         shown, renders = age_of(table, a), table.render_count
-        await wait_for(pilot, lambda: age_of(table, a) != shown, 2.5, "the next tick")
-        await wait_for(pilot, lambda: table.render_count - renders >= 2, 1.0, "the repaint")
+        await pilot_wait(pilot, lambda: age_of(table, a) != shown, 2.5, "the next tick", interval=0.02)
+        await pilot_wait(pilot, lambda: table.render_count - renders >= 2, 1.0, "the repaint", interval=0.02)
         await pilot.pause(0.1)
         assert table.render_count - renders == 2, "one line per changed age, nothing else"
 
@@ -128,7 +121,7 @@ async def test_workloads_created_together_show_the_same_age_when_one_of_them_cha
         table = await list_shown(pilot, app, 2)
         await asyncio.sleep(1.2)  # a second later, one of them changes (a new label): its row is rebuilt
         add_job(cluster, "fresh-a", born, team="x")
-        await wait_for(pilot, lambda: dict(app.store.workloads[a].labels).get("team") == "x", 10, "the change")
+        await pilot_wait(pilot, lambda: dict(app.store.workloads[a].labels).get("team") == "x", 10, "the change", interval=0.02)
         assert app.store.workloads[b].labels == ()
         end = time.monotonic() + 1.5
         while time.monotonic() < end:  # across at least one tick
@@ -149,7 +142,7 @@ async def test_minute_ages_turn_when_the_minute_starts_and_the_ticker_sleeps_mea
         app.action_refresh()
         await pilot.pause()
         assert age_of(table, key) == "5m"  # the dashboard shows minutes from 2 minutes on (kubectl: 5m59s)
-        await wait_for(pilot, lambda: age_of(table, key) == "6m", 1.5, '"6m" when the sixth minute starts')
+        await pilot_wait(pilot, lambda: age_of(table, key) == "6m", 1.5, '"6m" when the sixth minute starts', interval=0.02)
         assert app.clock() - born < 6 * 60 + 1, "within about a second"
 
         # only ages past 2 minutes on screen: the ticker sleeps until the next minute starts
@@ -167,8 +160,8 @@ async def test_detail_header_and_event_ages_tick(cluster: ThreadedSimCluster) ->
     async with app.run_test(size=SIZE) as pilot:
         await list_shown(pilot, app, 1)
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.last is not None,
-                       what="the detail screen")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.last is not None,
+                         what="the detail screen", interval=0.02)
         screen = app.screen
         assert isinstance(screen, WorkloadScreen)
         header = screen.query_one("#header")
@@ -178,19 +171,19 @@ async def test_detail_header_and_event_ages_tick(cluster: ThreadedSimCluster) ->
             return line.split(" age ", 1)[1].split()[0]
 
         first, view = header_age(), app.store.workloads[key]
-        await wait_for(pilot, lambda: header_age() != first, 2.5, "the header's age to tick")
+        await pilot_wait(pilot, lambda: header_age() != first, 2.5, "the header's age to tick", interval=0.02)
         assert seconds(header_age()) > seconds(first)
         assert "PyTorchJob" in painted(header) and app.store.workloads[key] is view
 
         screen.query_one(TabbedContent).active = "tab-events"
         events = screen.query_one("#events")
-        await wait_for(pilot, lambda: "Created" in painted(events), 10, "the event")
+        await pilot_wait(pilot, lambda: "Created" in painted(events), 10, "the event", interval=0.02)
 
         def event_age() -> str:
             return painted(events).split()[0]
 
         shown = event_age()
-        await wait_for(pilot, lambda: event_age() != shown, 2.5, "the event's age to tick")
+        await pilot_wait(pilot, lambda: event_age() != shown, 2.5, "the event's age to tick", interval=0.02)
         assert seconds(event_age()) > seconds(shown)
 
 
@@ -210,25 +203,25 @@ async def test_cluster_load_pending_and_node_pod_ages_tick(cluster: ThreadedSimC
     async with app.run_test(size=SIZE) as pilot:
         await list_shown(pilot, app, 2)
         await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, ClusterScreen), what="cluster load")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ClusterScreen), what="cluster load", interval=0.02)
         app.screen.query_one(TabbedContent).active = "tab-pending"
         table = app.screen.query_one("#pending-table", KeyedTable)
-        await wait_for(pilot, lambda: pending in table.shown, 10, "the pending row")
+        await pilot_wait(pilot, lambda: pending in table.shown, 10, "the pending row", interval=0.02)
 
         def waiting() -> str:
             return table.row_text(pending).split()[2]
 
         first = waiting()
-        await wait_for(pilot, lambda: waiting() != first, 2.5, "the pending age to tick")
+        await pilot_wait(pilot, lambda: waiting() != first, 2.5, "the pending age to tick", interval=0.02)
         assert seconds(waiting()) > seconds(first)
         panel = app.screen.query_one("#pending")
-        await wait_for(pilot, lambda: f"waiting {waiting()}" in painted(panel), 2.5, "the panel's age")
+        await pilot_wait(pilot, lambda: f"waiting {waiting()}" in painted(panel), 2.5, "the panel's age", interval=0.02)
 
         app.push_screen(NodePodsScreen("node-0"))
-        await wait_for(pilot, lambda: isinstance(app.screen, NodePodsScreen) and app.screen.query("#pods")
-                       and app.screen.table.row_count == 1, 10, "the node's pods")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, NodePodsScreen) and app.screen.query("#pods")
+                         and app.screen.table.row_count == 1, 10, "the node's pods", interval=0.02)
         pods_table = app.screen.table
         key = pods_table.order[0]
         shown = pods_table.row_text(key).split()[-1]
-        await wait_for(pilot, lambda: pods_table.row_text(key).split()[-1] != shown, 2.5, "the pod's age to tick")
+        await pilot_wait(pilot, lambda: pods_table.row_text(key).split()[-1] != shown, 2.5, "the pod's age to tick", interval=0.02)
         assert seconds(pods_table.row_text(key).split()[-1]) > seconds(shown)

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,9 @@ from monitors.logs.engine import LogEngine, LogOptions
 from monitors.logs.lines import LogLine
 from monitors.monitor import Monitor
 from simcluster.scenarios.nodes import gpu_node
+from tests.faults import assert_consumed
 from tests.kubeflow_objects import job
+from tests.waiting import until, wait_for
 
 pytestmark = pytest.mark.simcluster(components=("kubelet",))
 
@@ -79,26 +80,6 @@ def phase_of(sim, pod: str) -> str:
     return ((st.obj.get("status") or {}).get("phase") or "") if st else ""
 
 
-def wait_for(fn: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        v = fn()
-        if v:
-            return v
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
-async def until(pred: Callable[[], Any], timeout: float = 20.0, what: str = "condition") -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not pred():
-        if loop.time() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
 def ranks_cli(kubeconfig: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[bytes]:
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")}
     return subprocess.run([PY, "-m", "tui.cli", "logs", *args, "--kubeconfig", str(kubeconfig)],
@@ -120,7 +101,7 @@ class Following:
         self.monitor = Monitor(cfg, scope=(NS,), events=False, nodes=False, backoff=(0.05, 0.3), read_timeout=5)
         await self.monitor.start()
         await self.monitor.wait_synced(20)
-        await until(lambda: self.key in self.monitor.model.workloads, what="workload")
+        await until(lambda: self.key in self.monitor.model.workloads, what="workload", timeout=20)
         self.engine = LogEngine(self.monitor.client, self.key, self.monitor.model, monitor=self.monitor,
                                 options=LogOptions(follow=True, backoff_min=0.05, backoff_max=0.5, **self.opts))
         self.engine.subscribe(self.lines.extend)
@@ -149,7 +130,7 @@ def test_history_merged_in_time_order_json(simcluster):
     ]
     simcluster.call(seed, sim, "order", pods)
     wait_for(lambda: all(simcluster.call(phase_of, sim, p["metadata"]["name"]) == "Succeeded" for p in pods),
-             what="pods done")
+             what="pods done", timeout=20)
     out = ranks_cli(sim.kubeconfig_path, "order", "-o", "json")
     assert out.returncode == 0, out.stderr
     rows = [json.loads(line) for line in out.stdout.decode().splitlines()]
@@ -177,10 +158,10 @@ async def test_follow_interleaves_live_lines_and_attaches_a_late_rank(simcluster
     master = [(0.2 * i, f"m {i}") for i in range(20)]
     seed(sim, "live", [kf_pod("live", "Master", 0, timed(master, t0, then_sleep=30))], workers=1)
     async with Following(sim, "live") as f:
-        await until(lambda: "m 4" in f.texts(), what="master lines")
+        await until(lambda: "m 4" in f.texts(), what="master lines", timeout=20)
         late = [(0.1 + 0.2 * i, f"w {i}") for i in range(7, 18)]
         sim.apply(kf_pod("live", "Worker", 0, timed(late, t0, then_sleep=30)))
-        await until(lambda: "w 17" in f.texts() and "m 19" in f.texts(), what="both ranks")
+        await until(lambda: "w 17" in f.texts() and "m 19" in f.texts(), what="both ranks", timeout=20)
         await asyncio.sleep(0.4)
         last_log = f.monitor.model.last_log[(NS, "live-master-0")]
     texts = f.texts()
@@ -214,7 +195,7 @@ async def test_api_server_lost_while_following_is_retried_without_loss_or_duplic
     prog = "import time\nfor i in range(150):\n    print(f'seq {i}', flush=True)\n    time.sleep(0.02)\ntime.sleep(30)\n"
     seed(sim, "lost", [kf_pod("lost", "Master", 0, [PY, "-c", prog])], workers=0)
     async with Following(sim, "lost", read_timeout=2.0) as f:
-        await until(lambda: len(f.lines) >= 20, what="first lines")
+        await until(lambda: len(f.lines) >= 20, what="first lines", timeout=20)
         await sim.restart(down_for=1.0)
         await until(lambda: "seq 149" in f.texts(), what="all lines", timeout=30)
         await asyncio.sleep(0.3)
@@ -234,7 +215,7 @@ def test_stream_cap_says_so(simcluster):
     pods += [kf_pod("many", "Worker", i, ["sh", "-c", f"echo hello from {i}; sleep 30"]) for i in range(7)]
     simcluster.call(seed, sim, "many", pods)
     wait_for(lambda: all(simcluster.call(phase_of, sim, p["metadata"]["name"]) == "Running" for p in pods),
-             what="pods running")
+             what="pods running", timeout=20)
     out = ranks_cli(sim.kubeconfig_path, "many", "--max-streams", "5")
     assert out.returncode == 0, out.stderr
     err = out.stderr.decode()
@@ -255,7 +236,7 @@ PAYLOAD = (
 def test_escape_sequences_and_markup_reach_the_terminal_literally(simcluster):
     sim = simcluster.sim
     simcluster.call(seed, sim, "evil", [kf_pod("evil", "Master", 0, ["sh", "-c", PAYLOAD])], workers=0)
-    wait_for(lambda: simcluster.call(phase_of, sim, "evil-master-0") == "Running", what="running")
+    wait_for(lambda: simcluster.call(phase_of, sim, "evil-master-0") == "Running", what="running", timeout=20)
     time.sleep(0.5)
     out = ranks_cli(sim.kubeconfig_path, "evil")
     assert out.returncode == 0, out.stderr
@@ -311,7 +292,7 @@ def test_first_failure_names_the_rank_that_failed_first(simcluster):
     ]
     simcluster.call(seed, sim, "ff", pods)
     wait_for(lambda: simcluster.call(phase_of, sim, "ff-master-0") == "Succeeded"
-             and simcluster.call(phase_of, sim, "ff-worker-0") == "Failed", what="pods done")
+             and simcluster.call(phase_of, sim, "ff-worker-0") == "Failed", what="pods done", timeout=20)
     out = ranks_cli(sim.kubeconfig_path, "ff", "--first-failure")
     assert out.returncode == 0, out.stderr
     text = out.stdout.decode().splitlines()
@@ -338,7 +319,7 @@ def test_first_failure_and_previous_after_a_restart(simcluster):
         cs = (st.obj.get("status") or {}).get("containerStatuses") or []
         return bool(cs) and cs[0].get("restartCount", 0) >= 1 and "running" in (cs[0].get("state") or {})
 
-    wait_for(restarted, what="restart")
+    wait_for(restarted, what="restart", timeout=20)
     time.sleep(0.3)
     out = ranks_cli(sim.kubeconfig_path, "rf", "--first-failure")
     assert out.returncode == 0, out.stderr
@@ -417,7 +398,7 @@ def test_identical_lines_of_many_ranks_collapse(simcluster):
              for i in range(3)]
     simcluster.call(seed, sim, "col", pods)
     wait_for(lambda: all(simcluster.call(phase_of, sim, p["metadata"]["name"]) == "Succeeded" for p in pods),
-             what="pods done")
+             what="pods done", timeout=20)
     out = ranks_cli(sim.kubeconfig_path, "col", "--collapse")
     assert out.stdout.decode().splitlines() == [
         "[master-0] NCCL INFO Bootstrap : Using eth0  (x4 ranks)", "[master-0] master only"]
@@ -449,13 +430,14 @@ async def test_injected_stall_is_reopened_without_loss_or_duplicates(simcluster_
     sim = simcluster_async
     prog = "import time\nfor i in range(120):\n    print(f'seq {i}', flush=True)\n    time.sleep(0.03)\ntime.sleep(30)\n"
     seed(sim, "stall", [kf_pod("stall", "Master", 0, [PY, "-c", prog])], workers=0)
-    await until(lambda: phase_of(sim, "stall-master-0") == "Running", what="running")
+    await until(lambda: phase_of(sim, "stall-master-0") == "Running", what="running", timeout=20)
     await asyncio.sleep(0.5)
     # the history read and the first follow both go silent after 100 bytes
     sim.faults.stall_next(r"/pods/stall-master-0/log$", after_bytes=100, count=2)
     async with Following(sim, "stall", read_timeout=1.0) as f:
         await until(lambda: "seq 119" in f.texts(), what="all lines after the stall", timeout=30)
         await asyncio.sleep(0.3)
+    assert_consumed(sim, r"/pods/stall-master-0/log$")  # both reads were stalled
     assert f.texts() == [f"seq {i}" for i in range(120)]
     stream = next(iter(f.engine.streams.values()))
     assert stream.reopens >= 1

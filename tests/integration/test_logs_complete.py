@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from simcluster.scenarios.nodes import gpu_node
+from tests.faults import answered, assert_consumed, assert_fired
 from tests.integration.test_logs import NS, kf_pod, phase_of, seed
 from tests.waiting import wait_for
 
@@ -97,7 +98,7 @@ def test_transient_errors_are_retried_and_an_unreadable_rank_is_an_error(simclus
             kf_pod("tr", "Worker", 0, ["sh", "-c", "echo w one; echo w two"])]
     simcluster.call(seed, sim, "tr", pods, workers=1)
     wait_for(lambda: all(simcluster.call(phase_of, sim, p["metadata"]["name"]) == "Succeeded" for p in pods),
-             what="pods done")
+             what="pods done", timeout=20)
 
     # one 503 on the master's log, and a 429 with Retry-After on the worker's: retried, nothing lost
     sim.faults.fail_next(r"/pods/tr-master-0/log$", 503, count=1)
@@ -112,11 +113,20 @@ def test_transient_errors_are_retried_and_an_unreadable_rank_is_an_error(simclus
     worker_reads = [r for r in sim.requests.since(t0) if r.path.endswith("/pods/tr-worker-0/log")]
     assert [r.status for r in worker_reads] == [429, 200]
     assert worker_reads[1].at - worker_reads[0].at >= 0.9  # Retry-After: 1 was honoured
+    # both injected failures fired: the master's 503 too, then its log was read again
+    assert_consumed(simcluster, r"/pods/tr-master-0/log$")
+    assert_consumed(simcluster, r"/pods/tr-worker-0/log$")
+    master_reads = answered(simcluster, r"/pods/tr-master-0/log$", since=t0)
+    assert [r.status for r in master_reads] == [503, 200]
 
     # the worker's log keeps failing: the master's lines are printed, then one error line, exit 1
+    t1 = time.time()
     sim.faults.fail_next(r"/pods/tr-worker-0/log$", 500, count=1000)
     bad = run(sim.kubeconfig_path, "logs", "tr", "-p", NS)
     sim.faults.clear()
+    assert_fired(simcluster, r"/pods/tr-worker-0/log$", 500, since=t1)
+    # every read of the worker's log got the 500 (retried, never read)
+    assert {r.status for r in answered(simcluster, r"/pods/tr-worker-0/log$", since=t1)} == {500}
     assert bad.returncode == 1, bad.stderr
     assert len(bad.stdout.splitlines()) == 20001
     err = bad.stderr.splitlines()
@@ -124,9 +134,12 @@ def test_transient_errors_are_retried_and_an_unreadable_rank_is_an_error(simclus
 
     # every stream refused: 403 is exit 7, 401 exit 6; never "nothing and exit 0"
     for status, code in ((403, 7), (401, 6)):
+        t2 = time.time()
         sim.faults.fail_next(r"/pods/tr-[a-z]+-0/log$", status, count=1000)
         r = run(sim.kubeconfig_path, "logs", "tr", "-p", NS)
         sim.faults.clear()
+        for rank in ("master", "worker"):  # the refusal was what both streams got
+            assert_fired(simcluster, rf"/pods/tr-{rank}-0/log$", status, since=t2)
         assert r.returncode == code, (status, r.stderr)
         assert r.stdout == ""
         err = r.stderr.splitlines()
@@ -138,7 +151,7 @@ def test_follow_with_rejected_credentials_says_so_once_and_ends_with_exit_6(simc
     sim = simcluster.sim
     simcluster.call(seed, sim, "auth", [kf_pod("auth", "Master", 0, ["sh", "-c", "echo hello; sleep 60"])],
                     workers=0)
-    wait_for(lambda: simcluster.call(phase_of, sim, "auth-master-0") == "Running", what="running")
+    wait_for(lambda: simcluster.call(phase_of, sim, "auth-master-0") == "Running", what="running", timeout=20)
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")}
     proc = subprocess.Popen(ranks(sim.kubeconfig_path, "logs", "auth", "-p", NS, "-f", "--request-timeout", "3s"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,13 +14,14 @@ import pytest
 from monitors.metrics import GpuMetrics, MetricsSnapshot, MetricState, SourceKind
 from monitors.prom_discovery import ApiEndpoint
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
-from simcluster.prometheus import (
+from simcluster.gpu.prometheus import (
     PrometheusServer,
     dcgm_scrape_config,
     prometheus_binary,
     register_prometheus_service,
 )
-from simcluster.proxy import portmap
+from simcluster.node.proxy import portmap
+from tests.waiting import until, wait_for
 
 GPU = pytest.mark.simcluster(nodes=2, gpus_per_node=4, components=("dcgm", "proxy"))
 NS = "team-a"
@@ -41,26 +41,18 @@ def gpu_pod(name: str, node: str, gpus: int, annotations: dict[str, str]) -> dic
     }
 
 
-def wait_until(fn: Callable[[], Any], timeout: float = 10.0) -> Any:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = fn()
-        if last:
-            return last
-        time.sleep(0.05)
-    raise AssertionError(f"not met within {timeout}s (last: {last!r})")
-
-
 async def wait_snapshot(gm: GpuMetrics, accept: Callable[[MetricsSnapshot], bool],
                         timeout: float = 10.0) -> MetricsSnapshot:
-    deadline = time.monotonic() + timeout
-    snap = await gm.refresh()
-    while not accept(snap):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"snapshot not accepted within {timeout}s: {snap}")
-        await asyncio.sleep(0.25)
+    """Refresh until a snapshot is accepted (returned)."""
+    snap: MetricsSnapshot | None = None
+
+    async def accepted() -> bool:
+        nonlocal snap
         snap = await gm.refresh()
+        return accept(snap)
+
+    await until(accepted, timeout, "an accepted snapshot", interval=0.25, detail=lambda: f"last snapshot: {snap}")
+    assert snap is not None
     return snap
 
 
@@ -75,7 +67,7 @@ def make_gpu_pods(threaded: Any) -> dict[str, str]:
     from kubernetes import client, config
 
     sim = threaded.sim
-    wait_until(lambda: len(threaded.call(sim.dcgm.targets)) == 2)
+    wait_for(lambda: len(threaded.call(sim.dcgm.targets)) == 2)
     api = config.new_client_from_config(config_file=str(sim.kubeconfig_path))
     try:
         core = client.CoreV1Api(api)
@@ -94,7 +86,7 @@ def make_gpu_pods(threaded: Any) -> dict[str, str]:
     finally:
         api.close()
     for node in ("gpu-node-01", "gpu-node-02"):
-        wait_until(lambda node=node: threaded.call(sim.dcgm.assignments, node))
+        wait_for(lambda node=node: threaded.call(sim.dcgm.assignments, node))
     return {"w-0": "gpu-node-01", "w-1": "gpu-node-02"}
 
 

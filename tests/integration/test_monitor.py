@@ -3,26 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
 from monitors.connection import load_cluster_config
 from monitors.informer import InformerState
 from monitors.monitor import Monitor
+from tests.faults import assert_consumed, assert_fired
 from tests.kubeflow_objects import job, pod
+from tests.waiting import until
 
 pytestmark = pytest.mark.simcluster(scenario="demo")
 NS = "runai-team-a"
 KEY = (NS, "PyTorchJob", "mnist")
-
-
-async def until(pred, timeout: float = 10.0, what: str = "condition") -> None:
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not pred():
-        if loop.time() > end:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 async def start_monitor(sim, **kw) -> Monitor:
@@ -88,12 +82,16 @@ async def test_injected_500s_then_recovery(simcluster_async):
     seed(sim)
     m = await start_monitor(sim)
     try:
+        t0 = time.time()
         sim.faults.fail_next(r"/namespaces$|/pods$", 500, 6, method="GET")
         sim.store.drop_watches()
         await asyncio.sleep(0.3)
         sim.apply(pod("PyTorchJob", "mnist", NS, "Worker", 5, node="h100-node-03"))
         await until(lambda: "mnist-worker-5" in ranks_of(m), what="recovery after 500s")
         assert sorted(ranks_of(m)) == sorted(set(ranks_of(m)))
+        # the monitor recovered through all six 500s, not around them
+        assert_consumed(sim, r"/namespaces$|/pods$")
+        assert_fired(sim, r"/namespaces$|/pods$", 500, since=t0, method="GET", times=6)
     finally:
         await m.stop()
 

@@ -566,7 +566,7 @@ def test_convert_pytorch_session_runs_the_command_everywhere(cluster: ThreadedSi
     logs = collect_logs(cluster, "cv-train", lambda s: len([t for t in s.values() if "converted-run-" in t]) == 2)
     assert {ln for text in logs.values() for ln in text.split() if ln.startswith("converted-run-")} == {
         "converted-run-0", "converted-run-1"}, logs
-    wait_for(lambda: not pods_of(cluster, "cv"), what="the session's pods to go")
+    wait_for(lambda: not pods_of(cluster, "cv"), what="the session's pods to go", timeout=20)
 
 
 def test_convert_mpi_session_runs_the_command_on_the_launcher(cluster: ThreadedSimCluster, env: dict[str, str],
@@ -601,7 +601,7 @@ def test_convert_dry_run_shows_the_diff_and_creates_nothing(cluster: ThreadedSim
     assert r.stdout.count(f"+            - {cmd}\n") == 2, r.stdout
     assert r.stdout.count("-            - infinity\n") == 2, r.stdout
     assert "*id" not in r.stdout and "&id" not in r.stdout, "YAML aliases hide the command in the diff"
-    assert "+    ttlSecondsAfterFinished: 86400" in r.stdout
+    assert "+    ttlSecondsAfterFinished: 604800" in r.stdout  # a week, as for `ranks submit --command`
     assert r.stderr.strip() == "ranks: dry run: nothing was created"
     assert mutations_since(cluster, t0) == [] and job_of(cluster, "pytorch", "pt-train") is None
 

@@ -33,10 +33,11 @@ from sessions.errors import SessionError
 from sessions.manifests import FRAMEWORKS, SubmitSpec, render
 from sessions.names import max_name_length
 from sessions.submit import SUBMIT_ID, submit
+from simcluster.apiserver.errors import ApiError
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
-from simcluster.errors import ApiError
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
+from tests.faults import assert_consumed, assert_fired
 from tests.waiting import one_line_error, wait_for
 
 A, B = "runai-team-a", "runai-team-b"
@@ -471,9 +472,12 @@ def test_duplicate_name_refused_and_nothing_changed(cluster: ThreadedSimCluster)
     assert mutations_since(cluster, t0) == []
 
     # created by someone else between our check and our create: the server's 409, the same answer
+    t1 = time.time()
     cluster.call(cluster.sim.faults.fail_next, r"/pytorchjobs/dup$", 404, method="GET")
     with pytest.raises(SessionError) as err:
         call(cluster, lambda c: submit(c, spec("dup", workers=1)))
+    assert_consumed(cluster, r"/pytorchjobs/dup$")  # the check did see the injected 404
+    assert_fired(cluster, r"/pytorchjobs/dup$", 404, since=t1, method="GET", times=1)
     assert err.value.code == 1 and 'pytorchjob "dup" already exists in runai-team-a' in err.value.message
     assert [m for m, _ in mutations_since(cluster, t0)] == ["POST"]  # refused with 409
     after = job_of(cluster, "pytorch", "dup")
@@ -525,7 +529,7 @@ def test_lost_create_answer_removes_what_was_created(cluster: ThreadedSimCluster
     creates = [r for r in cluster.sim.requests.since(t0) if r.method == "POST"]
     assert [r.status for r in creates] == [201]  # it was created...
     assert job_of(cluster, "pytorch", "lost") is None  # ...and removed
-    wait_for(lambda: not pods_of(cluster, "lost"), what="no pod of the removed job")
+    wait_for(lambda: not pods_of(cluster, "lost"), what="no pod of the removed job", timeout=20)
 
 
 def test_rbac_forbidden_project(cluster: ThreadedSimCluster, alice_kubeconfig: Path) -> None:
@@ -593,7 +597,7 @@ def test_suspend_resume_delete(cluster: ThreadedSimCluster) -> None:
     assert r.stdout.startswith("pytorchjob.kubeflow.org/life suspended")
     assert job_of(cluster, "pytorch", "life")["spec"]["runPolicy"]["suspend"] is True  # type: ignore[index]
     wait_for(lambda: not pods_of(cluster, "life") and condition(job_of(cluster, "pytorch", "life"), "Suspended"),
-             what="the operator deleting the pods of the suspended job")
+             what="the operator deleting the pods of the suspended job", timeout=20)
     r = ranks("suspend", "pytorchjob/life", "-p", "team-a", kubeconfig=kc)
     assert r.returncode == 0 and "already suspended" in r.stdout, r.stderr
 
@@ -611,7 +615,7 @@ def test_suspend_resume_delete(cluster: ThreadedSimCluster) -> None:
     code, out = in_pty(["delete", "life", "-p", "team-a"], kc, b"y\n")
     assert code == 0 and "pytorchjob.kubeflow.org/life deleted" in out, out
     assert job_of(cluster, "pytorch", "life") is None
-    wait_for(lambda: not pods_of(cluster, "life"), what="the pods going with the job")
+    wait_for(lambda: not pods_of(cluster, "life"), what="the pods going with the job", timeout=20)
 
     one_line_error(ranks("delete", "life", "-p", "team-a", "--yes", kubeconfig=kc), 8, 'workload "life" not found')
     one_line_error(ranks("resume", "life", "-p", "team-a", kubeconfig=kc), 8, "not found")

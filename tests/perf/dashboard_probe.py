@@ -57,13 +57,15 @@ T_PROCESS = time.perf_counter()  # before the imports of textual, monitors and t
 from rich.console import RenderableType  # noqa: E402
 from textual import events  # noqa: E402
 from textual._compositor import CompositorUpdate  # noqa: E402
-from textual.keys import REPLACED_KEYS, _character_to_key, _get_unicode_name_from_key  # noqa: E402
+from textual.keys import KEY_TO_UNICODE_NAME, REPLACED_KEYS  # noqa: E402
 from textual.screen import Screen  # noqa: E402
 
 from monitors.connection import ClusterConfig, load_cluster_config  # noqa: E402
 from monitors.dataloop import DataUpdate  # noqa: E402
+from tests.waiting import until  # noqa: E402
 from themes import load_themes  # noqa: E402
 from tui.app import RanksApp  # noqa: E402
+from tui.keymap import character_key  # noqa: E402
 from tui.screens.lists import FilterInput, WorkloadsScreen  # noqa: E402
 from tui.screens.workload import WorkloadScreen  # noqa: E402
 from tui.settings import Settings  # noqa: E402
@@ -168,15 +170,6 @@ async def settled(app: TimedApp, timeout: float = 10.0) -> float:
     return app.frames[-1]
 
 
-async def until(predicate: Callable[[], bool], timeout: float) -> None:
-    """Wait for a state (not timed: polls)."""
-    deadline = time.perf_counter() + timeout
-    while not predicate():
-        if time.perf_counter() > deadline:
-            raise TimeoutError("the app did not reach the expected state")
-        await asyncio.sleep(0.005)
-
-
 async def frame_where(app: TimedApp, predicate: Callable[[], bool], timeout: float) -> float:
     """The time of the first frame (from now on) at which `predicate()` holds."""
     fut: asyncio.Future[float] = asyncio.get_running_loop().create_future()
@@ -192,10 +185,10 @@ def key_event(key: str) -> events.Key:
     import unicodedata
 
     if len(key) == 1 and not key.isalnum():
-        key = _character_to_key(key)
+        key = character_key(key)
     original = REPLACED_KEYS.get(key, key)
     try:
-        char: str | None = unicodedata.lookup(_get_unicode_name_from_key(original))
+        char: str | None = unicodedata.lookup(KEY_TO_UNICODE_NAME.get(original, original.upper()))
     except KeyError:
         char = key if len(key) == 1 else None
     return events.Key(key, char)
@@ -484,7 +477,8 @@ async def main(kubeconfig: str, report: Any) -> None:
         big = max(keys, key=lambda k: len(pods[k]))
         app.open_workload(big)
         await until(lambda: isinstance(app.screen, WorkloadScreen) and app.screen.is_mounted
-                    and app.screen.table.row_count == len(app.store.workloads[big].ranks), timeout=10)
+                    and app.screen.table.row_count == len(app.store.workloads[big].ranks), 10,
+                    "the workload screen with every rank", interval=0.005)  # not timed: polls
         await settled(app)
         detail_screen = app.screen
         assert isinstance(detail_screen, WorkloadScreen)
@@ -497,7 +491,7 @@ async def main(kubeconfig: str, report: Any) -> None:
         detail = await pod_change_samples(app, writer, detail_targets, lambda: detail_screen.table,
                                           lambda w, p: p, gpu_cols)
         await app._press_keys(["escape"])
-        await until(lambda: workloads_screen(app) is not None, timeout=10)
+        await until(lambda: workloads_screen(app) is not None, 10, "the workloads screen again", interval=0.005)
         await settled(app)
 
         # -- 3. keys

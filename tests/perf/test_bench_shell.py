@@ -37,6 +37,7 @@ from monitors.kube import KubeClient
 from sessions.shell import shell_command
 from tests.kubectl_binary import kubectl_path
 from tests.perf.conftest import ROOT, kubectl_env
+from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -128,7 +129,9 @@ def prompt_after(marker: bytes | None) -> Callable[[bytes], bool]:
     return done
 
 
-SHELL_IMPORTS = "import tui.cli, tui.shell_command, tui.session_commands as s; s.read_only_reason({})"
+# what `ranks shell` imports before it connects (tui.cli.sessions.run_shell imports its modules inside)
+SHELL_IMPORTS = ("import tui.cli, tui.cli.common as c; c.read_only_reason({}); "
+                 "import sessions.lifecycle, sessions.locate, sessions.shell, sessions.terminal")
 PACKAGES = ("kubernetes", "aiohttp", "textual", "pydantic", "click", "yaml", "monitors.monitor", "tui.settings")
 
 
@@ -149,16 +152,11 @@ def wait_running(kubeconfig: Path, namespace: str, pod: str, timeout: float = 60
 
     async def poll() -> None:
         async with KubeClient(cfg) as client:
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                try:
-                    p = await client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}")
-                except Exception:  # not created yet
-                    p = {}
-                if (p.get("status") or {}).get("phase") == "Running":
-                    return
-                await asyncio.sleep(0.1)
-            raise AssertionError(f"{pod} not Running after {timeout:g}s")
+            async def running() -> bool:
+                p = await client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+                return (p.get("status") or {}).get("phase") == "Running"
+
+            await until(running, timeout, f"{pod} Running", interval=0.1, ignore=lambda _exc: True)  # not created yet
 
     asyncio.run(poll())
 

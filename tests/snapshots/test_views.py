@@ -19,10 +19,12 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
+from textual.containers import VerticalScroll
 from textual.pilot import Pilot
 from textual.widgets import Static, TabbedContent, TextArea
 
@@ -31,6 +33,7 @@ from monitors.dataloop import DataOptions
 from simcluster.cluster import SimCluster, ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import gpu_quota, namespace
 from simcluster.scenarios.nodes import gpu_node
+from tests.waiting import pilot_wait, wait_for
 from themes import ColourMode
 from themes.loader import load_themes
 from tui.app import RanksApp
@@ -300,23 +303,19 @@ def make_app(t: ThreadedSimCluster, theme: str) -> RanksApp:
     return app
 
 
-async def wait_for(pilot: Pilot[Any], cond: Callable[[], bool], what: str, timeout: float = TIMEOUT) -> None:
-    deadline = time.monotonic() + timeout
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await pilot.pause(0.05)
-    await pilot.pause()
+# every wait here gives the screen one more pause once the condition holds, so the snapshot
+# shows what the condition saw
+settled = partial(pilot_wait, timeout=TIMEOUT, settle=True)
 
 
 async def synced(pilot: Pilot[Any], workloads: int = 7, nodes: int = 6, projects: int = 3) -> RanksApp:
     """Wait for the first full sync and the start screen (all projects) showing every workload."""
     app = pilot.app
     assert isinstance(app, RanksApp)
-    await wait_for(pilot, lambda: app.store.synced and app.store.status.phase == "live", "the first sync")
-    await wait_for(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and len(app.store.workloads) == workloads
-                   and app.screen.table.row_count == workloads and len(app.store.nodes) == nodes
-                   and len(app.store.projects) == projects, "the workloads table")
+    await settled(pilot, lambda: app.store.synced and app.store.status.phase == "live", what="the first sync")
+    await settled(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and len(app.store.workloads) == workloads
+                  and app.screen.table.row_count == workloads and len(app.store.nodes) == nodes
+                  and len(app.store.projects) == projects, what="the workloads table")
     return app
 
 
@@ -328,8 +327,8 @@ async def open_workload(pilot: Pilot[Any], name: str) -> WorkloadScreen:
     for _ in range(row - screen.table.cursor_row):
         await pilot.press("down")
     await pilot.press("enter")
-    await wait_for(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.last is not None
-                   and app.screen.table.row_count == len(app.screen.last.ranks), f"the {name} screen")
+    await settled(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.last is not None
+                  and app.screen.table.row_count == len(app.screen.last.ranks), what=f"the {name} screen")
     assert isinstance(app.screen, WorkloadScreen)
     return app.screen
 
@@ -338,7 +337,7 @@ async def show_tab(pilot: Pilot[Any], tab: str) -> None:
     """Activate a tab (not by a click: the mouse would leave a hover highlight in the picture)."""
     tabs = pilot.app.screen.query_one(TabbedContent)
     tabs.active = tab
-    await wait_for(pilot, lambda: tabs.active == tab, f"tab {tab}")
+    await settled(pilot, lambda: tabs.active == tab, what=f"tab {tab}")
 
 
 def snap(snap_compare: SnapCompare, app: RanksApp, run_before: Callable[[Pilot[Any]], Awaitable[None]],
@@ -370,8 +369,8 @@ def test_projects(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme:
     async def run_before(pilot: Pilot[Any]) -> None:
         app = await synced(pilot)
         await pilot.press("p")
-        await wait_for(pilot, lambda: isinstance(app.screen, ProjectsScreen) and app.screen.table.row_count == 3,
-                       "the projects table")
+        await settled(pilot, lambda: isinstance(app.screen, ProjectsScreen) and app.screen.table.row_count == 3,
+                      what="the projects table")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -388,7 +387,7 @@ def test_workload_ranks(snap_compare: SnapCompare, cluster: ThreadedSimCluster, 
 def test_workload_failed_ranks(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = await open_workload(pilot, "bert-crash")
-        await wait_for(pilot, lambda: screen.query_one("#failure").has_class("-shown"), "the first-failure banner")
+        await settled(pilot, lambda: screen.query_one("#failure").has_class("-shown"), what="the first-failure banner")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -399,7 +398,7 @@ def test_workload_placement(snap_compare: SnapCompare, cluster: ThreadedSimClust
         screen = await open_workload(pilot, "llama-finetune")
         await show_tab(pilot, "tab-placement")
         placement = screen.query_one("#placement", Static)
-        await wait_for(pilot, lambda: "slots are filled" in str(placement.render()), "the placement grid")
+        await settled(pilot, lambda: "slots are filled" in str(placement.render()), what="the placement grid")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -408,11 +407,11 @@ def test_workload_placement(snap_compare: SnapCompare, cluster: ThreadedSimClust
 def test_workload_events(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = await open_workload(pilot, "bert-crash")
-        app = screen.ranks
-        await wait_for(pilot, lambda: len(app.store.events) == 8, "the workload's events")
+        app = screen.dashboard
+        await settled(pilot, lambda: len(app.store.events) == 8, what="the workload's events")
         await show_tab(pilot, "tab-events")
         events = screen.query_one("#events", Static)
-        await wait_for(pilot, lambda: "PyTorchJobFailed" in str(events.render()), "the events list")
+        await settled(pilot, lambda: "PyTorchJobFailed" in str(events.render()), what="the events list")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -422,8 +421,8 @@ def test_cluster_nodes(snap_compare: SnapCompare, cluster: ThreadedSimCluster, t
     async def run_before(pilot: Pilot[Any]) -> None:
         app = await synced(pilot)
         await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
-                       "the nodes table")
+        await settled(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
+                      what="the nodes table")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -439,10 +438,10 @@ def test_cluster_tabs(snap_compare: SnapCompare, cluster: ThreadedSimCluster, th
     async def run_before(pilot: Pilot[Any]) -> None:
         app = await synced(pilot)
         await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, ClusterScreen), "the cluster screen")
+        await settled(pilot, lambda: isinstance(app.screen, ClusterScreen), what="the cluster screen")
         await show_tab(pilot, tab)
         panel = app.screen.query_one(f"#{tab.removeprefix('tab-')}", Static)
-        await wait_for(pilot, lambda: str(panel.render()) != "" and expect in str(panel.render()), f"the {tab} panel")
+        await settled(pilot, lambda: str(panel.render()) != "" and expect in str(panel.render()), what=f"the {tab} panel")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -451,12 +450,12 @@ def test_cluster_tabs(snap_compare: SnapCompare, cluster: ThreadedSimCluster, th
 def test_describe(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = await open_workload(pilot, "bert-crash")
-        app = screen.ranks
+        app = screen.dashboard
         await pilot.press("escape")
-        await wait_for(pilot, lambda: isinstance(app.screen, WorkloadsScreen), "the workloads list")
+        await settled(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="the workloads list")
         await pilot.press("d")
-        await wait_for(pilot, lambda: isinstance(app.screen, DescribeScreen)
-                       and app.screen.query_one(TextArea).text.startswith("apiVersion:"), "the YAML")
+        await settled(pilot, lambda: isinstance(app.screen, DescribeScreen)
+                      and app.screen.query_one(TextArea).text.startswith("apiVersion:"), what="the YAML")
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -466,7 +465,11 @@ def test_help(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme: str
     async def run_before(pilot: Pilot[Any]) -> None:
         app = await synced(pilot)
         await pilot.press("question_mark")
-        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), "the help screen")
+        await settled(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen")
+        # the keys overflow the panel: its scrollbar is drawn once the layout has measured the text
+        await settled(pilot, lambda: app.screen.query(VerticalScroll)
+                      and app.screen.query_one(VerticalScroll).max_scroll_y > 0, what="the help's layout")
+        await pilot.pause()
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -546,12 +549,9 @@ def logs_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedS
     workdir = tmp_path_factory.mktemp("logsim")
     with sim_in_thread(components=("kubelet",), workdir=workdir) as t:
         t.call(load, t.sim, logs_objects(workdir))
-        deadline = time.monotonic() + TIMEOUT
         # every line is in the kubelet's files before a test reads them
-        while any(records(cri_log(workdir, role)) < len(lines) for role, lines in LOG_LINES.items()):
-            if time.monotonic() > deadline:
-                raise AssertionError("the log pods did not print their lines")
-            time.sleep(0.05)
+        wait_for(lambda: all(records(cri_log(workdir, role)) >= len(lines) for role, lines in LOG_LINES.items()),
+                 TIMEOUT, "the log pods to print their lines")
         yield t
 
 
@@ -559,13 +559,13 @@ def logs_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedS
 def test_logs(snap_compare: SnapCompare, logs_cluster: ThreadedSimCluster, theme: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         app = await synced(pilot, workloads=1, nodes=1, projects=1)
-        await wait_for(pilot, lambda: all(r.phase == "Running" for w in app.store.workloads.values()
-                                          for r in w.ranks), "the log pods running")
+        await settled(pilot, lambda: all(r.phase == "Running" for w in app.store.workloads.values()
+                                         for r in w.ranks), what="the log pods running")
         await pilot.press("l")
-        await wait_for(pilot, lambda: isinstance(app.screen, LogsScreen)
-                       and len(app.screen.buffer) == sum(map(len, LOG_LINES.values()))
-                       and app.screen.handle is not None,
-                       "every log line")
+        await settled(pilot, lambda: isinstance(app.screen, LogsScreen)
+                      and len(app.screen.buffer) == sum(map(len, LOG_LINES.values()))
+                      and app.screen.handle is not None,
+                      what="every log line")
 
     snap(snap_compare, make_app(logs_cluster, theme), run_before)
 
@@ -576,7 +576,7 @@ def test_logs(snap_compare: SnapCompare, logs_cluster: ThreadedSimCluster, theme
 def test_workload_failed_80x24(snap_compare: SnapCompare, cluster: ThreadedSimCluster) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = await open_workload(pilot, "bert-crash")
-        await wait_for(pilot, lambda: screen.query_one("#failure").has_class("-shown"), "the first-failure banner")
+        await settled(pilot, lambda: screen.query_one("#failure").has_class("-shown"), what="the first-failure banner")
 
     snap(snap_compare, make_app(cluster, "dark"), run_before, SMALL)
 
@@ -585,7 +585,7 @@ def test_cluster_nodes_80x24(snap_compare: SnapCompare, cluster: ThreadedSimClus
     async def run_before(pilot: Pilot[Any]) -> None:
         app = await synced(pilot)
         await pilot.press("c")
-        await wait_for(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
-                       "the nodes table")
+        await settled(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
+                      what="the nodes table")
 
     snap(snap_compare, make_app(cluster, "dark"), run_before, SMALL)

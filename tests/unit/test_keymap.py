@@ -14,6 +14,7 @@ from tui.keymap import (
     Conflict,
     Keymap,
     KeymapError,
+    character_key,
     default_bindings,
     normalise_key,
     parse_keys,
@@ -23,6 +24,12 @@ REQUIRED_IDS = {
     "quit", "help", "filter", "command_palette", "logs", "shell", "describe", "back", "open", "sort",
     "toggle_mine", "tail", "wrap", "timestamps", "save_logs",
 }
+
+
+
+def test_character_key_names_as_textual_events_do() -> None:
+    assert [character_key(c) for c in "aO7/?-+ _"] == [
+        "a", "O", "7", "slash", "question_mark", "minus", "plus", "space", "underscore"]
 
 
 def test_catalogue() -> None:

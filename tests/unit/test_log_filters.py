@@ -6,8 +6,8 @@ import pytest
 
 from monitors.logs.filters import FilterError, LineFilter, split_list
 from monitors.logs.lines import LogLine, Origin
-from monitors.views import RankView
-from tui.logs_command import parse_duration
+from monitors.model_views import RankView
+from tui.cli.logs import parse_duration
 
 
 def rank(label: str, role: str, r: int | None, pod: str = "") -> RankView:

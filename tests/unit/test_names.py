@@ -7,7 +7,7 @@ import pytest
 
 from monitors.kube import Kind
 from monitors.names import label_value, project_problem, workload_problem
-from tui.cli import parse_request_timeout
+from tui.cli.options import parse_request_timeout
 
 
 def test_project_names_follow_the_namespace_rule() -> None:

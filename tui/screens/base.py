@@ -13,8 +13,8 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, Tabs
 
 from monitors.dataloop import DataStatus
+from monitors.model_views import ModelDiff
 from monitors.sanitize import clean
-from monitors.views import ModelDiff
 
 from ..keymap import Keymap
 
@@ -108,7 +108,7 @@ class RanksScreen(Screen[None]):
     focus_key: tuple[str, str, str] | None = None  # the workload this screen is about
 
     @property
-    def ranks(self) -> RanksApp:
+    def dashboard(self) -> RanksApp:
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
@@ -121,12 +121,12 @@ class RanksScreen(Screen[None]):
         yield from ()
 
     def on_mount(self) -> None:
-        self.set_class(self.ranks.glyphs.name == "ascii", "-ascii")
+        self.set_class(self.dashboard.glyphs.name == "ascii", "-ascii")
         self.query_one(RanksFooter).compact = self.is_narrow()
         self.show_status()
 
     def on_screen_resume(self) -> None:
-        self.ranks.data.focus(self.focus_key)
+        self.dashboard.data.focus(self.focus_key)
         self.show_status()
         self.resync()
 
@@ -164,7 +164,7 @@ class RanksScreen(Screen[None]):
     def show_status(self) -> None:
         if not self.query(Crumbs):  # pushed but not composed yet: on_mount shows it
             return
-        app = self.ranks
+        app = self.dashboard
         st = app.store.status
         labels = [clean(label, limit=80) for label in app.breadcrumbs(self)]
         note = self.crumb_note()

@@ -14,8 +14,8 @@ from textual.binding import BindingType
 from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors.humanize import age, gpus, percent
+from monitors.model_views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
 from monitors.sanitize import clean
-from monitors.views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
 
 from ..cells import Cells, Look, gpu_pair, node_row, plain, quota_cell, status_cell, util_cell
 from ..widgets.keyed_table import Column, KeyedTable
@@ -200,8 +200,8 @@ class ClusterScreen(RanksScreen):
         self.resync()
 
     def _draw(self, changed: list[Hashable] | None) -> None:
-        store = self.ranks.store
-        look = self.ranks.look
+        store = self.dashboard.store
+        look = self.dashboard.look
         tabs = self.query_one(TabbedContent)
         active = tabs.active
         if active == "tab-nodes":
@@ -229,7 +229,7 @@ class ClusterScreen(RanksScreen):
             order = sorted(self._cells, key=lambda k: (store.nodes[k].pool, k) if k in store.nodes else ("", k))
             order = [k for k in order if k in store.nodes]
             self.table.sync(order, self._cells, changed)
-        now = self.ranks.clock()
+        now = self.dashboard.clock()
         wls = list(store.workloads.values())
         if active == "tab-quota":
             self._update("#quota", quota_lines(look, store.projects.values()))
@@ -239,13 +239,13 @@ class ClusterScreen(RanksScreen):
             table.sync([w.key for w in pending], {w.key: pending_row(look, w, now) for w in pending})
             table.display = bool(pending)  # none: the panel says so, without an empty table's header
             self._show_pending_detail()
-            self.ranks.ages_shown([w.created for w in pending if w.created], now)
+            self.dashboard.ages_shown([w.created for w in pending if w.created], now)
         elif active == "tab-idle":
             idle = idle_sessions(wls)
             table = self.query_one("#idle-table", KeyedTable)
             table.sync([w.key for w in idle], {w.key: idle_row(look, w, now) for w in idle})
             table.display = bool(idle)
-            self.ranks.ages_shown([w.created for w in idle if w.created], now)
+            self.dashboard.ages_shown([w.created for w in idle if w.created], now)
             note = Text(style="dim")
             if idle:
                 sessions = "1 interactive session holds" if len(idle) == 1 else f"{len(idle)} interactive sessions hold"
@@ -264,8 +264,8 @@ class ClusterScreen(RanksScreen):
             return []
         table = self.query_one("#pending-table" if active == "tab-pending" else "#idle-table", KeyedTable)
         make = pending_row if active == "tab-pending" else idle_row
-        workloads = self.ranks.store.workloads
-        look = self.ranks.look
+        workloads = self.dashboard.store.workloads
+        look = self.dashboard.look
         cells, changed, since = {}, [], []
         for key in table.order:
             w = workloads.get(key)  # type: ignore[call-overload]
@@ -294,8 +294,8 @@ class ClusterScreen(RanksScreen):
     def _show_pending_detail(self) -> None:
         table = self.query_one("#pending-table", KeyedTable)
         key = table.cursor_key
-        w = self.ranks.store.workloads.get(key) if key is not None else None  # type: ignore[arg-type]
-        self._update("#pending", pending_detail(self.ranks.look, w, table.row_count, self.ranks.clock()))
+        w = self.dashboard.store.workloads.get(key) if key is not None else None  # type: ignore[arg-type]
+        self._update("#pending", pending_detail(self.dashboard.look, w, table.row_count, self.dashboard.clock()))
 
     @on(KeyedTable.CursorMoved, "#pending-table")
     def _pending_cursor(self, event: KeyedTable.CursorMoved) -> None:
@@ -303,7 +303,7 @@ class ClusterScreen(RanksScreen):
         self._show_pending_detail()
 
     def _row(self, n: NodeView) -> Cells:
-        return (*node_row(self.ranks.look, n, narrow=self.narrow), heat_cell(self.ranks.look, n))
+        return (*node_row(self.dashboard.look, n, narrow=self.narrow), heat_cell(self.dashboard.look, n))
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
@@ -334,9 +334,9 @@ class ClusterScreen(RanksScreen):
         if key is None or table is None:
             return
         if table is self.table:
-            self.ranks.push_screen(NodePodsScreen(str(key)))
-        elif key in self.ranks.store.workloads:
-            self.ranks.open_workload(key)  # type: ignore[arg-type]
+            self.dashboard.push_screen(NodePodsScreen(str(key)))
+        elif key in self.dashboard.store.workloads:
+            self.dashboard.open_workload(key)  # type: ignore[arg-type]
 
     def action_describe(self) -> None:
         """d: the node's YAML, or the workload's."""
@@ -345,12 +345,12 @@ class ClusterScreen(RanksScreen):
         if key is None or table is None:
             return
         if table is self.table:
-            self.ranks.open_describe_path(f"node {key}", f"/api/v1/nodes/{key}")
-        elif (w := self.ranks.store.workloads.get(key)) is not None:  # type: ignore[arg-type]
-            self.ranks.open_describe(w)
+            self.dashboard.open_describe_path(f"node {key}", f"/api/v1/nodes/{key}")
+        elif (w := self.dashboard.store.workloads.get(key)) is not None:  # type: ignore[arg-type]
+            self.dashboard.open_describe(w)
 
     def action_back(self) -> None:
-        self.ranks.go_back()
+        self.dashboard.go_back()
 
 
 class NodePodsScreen(RanksScreen):
@@ -393,16 +393,16 @@ class NodePodsScreen(RanksScreen):
         for r in w.ranks:
             if r.node == self.node:
                 key = (w.key, r.pod)
-                self._cells[key] = pod_row(self.ranks.look, w, r, now)
+                self._cells[key] = pod_row(self.dashboard.look, w, r, now)
                 keys.append(key)
         self._by_workload[w.key] = keys
 
     def resync(self) -> None:
         if not self.is_mounted:
             return
-        now = self.ranks.clock()
+        now = self.dashboard.clock()
         self._cells, self._by_workload = {}, {}
-        for w in self.ranks.store.workloads.values():
+        for w in self.dashboard.store.workloads.values():
             self._rows_of(w, now)
         self._show(None)
 
@@ -411,12 +411,12 @@ class NodePodsScreen(RanksScreen):
         wd = diff.workloads
         if not (wd or self.node in diff.nodes.changed or self.node in diff.nodes.removed):
             return
-        now = self.ranks.clock()
+        now = self.dashboard.clock()
         touched: list[Hashable] = []
         for key in (*wd.removed, *wd.added, *wd.changed):
             for old in self._by_workload.pop(key, []):
                 self._cells.pop(old, None)
-            w = self.ranks.store.workloads.get(key)
+            w = self.dashboard.store.workloads.get(key)
             if w is not None:
                 self._rows_of(w, now)
                 touched.extend(self._by_workload[key])
@@ -425,13 +425,13 @@ class NodePodsScreen(RanksScreen):
     def _show(self, changed: list[Hashable] | None) -> None:
         order = sorted(self._cells, key=lambda k: (k[0][0], k[0][2], k[1]))  # type: ignore[index]
         self.table.sync(order, self._cells, changed)
-        store = self.ranks.store
-        self.ranks.ages_shown([r.created for w in store.workloads.values() for r in w.ranks
+        store = self.dashboard.store
+        self.dashboard.ages_shown([r.created for w in store.workloads.values() for r in w.ranks
                                if r.node == self.node and r.created])
         if bool(order) != self._had_rows:
             self._had_rows = bool(order)
             self.refresh_bindings()
-        n = self.ranks.store.nodes.get(self.node)
+        n = self.dashboard.store.nodes.get(self.node)
         note = Text(no_wrap=True, overflow="ellipsis")
         if n is None:
             note.append(f"node {clean(self.node, limit=100)} is not known (any more)", style="bold")
@@ -455,7 +455,7 @@ class NodePodsScreen(RanksScreen):
         since = []
         for key, cells in self._cells.items():
             wkey, pod = key  # type: ignore[misc]
-            w = self.ranks.store.workloads.get(wkey)
+            w = self.dashboard.store.workloads.get(wkey)
             r = next((r for r in w.ranks if r.pod == pod), None) if w is not None else None
             if r is None or not r.created:
                 continue
@@ -478,7 +478,7 @@ class NodePodsScreen(RanksScreen):
         if key is None:
             return None
         wkey, pod = key  # type: ignore[misc]
-        w = self.ranks.store.workloads.get(wkey)
+        w = self.dashboard.store.workloads.get(wkey)
         return None if w is None else (w, pod)
 
     @on(KeyedTable.RowSelected, "#pods")
@@ -488,15 +488,15 @@ class NodePodsScreen(RanksScreen):
 
     def action_open(self) -> None:
         if (sel := self._selected()) is not None:
-            self.ranks.open_workload(sel[0].key)
+            self.dashboard.open_workload(sel[0].key)
 
     def action_describe(self) -> None:
         if (sel := self._selected()) is not None:
-            self.ranks.open_describe_pod(sel[0].namespace, sel[1])
+            self.dashboard.open_describe_pod(sel[0].namespace, sel[1])
 
     def action_logs(self) -> None:
         if (sel := self._selected()) is not None:
-            self.ranks.open_logs(sel[0].key)
+            self.dashboard.open_logs(sel[0].key)
 
     def action_back(self) -> None:
-        self.ranks.go_back()
+        self.dashboard.go_back()

@@ -85,7 +85,7 @@ class DescribeScreen(RanksScreen):
     async def _load(self, again: bool = False) -> None:
         area = self.query_one(TextArea)
         try:
-            obj = await asyncio.wrap_future(self.ranks.data.get_raw(self.path))
+            obj = await asyncio.wrap_future(self.dashboard.data.get_raw(self.path))
         except Exception as exc:
             message = getattr(exc, "one_line", None)
             text = message() if callable(message) else (getattr(exc, "message", "") or str(exc))
@@ -101,7 +101,7 @@ class DescribeScreen(RanksScreen):
         self._load(again=True)
 
     def action_back(self) -> None:
-        self.ranks.go_back()
+        self.dashboard.go_back()
 
 
 class HelpScreen(ModalScreen[None]):

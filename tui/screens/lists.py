@@ -13,8 +13,8 @@ from textual.containers import Horizontal
 from textual.widgets import Input, Label, Static
 
 from monitors.humanize import age
+from monitors.model_views import KeyedDiff, ModelDiff, ProjectView, WorkloadView
 from monitors.sanitize import clean
-from monitors.views import KeyedDiff, ModelDiff, ProjectView, WorkloadView
 
 from ..cells import Cells, age_cell, project_row, workload_row
 from ..filtering import RowFilter
@@ -159,7 +159,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self.narrow = self.is_narrow()
         cols = list(self.active_columns())
         name = self.sort_names[self.sort_index]
-        glyphs = self.ranks.look.glyphs
+        glyphs = self.dashboard.look.glyphs
         labelled = []
         for col in cols:
             label = col.label
@@ -183,7 +183,7 @@ class ListScreen(RanksScreen, Generic[V]):
             if diff.status_changed:
                 self._update_empty()
             return
-        now = self.ranks.clock()
+        now = self.dashboard.clock()
         for key in part.removed:
             self._cells.pop(key, None)
         items = self.items()
@@ -196,15 +196,15 @@ class ListScreen(RanksScreen, Generic[V]):
             else:
                 self._cells.pop(key, None)
         self._show(changed)
-        self.ranks.ages_shown(self._ages_since(changed), now)
+        self.dashboard.ages_shown(self._ages_since(changed), now)
 
     def resync(self) -> None:
         if not self.is_mounted:
             return
-        now = self.ranks.clock()
+        now = self.dashboard.clock()
         self._cells = {k: self.row(v, now) for k, v in self.items().items() if self.in_scope(v)}
         self._show(None)
-        self.ranks.ages_shown(self._ages_since(self._cells), now)
+        self.dashboard.ages_shown(self._ages_since(self._cells), now)
 
     def restyle(self) -> None:
         self._set_columns()
@@ -260,8 +260,8 @@ class ListScreen(RanksScreen, Generic[V]):
         if self.table.row_count:
             note.remove_class("-shown")
             return
-        st = self.ranks.store.status
-        if not self.ranks.store.synced:
+        st = self.dashboard.store.status
+        if not self.dashboard.store.synced:
             text = {"connecting": "connecting to the API server…", "retrying": "cannot reach the API server; retrying…",
                     "waiting": "waiting for the API server to answer…"}.get(st.phase, "reading the cluster…")
         elif self.row_filter.active and self._cells:
@@ -372,12 +372,12 @@ class ListScreen(RanksScreen, Generic[V]):
             inp.value = ""
             self._close_filter()
             return
-        self.ranks.go_back()
+        self.dashboard.go_back()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Esc is shown where it does something: it clears a filter, or there is a screen to go back to."""
         if action == "back" and self.is_mounted:
-            return self.row_filter.active or self.query_one(FilterInput).has_focus or self.ranks.can_go_back()
+            return self.row_filter.active or self.query_one(FilterInput).has_focus or self.dashboard.can_go_back()
         return True
 
     def action_toggle_mine(self) -> None:
@@ -396,25 +396,25 @@ class ProjectsScreen(ListScreen[ProjectView]):
     sort_names: ClassVar[list[str]] = ["name", "gpus_allocated", "gpu_util", "pending"]
 
     def items(self) -> Mapping[Hashable, ProjectView]:
-        return self.ranks.store.projects
+        return self.dashboard.store.projects
 
     def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
         return diff.projects
 
     def row(self, item: ProjectView, now: float) -> Cells:
-        return project_row(self.ranks.look, item)
+        return project_row(self.dashboard.look, item)
 
     def search_texts(self, item: ProjectView) -> Iterable[str]:
         return (item.name, item.namespace)
 
     def empty_text(self) -> str:
-        forbidden = self.ranks.store.status.forbidden_for("namespaces")
+        forbidden = self.dashboard.store.status.forbidden_for("namespaces")
         if forbidden:
             return f"forbidden: {clean(forbidden)}"
         return "no projects: no namespace with workloads or GPU quota is visible to you"
 
     def open_item(self, key: Hashable, item: ProjectView) -> None:
-        self.ranks.open_workloads(item.namespace)
+        self.dashboard.open_workloads(item.namespace)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """A project has no logs, and "only mine" is about workloads: neither is offered here."""
@@ -427,14 +427,14 @@ class ProjectsScreen(ListScreen[ProjectView]):
         sel = self.selected()
         if sel is not None:
             ns = sel[1].namespace
-            self.ranks.open_describe_path(f"namespace/{ns}", f"/api/v1/namespaces/{ns}")
+            self.dashboard.open_describe_path(f"namespace/{ns}", f"/api/v1/namespaces/{ns}")
 
     def action_all_projects(self) -> None:
-        self.ranks.open_workloads(None)
+        self.dashboard.open_workloads(None)
 
     def action_new_session(self) -> None:
         sel = self.selected()
-        self.ranks.new_session(sel[1].namespace if sel else None)
+        self.dashboard.new_session(sel[1].namespace if sel else None)
 
 
 class WorkloadsScreen(ListScreen[WorkloadView]):
@@ -451,7 +451,7 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
     def crumb(self) -> str:  # type: ignore[override]
         if self.namespace is None:
             return "all projects" + (" (mine)" if self.mine else "")
-        p = self.ranks.store.projects.get(self.namespace)
+        p = self.dashboard.store.projects.get(self.namespace)
         return (p.name if p else self.namespace) + (" (mine)" if self.mine else "")
 
     def active_columns(self) -> Iterable[Column]:
@@ -467,7 +467,7 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         return cols
 
     def items(self) -> Mapping[Hashable, WorkloadView]:
-        return self.ranks.store.workloads
+        return self.dashboard.store.workloads
 
     def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
         return diff.workloads
@@ -475,10 +475,10 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
     def in_scope(self, item: WorkloadView) -> bool:
         if self.namespace is not None and item.namespace != self.namespace:
             return False
-        return not self.mine or item.user == self.ranks.me
+        return not self.mine or item.user == self.dashboard.me
 
     def row(self, item: WorkloadView, now: float) -> Cells:
-        return workload_row(self.ranks.look, item, show_project=self.namespace is None, now=now,
+        return workload_row(self.dashboard.look, item, show_project=self.namespace is None, now=now,
                             util_width=3 if self.narrow else 5)
 
     def search_texts(self, item: WorkloadView) -> Iterable[str]:
@@ -496,46 +496,46 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         return getattr(item, name)
 
     def empty_text(self) -> str:
-        st = self.ranks.store.status
+        st = self.dashboard.store.status
         if self.namespace is not None:
             forbidden = next((m for n, m in st.forbidden if self.namespace in n), "")
             if forbidden:
                 return f"forbidden: {clean(forbidden)}"
-        elif st.forbidden and not self.ranks.store.workloads:
+        elif st.forbidden and not self.dashboard.store.workloads:
             return f"forbidden: {clean(st.forbidden[0][1])}"
         where = "this project" if self.namespace else "any project you can see"
         return f"no {'workloads of yours' if self.mine else 'distributed workloads'} in {where}"
 
     def banner_text(self) -> Text | None:
-        st = self.ranks.store.status
+        st = self.dashboard.store.status
         if not st.cluster_wide and self.namespace is None and st.namespaces:
             return Text(f"you may not list all namespaces; watching {', '.join(st.namespaces)}", style="dim")
         return None
 
     def open_item(self, key: Hashable, item: WorkloadView) -> None:
-        self.ranks.open_workload(item.key)
+        self.dashboard.open_workload(item.key)
 
     def action_describe(self) -> None:
         sel = self.selected()
         if sel is not None:
-            self.ranks.open_describe(sel[1])
+            self.dashboard.open_describe(sel[1])
 
     def action_logs(self) -> None:
         sel = self.selected()
         if sel is not None:
-            self.ranks.open_logs(sel[1].key)
+            self.dashboard.open_logs(sel[1].key)
 
     def action_all_projects(self) -> None:
         if self.namespace is not None:
-            self.ranks.open_workloads(None)
+            self.dashboard.open_workloads(None)
 
     def _on_selected(self, act: str) -> None:
         sel = self.selected()
         if sel is None:
             return
         wl = sel[1]
-        {"shell": self.ranks.shell_into, "exec_all": self.ranks.exec_all, "delete": self.ranks.delete_workload,
-         "suspend": self.ranks.toggle_suspend, "convert": self.ranks.convert_workload}[act](wl)
+        {"shell": self.dashboard.shell_into, "exec_all": self.dashboard.exec_all, "delete": self.dashboard.delete_workload,
+         "suspend": self.dashboard.toggle_suspend, "convert": self.dashboard.convert_workload}[act](wl)
 
     def action_shell(self) -> None:
         self._on_selected("shell")
@@ -553,5 +553,5 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         self._on_selected("convert")
 
     def action_new_session(self) -> None:
-        self.ranks.new_session(self.namespace)
+        self.dashboard.new_session(self.namespace)
 

@@ -18,8 +18,8 @@ from textual.widgets import Input, Static
 from monitors.dataloop import LogHandle
 from monitors.humanize import plural
 from monitors.logs import FilterError, LineBuffer, LineFilter, LogLine, LogOptions
+from monitors.model_views import ModelDiff
 from monitors.sanitize import clean
-from monitors.views import ModelDiff
 
 from ..widgets.log_view import LogView, palette_from_theme
 from .base import RanksScreen, bindings
@@ -74,7 +74,7 @@ class LogsScreen(RanksScreen):
         return f"{'previous logs' if self.previous else 'logs'} {self.key[2]}"
 
     def body(self) -> ComposeResult:
-        look = self.ranks.look
+        look = self.dashboard.look
         yield LogView(self.buffer, palette=[] if look.mono else palette_from_theme(look.theme), id="log")
         yield LogStatus(id="logstatus")
         yield FilterBar(id="filterbar")
@@ -98,7 +98,7 @@ class LogsScreen(RanksScreen):
 
         only = LineFilter.build(ranks=self.only_rank) if self.previous and self.only_rank else None
         opts = LogOptions(follow=not self.previous, tail=HISTORY_LINES, previous=self.previous, filter=only)
-        fut = self.ranks.data.open_logs(self.key, opts, lambda lines: self.post_message(LinesArrived(lines)),
+        fut = self.dashboard.data.open_logs(self.key, opts, lambda lines: self.post_message(LinesArrived(lines)),
                                         lambda text: self.post_message(LogNotice(text)))
         try:
             handle = await asyncio.wrap_future(fut)
@@ -134,8 +134,8 @@ class LogsScreen(RanksScreen):
             self.show_status()
 
     def banner_text(self) -> Text | None:
-        if self.ranks.store.synced and self.key not in self.ranks.store.workloads:
-            return Text(f"{self.ranks.look.glyphs.warning} this workload was deleted; its logs stay here "
+        if self.dashboard.store.synced and self.key not in self.dashboard.store.workloads:
+            return Text(f"{self.dashboard.look.glyphs.warning} this workload was deleted; its logs stay here "
                         "(Esc to go back)", style="bold")
         return None
 
@@ -236,16 +236,16 @@ class LogsScreen(RanksScreen):
         if self.query_one(FilterInput).has_focus:
             self._close_prompt()
             return
-        self.ranks.go_back()
+        self.dashboard.go_back()
 
     def action_previous_logs(self) -> None:
         if not self.previous:
-            self.ranks.push_screen(LogsScreen(self.key, previous=True))
+            self.dashboard.push_screen(LogsScreen(self.key, previous=True))
 
     def action_describe(self) -> None:
-        wl = self.ranks.store.workloads.get(self.key)
+        wl = self.dashboard.store.workloads.get(self.key)
         if wl is not None:
-            self.ranks.open_describe(wl)
+            self.dashboard.open_describe(wl)
 
     def action_next_match(self) -> None:
         self._jump(1)

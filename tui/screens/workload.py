@@ -19,9 +19,9 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors.humanize import age, gpus
 from monitors.logs.first_failure import FailureReport, locate_failure
+from monitors.model_views import ModelDiff, RankView, WorkloadView
 from monitors.records import EventRec
 from monitors.sanitize import clean
-from monitors.views import ModelDiff, RankView, WorkloadView
 
 from ..cells import Cells, Look, rank_row, status_cell
 from ..widgets.keyed_table import Column, KeyedTable
@@ -262,7 +262,7 @@ class WorkloadScreen(RanksScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self._set_columns()
-        self.ranks.data.focus(self.key)
+        self.dashboard.data.focus(self.key)
         self.resync()
         self.table.focus()
 
@@ -276,7 +276,7 @@ class WorkloadScreen(RanksScreen):
         if self.key in wd.added or self.key in wd.changed:
             self.gone = False
             self.resync()
-        elif self.ranks.store.histories != self._hist_shown:
+        elif self.dashboard.store.histories != self._hist_shown:
             self.resync()  # the ranks' GPU history grew
         elif diff.events_changed or diff.status_changed:
             self._draw_side()
@@ -284,8 +284,8 @@ class WorkloadScreen(RanksScreen):
     def resync(self) -> None:
         if not self.is_mounted:
             return
-        wl = self.ranks.store.workloads.get(self.key)
-        if wl is None and self.ranks.store.synced:
+        wl = self.dashboard.store.workloads.get(self.key)
+        if wl is None and self.dashboard.store.synced:
             self.gone = True
         self._draw(wl)
 
@@ -299,14 +299,14 @@ class WorkloadScreen(RanksScreen):
         self._cells = {}
 
     def _draw(self, wl: WorkloadView | None) -> None:
-        look = self.ranks.look
-        now = self.ranks.clock()
+        look = self.dashboard.look
+        now = self.dashboard.clock()
         if wl is not None:
             self.last = wl
         shown = wl or self.last
         header = self.query_one("#header", Static)
         if shown is None:
-            header.update(Text("waiting for the workload…" if not self.ranks.store.synced
+            header.update(Text("waiting for the workload…" if not self.dashboard.store.synced
                                else "this workload does not exist (any more)", style="dim"))
             self.show_status()
             return
@@ -322,7 +322,7 @@ class WorkloadScreen(RanksScreen):
         if ptext is not None and ptext != self._pending_shown:
             pending.update(ptext)
         self._pending_shown = ptext
-        hist = self.ranks.store.histories
+        hist = self.dashboard.store.histories
         self._hist_shown = dict(hist)
         spark = 6 if self.narrow else 12
         cells = {r.pod: rank_row(look, r, i, hist.get(r.pod, ()), with_pod=not self.narrow, spark=spark)
@@ -338,17 +338,17 @@ class WorkloadScreen(RanksScreen):
         if shown is None:
             return
         tabs = self.query_one(TabbedContent)
-        look = self.ranks.look
+        look = self.dashboard.look
         if tabs.active == "tab-placement":
-            nodes = self.ranks.store.nodes.values()
+            nodes = self.dashboard.store.nodes.values()
             self.query_one("#placement", Static).update(placement_text(
                 look, shown, {n.name: n.gpus for n in nodes}, {n.name: n.gpus_allocated for n in nodes}))
         elif tabs.active == "tab-events":
-            self._draw_events(self.ranks.clock())
+            self._draw_events(self.dashboard.clock())
 
     def _draw_header(self, w: WorkloadView, now: float, *, tick: bool = False) -> None:
         """The header; when its age ticks, only the cells from the age on are repainted."""
-        text = header_text(self.ranks.look, w, now)
+        text = header_text(self.dashboard.look, w, now)
         header = self.query_one("#header", LiveStatic)
         first, old = text.plain.split("\n", 1)[0], self._header_first
         if tick and old:
@@ -360,21 +360,21 @@ class WorkloadScreen(RanksScreen):
         self._header_first = first
         self._header_age = age(now - w.created, live=True) if w.created else ""
         if w.created and not tick:
-            self.ranks.ages_shown([w.created], now)
+            self.dashboard.ages_shown([w.created], now)
 
     def _draw_events(self, now: float, *, tick: bool = False) -> None:
         """The Events tab; when ages tick, only the age cells whose text changed are repainted."""
-        events = self._events_drawn if tick else self.ranks.store.events
+        events = self._events_drawn if tick else self.dashboard.store.events
         ages = [age(now - e.last, live=True) if e.last else "-" for e in reversed(events)]
         widget = self.query_one("#events", LiveStatic)
         if tick:
             changed = [(y, max(6, len(a), len(b))) for y, (a, b) in enumerate(zip(ages, self._event_ages,
                                                                                  strict=False)) if a != b]
             if changed:
-                widget.patch(event_lines(self.ranks.look, events, now), [Region(0, y, w, 1) for y, w in changed])
+                widget.patch(event_lines(self.dashboard.look, events, now), [Region(0, y, w, 1) for y, w in changed])
         else:
-            widget.update(event_lines(self.ranks.look, events, now))
-            self.ranks.ages_shown([e.last for e in events if e.last], now)
+            widget.update(event_lines(self.dashboard.look, events, now))
+            self.dashboard.ages_shown([e.last for e in events if e.last], now)
         self._events_drawn, self._event_ages = events, ages
 
     def tick_ages(self, now: float) -> list[float]:
@@ -401,7 +401,7 @@ class WorkloadScreen(RanksScreen):
 
     def banner_text(self) -> Text | None:
         if self.gone:
-            return Text(f"{self.ranks.look.glyphs.warning} this workload was deleted; showing what was last "
+            return Text(f"{self.dashboard.look.glyphs.warning} this workload was deleted; showing what was last "
                         "seen (Esc to go back)", style="bold")
         return None
 
@@ -410,7 +410,7 @@ class WorkloadScreen(RanksScreen):
         """Enter on a rank: its pod as YAML."""
         pod = self.table.cursor_key
         if pod is not None and self.last is not None:
-            self.ranks.open_describe_pod(self.last.namespace, str(pod))
+            self.dashboard.open_describe_pod(self.last.namespace, str(pod))
 
     @on(KeyedTable.RowSelected, "#ranks")
     def _row(self, event: KeyedTable.RowSelected) -> None:
@@ -420,16 +420,16 @@ class WorkloadScreen(RanksScreen):
     def action_describe(self) -> None:
         """`d`: the workload itself as YAML."""
         if self.last is not None:
-            self.ranks.open_describe(self.last)
+            self.dashboard.open_describe(self.last)
 
     def action_logs(self) -> None:
         """`l`: the merged logs of every rank; while a first failure is shown (its banner says
         "l: logs"), the log of the rank that failed, at the instance that failed."""
         wl = self.last
-        if wl is not None and failure_text(self.ranks.look, wl) is not None:
+        if wl is not None and failure_text(self.dashboard.look, wl) is not None:
             self._failure_logs(wl)
         else:
-            self.ranks.open_logs(self.key)
+            self.dashboard.open_logs(self.key)
 
     @work(exclusive=True, group="failure-logs")
     async def _failure_logs(self, wl: WorkloadView) -> None:
@@ -439,7 +439,7 @@ class WorkloadScreen(RanksScreen):
         ff = wl.first_failure
         if ff is None:
             return
-        data = self.ranks.data
+        data = self.dashboard.data
 
         async def locate() -> FailureReport | None:
             monitor = data.monitor
@@ -449,46 +449,46 @@ class WorkloadScreen(RanksScreen):
 
         report: FailureReport | None = None
         try:
-            report = await asyncio.wrap_future(data.submit(locate()))
+            report = await asyncio.wrap_future(data.run_coroutine(locate()))
             note = report.note if report is not None else ""
         except Exception as exc:
             note = f"cannot tell which instance failed: {getattr(exc, 'message', None) or exc}"
         if self.app.screen is not self:
             return  # gone elsewhere meanwhile
-        self.ranks.open_logs(self.key, previous=bool(report and report.previous), rank=clean(ff.label, limit=60),
+        self.dashboard.open_logs(self.key, previous=bool(report and report.previous), rank=clean(ff.label, limit=60),
                              note=note)
 
     def action_shell(self) -> None:
         """`s`: a shell in the rank under the cursor (the lead when the table is not focused)."""
-        wl = self.ranks.store.workloads.get(self.key)
+        wl = self.dashboard.store.workloads.get(self.key)
         if wl is None:
             self.notify("this workload was deleted", severity="warning", markup=False)
             return
         pod = self.table.cursor_key if self.focused is self.table else None
         rank = next((r for r in wl.ranks if r.pod == pod), None)
-        self.ranks.shell_into(wl, rank)
+        self.dashboard.shell_into(wl, rank)
 
     def _live(self) -> WorkloadView | None:
-        wl = self.ranks.store.workloads.get(self.key)
+        wl = self.dashboard.store.workloads.get(self.key)
         if wl is None:
             self.notify("this workload was deleted", severity="warning", markup=False)
         return wl
 
     def action_exec_all(self) -> None:
         if (wl := self._live()) is not None:
-            self.ranks.exec_all(wl)
+            self.dashboard.exec_all(wl)
 
     def action_delete(self) -> None:
         if (wl := self._live()) is not None:
-            self.ranks.delete_workload(wl)
+            self.dashboard.delete_workload(wl)
 
     def action_suspend(self) -> None:
         if (wl := self._live()) is not None:
-            self.ranks.toggle_suspend(wl)
+            self.dashboard.toggle_suspend(wl)
 
     def action_convert(self) -> None:
         if (wl := self._live()) is not None:
-            self.ranks.convert_workload(wl)
+            self.dashboard.convert_workload(wl)
 
     def action_back(self) -> None:
-        self.ranks.go_back()
+        self.dashboard.go_back()

@@ -1,0 +1,62 @@
+"""The package layout's rules (#12): the dashboard never imports the command line; the command line
+loads nothing heavy until a command runs; sessions/ has no UI; no private name crosses a module."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCT = ("tui", "monitors", "sessions", "themes")
+
+
+def modules_after(code: str) -> list[str]:
+    proc = subprocess.run([sys.executable, "-c", f"import sys; {code}; print(' '.join(sorted(sys.modules)))"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+def test_the_dashboard_does_not_import_the_command_line() -> None:
+    loaded = modules_after("import tui.app, tui.dashboard_actions, tui.screens.dialogs")
+    assert [m for m in loaded if m == "tui.cli" or m.startswith("tui.cli.")] == []
+
+
+def test_ranks_help_loads_nothing_heavy() -> None:
+    loaded = modules_after("import tui.cli")
+    heavy = ("aiohttp", "textual", "pydantic", "yaml", "kubernetes", "asyncio", "monitors.kube", "monitors.monitor",
+             "sessions", "tui.app", "tui.settings")
+    assert [m for m in loaded if m.split(".")[0] in heavy or m.startswith(heavy)] == []
+
+
+def test_sessions_have_no_ui() -> None:
+    loaded = modules_after("import sessions.shell, sessions.locate, sessions.submit, sessions.convert, "
+                           "sessions.lifecycle, sessions.terminal")
+    assert [m for m in loaded if m.split(".")[0] in ("textual", "tui")] == []
+
+
+def test_no_private_name_is_imported_across_modules() -> None:
+    found = []
+    for package in PRODUCT:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom):
+                    found += [f"{path.relative_to(ROOT)}:{node.lineno}: {a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert found == []
+
+
+def test_themes_use_only_textual_colour_and_theme_types() -> None:
+    """Themes are data turned into Textual themes: no widget, screen or app (import-linter cannot
+    name an external package's submodules; the other house rules are its contracts in pyproject)."""
+    allowed = ("textual.color", "textual.theme")
+    found = []
+    for path in sorted((ROOT / "themes").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([node.module or ""] if isinstance(node, ast.ImportFrom)
+                     else [a.name for a in node.names] if isinstance(node, ast.Import) else [])
+            found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
+                      if n.split(".")[0] == "textual" and n not in allowed]
+    assert found == []

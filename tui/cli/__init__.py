@@ -1,0 +1,18 @@
+"""The `ranks` command line: one module per command group, none of them the dashboard's.
+
+- `group`: the `ranks` group (global and dashboard flags, the dashboard without a subcommand) and
+  `main`, the console script's entry point;
+- `read`: `projects`, `list`, `get`, `top`; `logs`: `logs`;
+- `sessions`: `submit`, `shell`, `exec`, `convert`, `delete`, `suspend`, `resume`;
+- `dashboard`: launching the dashboard, `demo` and `sim`;
+- `options`: the flags the commands share; `common`: the helpers they share (errors and exit
+  codes, the asyncio runner, project resolution, read-only refusal, confirmation, printers).
+
+What acts on the cluster is in `sessions/` and `monitors/`, shared with the dashboard (`tui.app`),
+which never imports this package. Heavy imports happen inside the commands, so `ranks --help` and
+completion start fast.
+"""
+
+from .group import cli, main
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,458 @@
+"""What the `ranks` commands share.
+
+- errors and exit codes: `UserError`, `error` (print one line, return the code), `fail` (print
+  one line, exit), `user_error` (a `sessions` error as a `UserError`);
+- `run`: the asyncio runner of a command's body, which turns every failure into one line on
+  stderr and its documented exit code;
+- `configure`, `resolve_project`: the connection's settings and a project name -> its namespace;
+- `read_only_reason`, `read_only_refusal`: read-only mode (the flag or the config file) refusing
+  an action; `confirm`: a yes/no question on the terminal;
+- `load_monitor`, `locate`: list what a command needs once (no watch) with GPU metrics read once,
+  and find the workload a command names with a monitor that listed it;
+- the printers: kubectl-style tables (aligned columns, no borders; widths in terminal cells),
+  JSON/YAML. Cells are plain text sanitised by `monitors.sanitize.clean`; colour (status only) is
+  added when stdout is a terminal and NO_COLOR is unset.
+
+Exit codes: 0 ok, 1 failed, 2 usage, 3 no/invalid kubeconfig or context, 4 server unreachable,
+5 TLS failure, 6 unauthorized, 7 forbidden, 8 not found, 130 interrupted.
+
+Light at import (it is on the path of `ranks --help`): what needs aiohttp, the monitor, YAML...
+is imported inside the function that uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from monitors.connection import ClusterConfig, ExitCode
+from monitors.humanize import age, gpus, mib, percent
+from monitors.sanitize import clean
+
+if TYPE_CHECKING:
+    from monitors.kube import KubeClient
+    from monitors.model_views import NodeView, ProjectView, WorkloadView
+    from monitors.monitor import Monitor
+    from monitors.records import EventRec
+    from sessions.errors import SessionError
+
+STATUS_COLOURS = {
+    "Running": "32", "Succeeded": "36", "Failed": "31", "Degraded": "33", "Pending": "33",
+    "Restarting": "33", "Suspended": "90", "CrashLoopBackOff": "31", "Error": "31", "OOMKilled": "31",
+}
+
+
+# -- errors and exit codes -----------------------------------------------------------------------------
+
+class UserError(Exception):
+    """What a command reports as `ranks: error: MESSAGE` with its exit code."""
+
+    def __init__(self, message: str, code: ExitCode) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def error(message: str, code: int) -> int:
+    """Print `ranks: error: MESSAGE` on stderr; the exit code, to return."""
+    print(f"ranks: error: {message}", file=sys.stderr)
+    return int(code)
+
+
+def fail(message: str, code: int = ExitCode.ERROR) -> NoReturn:
+    """Print `ranks: error: MESSAGE` on stderr and exit; never a traceback."""
+    print(f"ranks: error: {message}", file=sys.stderr)
+    sys.exit(int(code))
+
+
+def user_error(exc: SessionError) -> UserError:
+    """A `sessions` error as the command line reports it (its code, if it is a documented one)."""
+    try:
+        code = ExitCode(exc.code)
+    except ValueError:
+        code = ExitCode.ERROR
+    return UserError(exc.message, code)
+
+
+# -- running a command -----------------------------------------------------------------------------------
+
+def configure(cfg: ClusterConfig, opts: dict[str, Any]) -> ClusterConfig:
+    """The command line's settings that go with the connection (--request-timeout)."""
+    timeout = opts.get("request_timeout")
+    if timeout is not None:
+        cfg.request_timeout = float(timeout) or None  # 0: no limit
+    return cfg
+
+
+def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]]) -> int:
+    """`body` on the cluster of `opts` (kubeconfig, context, request timeout), in a new event
+    loop: its exit code, or the failure's as one line on stderr."""
+    import asyncio
+
+    from monitors.connection import ConnectionProblem, load_cluster_config
+    from monitors.kube import ApiProblem
+    from monitors.names import LookupProblem
+
+    try:
+        cfg = configure(load_cluster_config(opts.get("kubeconfig"), opts.get("context")), opts)
+        return asyncio.run(body(cfg))
+    except ConnectionProblem as exc:
+        return error(exc.message, exc.code)
+    except ApiProblem as exc:
+        return error(clean(exc.one_line(), limit=500), exc.exit_code)
+    except (UserError, LookupProblem) as exc:
+        return error(exc.message, exc.code)
+    except TimeoutError as exc:
+        return error(str(exc) or "timed out", ExitCode.UNREACHABLE)
+    except KeyboardInterrupt:
+        return ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+        return ExitCode.OK
+
+
+async def resolve_project(client: KubeClient, project: str) -> str:
+    """A project name (team-a) or a namespace name (runai-team-a) -> its namespace; a project
+    that does not exist is exit 8, one the user may not read exit 7 (`monitors.names`)."""
+    from monitors.names import LookupProblem
+    from monitors.names import resolve_project as resolve
+
+    try:
+        return await resolve(client, project, user=client.cfg.impersonate_user or client.cfg.user)
+    except LookupProblem as exc:
+        raise UserError(exc.message, exc.code) from None
+
+
+# -- read-only mode and confirmation ---------------------------------------------------------------------
+
+def read_only_reason(opts: dict[str, Any]) -> str | None:
+    """Why read-only mode is on (the flag, or the config file that says so), or None when off."""
+    if opts.get("read_only"):
+        return "--read-only"
+    from tui.config_file import ConfigReadError, read_only_setting
+
+    try:
+        read_only, path = read_only_setting()
+    except ConfigReadError as exc:
+        raise UserError(str(exc), ExitCode.NO_CONFIG) from None
+    if read_only:
+        return f"read_only = true in {path}"
+    return None
+
+
+def read_only_refusal(opts: dict[str, Any], action: str) -> int | None:
+    """The exit code when read-only mode refuses `action` (after printing why), else None."""
+    from sessions.errors import SessionError
+    from sessions.lifecycle import refuse_if_read_only
+
+    try:
+        why = read_only_reason(opts)
+        refuse_if_read_only(why is not None, action, why)
+    except UserError as exc:
+        return error(exc.message, exc.code)
+    except SessionError as exc:
+        return error(exc.message, exc.code)
+    return None
+
+
+def confirm(question: str) -> bool:
+    """The user's yes to `question` on the terminal (no, by default and when it cannot be asked)."""
+    import click
+
+    try:
+        return click.confirm(question, default=False, err=True)
+    except (click.exceptions.Abort, EOFError):
+        return False
+
+
+# -- the cluster, listed once --------------------------------------------------------------------------------
+
+async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tuple[str, ...] | None,
+                       *, nodes: bool = True, events: bool = False, metrics_for: str = "pods",
+                       metrics: bool = True) -> Monitor:
+    """List everything needed once, then read GPU metrics once.
+
+    `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
+    Independent requests go out together: discovery with the project lookup, the GPU metrics
+    source with the LISTs; a namespace whose pods may not be listed is exit 7, not an empty list."""
+    import asyncio
+
+    from monitors.connection import DEFAULT_REQUEST_TIMEOUT
+    from monitors.monitor import Monitor
+
+    project = where if isinstance(where, str) else None
+    monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=() if project else where)
+    gm = None
+    try:
+        monitor.prefetch()
+        if metrics:  # the GPU metrics source is looked for while the cluster is listed
+            from monitors.gpu_feed import make_metrics
+
+            gm = make_metrics(cfg, opts.get("prometheus"), timeout=cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)
+            gm.discovery_namespaces = tuple(monitor.scope or ())
+            source = asyncio.ensure_future(gm.resolve_source())
+            source.add_done_callback(lambda t: t.cancelled() or t.exception())  # not waited for on errors
+        if project:
+            try:
+                monitor.scope = (await resolve_project(monitor.client, project),)
+            except BaseException:
+                if metrics:
+                    source.cancel()
+                raise
+        try:
+            await monitor.start()
+            await monitor.wait_synced()
+        except BaseException:
+            if metrics:
+                source.cancel()
+            raise
+        _check_readable(monitor, project)
+        if gm is not None:
+            await source
+            await _read_metrics(gm, monitor, metrics_for)
+    except BaseException:
+        await monitor.stop()
+        raise
+    finally:
+        if gm is not None:
+            await gm.aclose()
+    return monitor
+
+
+def _check_readable(monitor: Monitor, project: str | None) -> None:
+    """A project whose pods may not be listed is an error (exit 7), not an empty answer."""
+    from monitors.names import who
+
+    denied = monitor.pods_forbidden()
+    scoped = monitor.scope or monitor.status.namespaces
+    if monitor.status.cluster_wide or not scoped or not all(ns in denied for ns in scoped):
+        return
+    ns = scoped[0]
+    name = who(denied[ns], monitor.cfg.impersonate_user or monitor.cfg.user or "you")
+    what = f'project "{project}"' if project else f"namespace {ns}"
+    raise UserError(f"forbidden: {clean(name)} may not read {what} (cannot list pods in {ns})", ExitCode.FORBIDDEN)
+
+
+async def _read_metrics(gm: Any, monitor: Monitor, what: str) -> None:
+    from monitors.gpu_feed import apply_snapshot
+
+    model = monitor.model
+    pods = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
+            if r.gpus > 0 and r.node and r.phase == "Running"]
+    gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=(what == "nodes"))
+    snap = await gm.refresh()
+    apply_snapshot(model, snap)
+    monitor.flush()
+    monitor.metrics_note = snap.source.description if snap.source else ""
+    monitor.metrics_problem = snap.reason if snap.state.value == "unavailable" else ""
+
+
+async def locate(cfg: ClusterConfig, opts: dict[str, Any], ref: str, project: str | None, *,
+                 events: bool = False, metrics: bool = False) -> tuple[Monitor, WorkloadView]:
+    """The workload `ref` and a monitor that listed its namespace. With -p, in that project;
+    without, in the context's namespace, else in the one project (among those the user may read)
+    that has a workload of that name; several such projects are listed (exit 2)."""
+    from monitors.names import LookupProblem
+    from sessions.locate import pick_workload, search_namespace
+
+    kinds = None
+    try:
+        monitor = await load_monitor(cfg, opts, project or (cfg.namespace,), nodes=False, events=events,
+                                     metrics=metrics)
+    except UserError as exc:
+        if project or exc.code != ExitCode.FORBIDDEN:
+            raise  # the context's namespace may not be read: look where the user may
+    else:
+        try:
+            return monitor, pick_workload(monitor.model.workloads.values(), ref)
+        except LookupProblem as exc:
+            kinds = monitor.kinds
+            await monitor.stop()
+            if project or exc.code != ExitCode.NOT_FOUND:
+                raise
+    ns = await search_namespace(cfg, ref, kinds)
+    monitor = await load_monitor(cfg, opts, (ns,), nodes=False, events=events, metrics=metrics)
+    try:
+        return monitor, pick_workload(monitor.model.workloads.values(), ref)
+    except BaseException:
+        await monitor.stop()
+        raise
+
+
+# -- printers ------------------------------------------------------------------------------------------------
+
+def colour_enabled() -> bool:
+    return sys.stdout.isatty() and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], colour_col: int | None = None) -> str:
+    from rich.cells import cell_len
+
+    cells = [[clean(c) for c in row] for row in rows]
+    widths = [cell_len(h) for h in headers]
+    for row in cells:
+        for i, c in enumerate(row):
+            widths[i] = max(widths[i], cell_len(c))
+    use_colour = colour_enabled()
+    lines = []
+    for r, row in enumerate([list(headers), *cells]):
+        parts = []
+        for i, c in enumerate(row):
+            pad = " " * (widths[i] - cell_len(c)) if i < len(row) - 1 else ""
+            text = c
+            if use_colour and r > 0 and i == colour_col:
+                code = STATUS_COLOURS.get(c.split(" ")[0])
+                if code:
+                    text = f"\x1b[{code}m{c}\x1b[0m"
+            parts.append(text + pad)
+        lines.append("   ".join(parts).rstrip())
+    return "\n".join(lines)
+
+
+def emit_structured(data: Any, output: str) -> None:
+    if output == "json":
+        import orjson
+
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        import yaml
+
+        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+
+
+def print_projects(projects: list[ProjectView], output: str) -> None:
+    projects = sorted(projects, key=lambda p: p.name)
+    if output in ("json", "yaml"):
+        from monitors.export import project_json
+
+        emit_structured({"projects": [project_json(p) for p in projects]}, output)
+        return
+    headers = ["PROJECT", "NAMESPACE", "GPU QUOTA", "GPUS ALLOCATED", "GPU UTIL", "RUNNING", "PENDING"]
+    rows = [[p.name, p.namespace, gpus(p.gpu_quota), gpus(p.gpus_allocated), percent(p.gpu_util),
+             str(p.running), str(p.pending)] for p in projects]
+    _print(headers, rows, "No projects found.")
+
+
+def print_workloads(wls: list[WorkloadView], output: str, *, show_project: bool) -> None:
+    now = time.time()
+    if output in ("json", "yaml"):
+        from monitors.export import workload_json
+
+        emit_structured({"workloads": [workload_json(w, now) for w in wls]}, output)
+        return
+    headers = (["PROJECT"] if show_project else []) + ["NAME", "KIND", "STATUS", "RANKS", "GPUS", "GPU UTIL", "AGE"]
+    if output == "wide":
+        headers += ["FRAMEWORK", "INTERACTIVE", "USER", "REASON"]
+    rows = []
+    for w in wls:
+        status = w.status if w.status not in ("Pending", "Degraded") or not w.reason else f"{w.status}"
+        row = ([w.project] if show_project else []) + [
+            w.name, w.kind, status, f"{w.ranks_ready}/{w.ranks_total}",
+            f"{gpus(w.gpus_allocated)}/{gpus(w.gpus_requested)}", percent(w.gpu_util),
+            age(now - w.created if w.created else None),
+        ]
+        if output == "wide":
+            row += [w.framework, "yes" if w.interactive else "no", w.user or "-", w.reason or "-"]
+        rows.append(row)
+    _print(headers, rows, "No workloads found.", colour_col=headers.index("STATUS"))
+
+
+def event_order(e: EventRec) -> tuple[float, int, str]:
+    """When it happened: the last time seen, then (events of one second) the nanosecond clock
+    that Kubernetes event recorders put in the name (`<object>.<hex UnixNano>`)."""
+    _, _, suffix = e.name.rpartition(".")
+    try:
+        nanos = int(suffix, 16) if 8 <= len(suffix) <= 16 else 0
+    except ValueError:
+        nanos = 0
+    return (e.last or 0.0, nanos, e.name)
+
+
+def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note: str, *,
+              events_forbidden: str = "", max_events: int = 20) -> None:
+    now = time.time()
+    out = sys.stdout
+    pods_running = sum(1 for r in w.ranks if r.phase == "Running")
+    pods_pending = sum(1 for r in w.ranks if r.phase == "Pending")
+    pods_failed = sum(1 for r in w.ranks if r.phase == "Failed")
+    header = [
+        ("Name", w.name), ("Namespace", w.namespace), ("Project", w.project),
+        ("Kind", f"{w.kind} ({w.framework})"), ("Status", w.status + (f": {w.reason}" if w.reason else "")),
+        ("Interactive", "yes" if w.interactive else "no"), ("Age", age(now - w.created if w.created else None)),
+        ("User", w.user or "-"),
+        ("GPUs", f"{gpus(w.gpus_allocated)} allocated / {gpus(w.gpus_requested)} requested"),
+        ("GPU util", percent(w.gpu_util)),
+        ("Pods", f"{pods_running} running, {pods_pending} pending, {pods_failed} failed"),
+        ("Command", w.command or "-"),
+    ]
+    width = max(len(k) for k, _ in header) + 2
+    for k, v in header:
+        out.write(f"{k + ':':<{width}}{clean(v)}\n")
+    if w.conditions:
+        out.write("Conditions:\n")
+        out.write("  " + table(["TYPE", "STATUS", "REASON", "AGE"], [
+            [c.type, c.status, c.reason or "-", age(now - c.at if c.at else None)] for c in w.conditions
+        ]).replace("\n", "\n  ") + "\n")
+    if w.first_failure is not None:
+        f = w.first_failure
+        out.write(clean(f"First failure: {f.label} (pod {f.pod}, container {f.container}) exited {f.exit_code}"
+                        f" ({f.reason})") + "\n")
+    out.write("\n")
+    headers = ["ROLE", "RANK", "POD", "STATUS", "RESTARTS", "NODE", "GPU%", "GPU MEM", "AGE"]
+    if output == "wide":
+        headers += ["IP", "GPUS", "LEAD"]
+    rows = []
+    for r in w.ranks:
+        mem = "-" if r.gpu_mem_used_mib is None else (
+            f"{mib(r.gpu_mem_used_mib)}/{mib(r.gpu_mem_total_mib)}" if r.gpu_mem_total_mib else mib(r.gpu_mem_used_mib))
+        row = [r.label + (" *" if r.lead else ""), "-" if r.rank is None else str(r.rank), r.pod, r.status,
+               str(r.restarts), r.node or "-", percent(r.gpu_util), mem, age(now - r.created if r.created else None)]
+        if output == "wide":
+            row += [r.pod_ip or "-", gpus(r.gpus), "yes" if r.lead else ""]
+        rows.append(row)
+    out.write((table(headers, rows, colour_col=3) if rows else "No pods yet.") + "\n")
+    if metrics_note:
+        out.write(f"\nGPU metrics: {clean(metrics_note)}\n")
+    events = sorted(events, key=event_order)[-max_events:]  # the newest, oldest first
+    if events_forbidden:
+        out.write(f"\nEvents:  not shown: {clean(events_forbidden, limit=200)}\n")
+    elif not events:
+        out.write("\nEvents:  <none>\n")
+    else:
+        out.write("\nEvents:\n")
+        rows = [[age(now - e.last if e.last else None), e.type, e.reason, f"{e.kind}/{e.object_name}", e.message]
+                for e in events]
+        out.write("  " + table(["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows).replace("\n", "\n  ") + "\n")
+
+
+def print_nodes(nodes: list[NodeView], output: str) -> None:
+    if output in ("json", "yaml"):
+        from monitors.export import node_json
+
+        emit_structured({"nodes": [node_json(n) for n in nodes]}, output)
+        return
+    headers = ["NODE", "POOL", "GPU MODEL", "GPUS", "ALLOCATED", "GPU UTIL", "GPU MEM", "STATUS"]
+    if output == "wide":
+        headers += ["PODS"]
+    rows = []
+    for n in nodes:
+        status = ("Ready" if n.ready else "NotReady") + (",SchedulingDisabled" if n.unschedulable else "")
+        row = [n.name, n.pool or "-", n.product or "-", gpus(n.gpus), gpus(n.gpus_allocated), percent(n.gpu_util),
+               mib(n.gpu_mem_used_mib), status]
+        if output == "wide":
+            row.append(str(n.pods))
+        rows.append(row)
+    _print(headers, rows, "No nodes found.")
+
+
+def _print(headers: list[str], rows: list[list[str]], empty: str, colour_col: int | None = None) -> None:
+    if not rows:
+        print(empty, file=sys.stderr)
+        return
+    sys.stdout.write(table(headers, rows, colour_col) + "\n")

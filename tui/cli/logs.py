@@ -1,0 +1,340 @@
+"""`ranks logs WORKLOAD`: the merged logs of every rank, in time order, with a prefix per rank.
+
+Text output: `[worker-3] line`, the prefix aligned and coloured per rank when stdout is a
+terminal (not with NO_COLOR or --no-color); the line's own SGR colours are kept as our own
+codes, every other control or escape sequence is removed (monitors.logs.terminal_text).
+JSON output: one object per line `{ts, rank, label, role, replica_index, pod, container, stream,
+line}`, in time order (`ts` is RFC3339 with 9 fraction digits, so it also sorts as text).
+
+`--first-failure` names the rank that terminated first with a non-zero exit and prints its last
+lines (the previous instance if the container restarted since).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from monitors.connection import ClusterConfig, ExitCode
+from monitors.humanize import plural
+from monitors.sanitize import clean
+
+from .common import colour_enabled, error, locate, run
+from .options import PROJECT, global_options, group_project, merge_globals, workload_argument
+
+if TYPE_CHECKING:
+    from monitors.logs.engine import LogEngine
+    from monitors.logs.filters import LineFilter
+    from monitors.logs.first_failure import FailureReport
+    from monitors.logs.lines import LogLine
+    from monitors.model_views import WorkloadView
+    from monitors.monitor import Monitor
+
+
+@click.command("logs")
+@workload_argument
+@PROJECT
+@click.option("-f", "--follow", is_flag=True, help="Keep following: new lines, restarted and late pods.")
+@click.option("--since", metavar="DURATION", default=None, help="Only lines newer than this (30s, 10m, 1h).")
+@click.option("--tail", type=click.IntRange(0, None), default=None, metavar="N",
+              help="Only the newest N lines of the merged history (taken before --grep/--exclude).")
+@click.option("--rank", "ranks", multiple=True, metavar="R[,R...]",
+              help="Only these ranks: labels (worker-3, launcher) or global rank numbers.")
+@click.option("--role", "roles", multiple=True, metavar="ROLE[,ROLE...]", help="Only these roles (worker, master...).")
+@click.option("--grep", metavar="REGEX", default=None, help="Only lines matching REGEX (highlighted).")
+@click.option("--exclude", metavar="REGEX", default=None, help="Drop lines matching REGEX.")
+@click.option("--timestamps", is_flag=True, help="Show each line's timestamp.")
+@click.option("--no-color", "--no-colour", "no_color", is_flag=True, help="No colour (also: NO_COLOR set).")
+@click.option("--previous", is_flag=True, help="The previous (crashed) instance of each container.")
+@click.option("--first-failure", "first_failure", is_flag=True,
+              help="Name the rank that failed first and print its last lines (--tail, default 20).")
+@click.option("--collapse", is_flag=True, help="Show identical lines of several ranks once, as 'xN ranks'.")
+@click.option("--max-streams", type=click.IntRange(1, 100_000), default=256, show_default=True,
+              help="At most this many log streams open at once.")
+@click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Output format (json: one object per line).")
+@global_options
+@click.pass_context
+def logs_command(ctx: click.Context, workload: str, project: str | None, **kw: Any) -> None:
+    """Merged logs of every rank of WORKLOAD, in time order, each line prefixed with its rank.
+
+    WORKLOAD is a name, or KIND/NAME (pytorchjob/mnist) when names clash.
+    """
+    opts = merge_globals(ctx, kw)
+    sys.exit(run_logs(opts, workload, group_project(ctx, project), **kw))
+
+
+# prefix colours, one per rank in rank order (ANSI 16-colour codes readable on dark and light terminals)
+PALETTE = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_duration(text: str) -> float:
+    """A Go duration (`10m`, `1h30m`, `45s`) in seconds; ValueError when malformed."""
+    s = text.strip()
+    if not s:
+        raise ValueError("empty duration")
+    pos = 0
+    total = 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if pos != len(s):
+        raise ValueError(f'invalid duration "{text}" (use e.g. 30s, 10m, 1h30m)')
+    return total
+
+
+class Printer:
+    """Writes released lines to stdout (text or JSON), notices to stderr."""
+
+    def __init__(self, output: str, *, colour: bool, timestamps: bool, flt: LineFilter, follow: bool) -> None:
+        import asyncio
+
+        self.output = output
+        self.colour = colour
+        self.timestamps = timestamps
+        self.filter = flt
+        self.follow = follow
+        self.width = 0
+        self.colours: dict[str, str] = {}
+        self.multi: set[str] = set()  # pods with several containers: the prefix names the container
+        self.broken = asyncio.Event()
+        self.printed = 0
+        self.dim = ""  # the collapsed lines' "(xN ranks)"
+        if colour:
+            from monitors.logs.terminal_text import style_to_sgr
+
+            self.dim = style_to_sgr("dim")
+
+    def set_ranks(self, wl: WorkloadView, containers: dict[str, tuple[str, ...]]) -> None:
+        for r in wl.ranks:
+            if r.label not in self.colours:
+                self.colours[r.label] = PALETTE[len(self.colours) % len(PALETTE)]
+            names = containers.get(r.pod, ())
+            if len(names) > 1:
+                self.multi.add(r.pod)
+            for c in names or ("",):
+                self.width = max(self.width, len(self._name(r.label, r.pod, c)))
+
+    def _name(self, label: str, pod: str, container: str) -> str:
+        return f"{label}/{container}" if pod in self.multi and container else label
+
+    def lines(self, lines: list[LogLine]) -> None:
+        if self.broken.is_set():
+            return
+        flt = self.filter
+        out: list[str] = []
+        if self.output == "json":
+            import orjson
+
+            for line in lines:
+                if line.kind != "line" or not flt.matches(line):
+                    continue
+                obj: dict[str, Any] = {
+                    "ts": line.iso, "rank": line.rank, "label": line.label, "role": line.role,
+                    "replica_index": line.replica_index, "pod": line.pod, "container": line.container,
+                    "stream": line.stream, "line": line.text,
+                }
+                if line.ranks:
+                    obj["ranks"] = list(line.ranks)
+                out.append(orjson.dumps(obj).decode())
+        else:
+            for line in lines:
+                if line.kind != "line" or not flt.matches(line):
+                    continue
+                out.append(self._text(line))
+        if not out:
+            return
+        self.printed += len(out)
+        self._write("\n".join(out) + "\n")
+
+    def _text(self, line: LogLine) -> str:
+        name = self._name(line.label, line.pod, line.container)
+        tag = f"[{name}]"
+        pad = " " * max(0, self.width + 2 - len(tag))
+        ts = line.iso + " " if self.timestamps else ""
+        safe = line.safe
+        suffix = f"  (x{line.count} ranks)" if line.ranks else ""
+        if self.colour:
+            code = self.colours.get(line.label) or PALETTE[hash(line.label) % len(PALETTE)]
+            body = safe.to_ansi(self.filter.highlights(line))
+            if suffix:
+                suffix = f"{self.dim}{suffix}\x1b[0m"
+            return f"{ts}\x1b[{code}m{tag}\x1b[0m{pad} {body}{suffix}"
+        return f"{ts}{tag}{pad} {safe.text}{suffix}"
+
+    def _write(self, text: str) -> None:
+        try:
+            sys.stdout.write(text)
+            if self.follow:
+                sys.stdout.flush()
+        except BrokenPipeError:
+            self._broken()
+        except ValueError:  # stdout closed
+            self._broken()
+
+    def _broken(self) -> None:
+        self.broken.set()
+        try:
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        except OSError:
+            pass
+
+    @staticmethod
+    def notice(message: str) -> None:
+        print(f"ranks: note: {clean(message, limit=2000)}", file=sys.stderr, flush=True)
+
+
+def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: bool, since: str | None,
+             tail: int | None, ranks: tuple[str, ...], roles: tuple[str, ...], grep: str | None,
+             exclude: str | None, timestamps: bool, no_color: bool, previous: bool, output: str,
+             first_failure: bool, collapse: bool, max_streams: int) -> int:
+    import asyncio
+
+    from monitors.logs.engine import LogEngine, LogOptions, failure_summary
+    from monitors.logs.filters import FilterError, LineFilter
+    from monitors.logs.first_failure import first_failure_report
+    from monitors.monitor import Monitor
+    from sessions.locate import pick_workload
+
+    try:
+        flt = LineFilter.build(ranks=ranks, roles=roles, include=grep, exclude=exclude)
+    except FilterError as exc:
+        return error(str(exc), ExitCode.USAGE)
+    since_seconds = None
+    if since:
+        try:
+            secs = parse_duration(since)
+        except ValueError as exc:
+            return error(f"--since: {exc}", ExitCode.USAGE)
+        if secs <= 0:
+            return error("--since must be greater than 0", ExitCode.USAGE)
+        since_seconds = max(1, int(secs + 0.999))
+    if previous and follow:
+        return error("--previous reads finished instances and cannot be used with -f/--follow", ExitCode.USAGE)
+    colour = colour_enabled() and not no_color and output == "text"
+    give_up = opts.get("request_timeout") or 30.0
+    options = LogOptions(follow=follow, since_seconds=since_seconds, tail=tail, previous=previous, filter=flt,
+                         collapse=collapse, max_streams=max_streams, failure_notices=False,
+                         give_up_after=float(give_up))
+
+    async def body(cfg: ClusterConfig) -> int:
+        # the workload: in -p's project, else the context's namespace, else the one project that has it
+        monitor, wl = await locate(cfg, opts, ref, project)
+        if follow:  # the follow needs watches: the same namespace, listed and watched
+            await monitor.stop()
+            monitor = Monitor(cfg, events=False, nodes=False, scope=(wl.namespace,))
+        engine: LogEngine | None = None
+        try:
+            if follow:
+                await monitor.start()
+                await monitor.wait_synced(timeout=120)
+                wl = pick_workload(monitor.model.workloads.values(), f"{wl.kind}/{wl.name}")
+            if first_failure:
+                report = await first_failure_report(monitor.client, wl, lines=tail if tail is not None else 20)
+                _print_failure(wl, report, output, colour)
+                return ExitCode.OK
+            for name in flt.unknown_ranks(wl.ranks):
+                Printer.notice(f'no rank "{name}" in {wl.kind.lower()}/{wl.name} (yet)')
+            printer = Printer(output, colour=colour, timestamps=timestamps, flt=flt, follow=follow)
+            printer.set_ranks(wl, _containers(monitor, wl))
+            engine = LogEngine(monitor.client, wl.key, monitor.model, monitor=monitor, options=options)
+            engine.subscribe(printer.lines)
+            engine.on_notice(Printer.notice)
+            if follow:
+                monitor.subscribe(lambda _d: _refresh_ranks(engine, printer, monitor))
+            await engine.start()
+            done = asyncio.ensure_future(engine.wait())
+            broken = asyncio.ensure_future(printer.broken.wait())
+            fatal = asyncio.ensure_future(engine.fatal.wait())
+            try:
+                await asyncio.wait({done, broken, fatal}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for t in (done, broken, fatal):
+                    t.cancel()
+            if engine.fatal_failure is not None and not printer.broken.is_set():
+                await engine.stop()  # what was read is printed first
+                f = engine.fatal_failure
+                return error(clean(f.one_line(), limit=500), f.code)
+            if not follow and not engine.streams:
+                Printer.notice(f"{wl.kind.lower()}/{wl.name} has no started pods to read logs from")
+            if engine.failures and not printer.broken.is_set():
+                message, code = failure_summary(engine.failures)
+                return error(clean(message, limit=500), code)
+            if not follow and not engine.connected:
+                return ExitCode.UNREACHABLE
+            return ExitCode.OK
+        finally:
+            if engine is not None:
+                await engine.stop()
+            await monitor.stop()
+
+    return run(opts, body)
+
+
+def _containers(monitor: Monitor, wl: WorkloadView) -> dict[str, tuple[str, ...]]:
+    out = {}
+    for r in wl.ranks:
+        rec = monitor.model.pods.get((r.namespace, r.pod))
+        out[r.pod] = rec.containers if rec is not None else ()
+    return out
+
+
+def _refresh_ranks(engine: LogEngine, printer: Printer, monitor: Monitor) -> None:
+    wl = engine.workload
+    if wl is not None:
+        printer.set_ranks(wl, _containers(monitor, wl))
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "-"
+    from monitors.logs.lines import format_ts
+
+    text = format_ts(int(at * 1e9))
+    return text[:19] + "Z" if text.endswith(".000000000Z") else text
+
+
+def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, colour: bool) -> None:
+    if output == "json":
+        doc: dict[str, Any] = {"workload": wl.name, "namespace": wl.namespace, "kind": wl.kind, "failure": None}
+        if report is not None:
+            doc["failure"] = report.as_json()
+            doc["lines"] = [{"ts": ln.iso, "line": ln.text} for ln in report.lines]
+        import orjson
+
+        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return
+    if report is None:
+        sys.stdout.write(f"No rank of {wl.kind.lower()}/{clean(wl.name)} has failed.\n")
+        return
+    f = report.failure
+    rank = f"rank {f.rank}" if f.rank is not None else "no global rank"
+    rows = [
+        ("First failure", f"{f.label} (role {f.role}, {rank})"),
+        ("Pod", f.pod),
+        ("Container", f.container),
+        ("Exit code", f"{f.exit_code} ({f.reason})" if f.reason else str(f.exit_code)),
+        ("Finished", _when(f.at)),
+    ]
+    if f.message:
+        rows.append(("Message", f.message))
+    out = [f"{k + ':':<15}{clean(v)}" for k, v in rows]
+    which = "previous instance" if report.previous else "instance that failed"
+    if report.lines:
+        out.append(f"\nLast {plural(len(report.lines), 'line')} of the {which}:")
+        bold = "\x1b[1m" if colour else ""
+        reset = "\x1b[0m" if colour else ""
+        for ln in report.lines:
+            body = ln.safe.to_ansi() if colour else ln.text
+            out.append(f"{bold}[{clean(f.label)}]{reset} {body}")
+    else:
+        out.append(f"\n({clean(report.note)})")
+    sys.stdout.write("\n".join(out) + "\n")

@@ -1,0 +1,125 @@
+"""The flags the `ranks` commands share, and how a command reads them.
+
+The global flags (`--kubeconfig`, `--context`, `--prometheus`, `--read-only`, `--request-timeout`)
+are on the group and on every subcommand, so they are accepted before or after the subcommand as
+kubectl accepts its flags (a later one wins: `merge_globals`). `-p PROJECT` given before the
+subcommand counts too (`group_project`). Project and workload names are checked here, before any
+request (exit 2 with the rule they break).
+
+Light: this module is on the path of `ranks --help` and of shell completion.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+GLOBAL_KEYS = ("kubeconfig", "context", "prometheus", "read_only", "request_timeout")
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
+_UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+
+
+def parse_request_timeout(text: str) -> float:
+    """kubectl's --request-timeout: `30s`, `1m`, `1m30s`, `500ms`, a bare number of seconds, or
+    `0` for no timeout. Seconds (0.0: none); ValueError with the rule when malformed."""
+    s = text.strip()
+    if re.fullmatch(r"\d+(\.\d*)?", s):
+        return float(s)
+    pos, total = 0, 0.0
+    for m in _DURATION.finditer(s):
+        if m.start() != pos:
+            break
+        total += float(m.group(1)) * _UNIT[m.group(2)]
+        pos = m.end()
+    if not s or pos != len(s):
+        raise ValueError(f'"{text}" is not a duration (use e.g. 30s, 1m, 1m30s; 0 means no timeout)')
+    return total
+
+
+def _request_timeout(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
+    if value is None or ctx.resilient_parsing:  # (shell completion parses half-typed words)
+        return None
+    try:
+        return parse_request_timeout(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx=ctx, param=param) from None
+
+
+def _project_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None or ctx.resilient_parsing:  # (shell completion parses half-typed words)
+        return None
+    from monitors.names import project_problem
+
+    problem = project_problem(value)
+    if problem:
+        raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
+
+
+def _workload_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    if value is None or ctx.resilient_parsing:  # (shell completion parses half-typed words)
+        return None
+    from monitors.names import workload_problem
+
+    problem = workload_problem(value)
+    if problem:
+        raise click.BadParameter(problem, ctx=ctx, param=param)
+    return value
+
+
+def workload_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """WORKLOAD (NAME or KIND/NAME), checked before anything is sent."""
+    return click.argument("workload", callback=_workload_name)(fn)
+
+
+def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The global flags, on the group and on every subcommand (a later one wins)."""
+    fn = click.option("--request-timeout", "request_timeout", metavar="DURATION", default=None,
+                      callback=_request_timeout,
+                      help="How long one request to the API server may take before giving up (as kubectl: "
+                           "30s, 1m; 0: no limit). Default 30s; a server that keeps failing is given up on "
+                           "after the same time.")(fn)
+    fn = click.option("--kubeconfig", metavar="PATH", default=None, help="Path to the kubeconfig file.")(fn)
+    fn = click.option("--context", metavar="NAME", default=None, help="The kubeconfig context to use.")(fn)
+    fn = click.option("--prometheus", metavar="URL", default=None,
+                      help="Prometheus URL (default: discovered through the API server).")(fn)
+    fn = click.option("--read-only", "read_only", is_flag=True, default=None,
+                      help="Refuse every action that changes the cluster.")(fn)
+    return fn
+
+
+def merge_globals(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The global flags given to the group, overridden by those given to the subcommand (which
+    are popped from `kwargs`): the `opts` every command runs with."""
+    obj = ctx.ensure_object(dict)
+    merged = dict(obj)
+    for key in GLOBAL_KEYS:
+        value = kwargs.pop(key, None)
+        if value is not None:
+            merged[key] = value
+    return merged
+
+
+def group_project(ctx: click.Context, project: str | None) -> str | None:
+    """-p given before the subcommand (``ranks -p team-a list``) counts too."""
+    return project or (ctx.obj or {}).get("dashboard", {}).get("project")
+
+
+def dashboard_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The dashboard's flags (`ranks` and `ranks demo`): theme, ASCII, the project to open on."""
+    fn = click.option("--theme", metavar="NAME", default=None,
+                      help="Theme: dark, light, high-contrast, colour-blind or one of yours.")(fn)
+    fn = click.option("--ascii", is_flag=True, default=False, help="Only ASCII glyphs (no Unicode bars).")(fn)
+    fn = click.option("-p", "--project", metavar="PROJECT", default=None, callback=_project_name,
+                      help="Open on this project's workloads (default: the config's, else all).")(fn)
+    return fn
+
+
+OUTPUT = click.option("-o", "--output", type=click.Choice(["table", "wide", "json", "yaml"]), default="table",
+                      show_default=True, help="Output format.")
+PROJECT = click.option("-p", "--project", metavar="PROJECT", default=None, callback=_project_name,
+                       help="Project name (team-a) or namespace (runai-team-a).")
+ALL = click.option("-A", "--all-projects", "all_projects", is_flag=True, help="All projects.")

@@ -1,0 +1,173 @@
+"""`ranks projects | list | get | top`: the one-shot commands over the live model.
+
+Each lists what it needs (no watch), reads GPU metrics once, prints, and exits with a documented
+code. Cluster text is sanitised (monitors.sanitize) and printed as plain text.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from monitors.connection import ClusterConfig, ExitCode
+
+from .common import (
+    UserError,
+    emit_structured,
+    error,
+    event_order,
+    load_monitor,
+    locate,
+    print_get,
+    print_nodes,
+    print_projects,
+    print_workloads,
+    run,
+)
+from .options import ALL, OUTPUT, PROJECT, global_options, group_project, merge_globals, workload_argument
+
+if TYPE_CHECKING:
+    from monitors.monitor import Monitor
+
+
+@click.command("projects")
+@OUTPUT
+@global_options
+@click.pass_context
+def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
+    """Projects (Run:ai namespaces, or plain namespaces) with GPU quota, allocation and use."""
+    sys.exit(run_projects(merge_globals(ctx, kwargs), output))
+
+
+@click.command("list")
+@PROJECT
+@ALL
+@click.option("--status", "status", metavar="STATUS", default=None,
+              help="Only workloads with this status (Running, Pending, Degraded, Failed, ...).")
+@click.option("--mine", is_flag=True, help="Only workloads I submitted.")
+@OUTPUT
+@global_options
+@click.pass_context
+def list_command(ctx: click.Context, project: str | None, all_projects: bool, status: str | None, mine: bool,
+                 output: str, **kwargs: Any) -> None:
+    """Distributed workloads of a project (default: the context's) or of all projects."""
+    sys.exit(run_list(merge_globals(ctx, kwargs), group_project(ctx, project), all_projects, status, mine, output))
+
+
+@click.command("get")
+@workload_argument
+@PROJECT
+@OUTPUT
+@global_options
+@click.pass_context
+def get_command(ctx: click.Context, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
+    """One workload: header, every rank with placement and GPU use, recent events.
+
+    WORKLOAD is a name, or KIND/NAME (pytorchjob/mnist) when names clash.
+    """
+    sys.exit(run_get(merge_globals(ctx, kwargs), workload, group_project(ctx, project), output))
+
+
+@click.command("top")
+@click.argument("what", type=click.Choice(["nodes", "projects"]), default="nodes")
+@OUTPUT
+@global_options
+@click.pass_context
+def top_command(ctx: click.Context, what: str, output: str, **kwargs: Any) -> None:
+    """GPU allocation and utilisation per node or per project."""
+    sys.exit(run_top(merge_globals(ctx, kwargs), what, output))
+
+
+def _note_forbidden(monitor: Monitor) -> None:
+    """One line for what may not be listed (per namespace), not one per kind."""
+    by_ns: dict[str, list[str]] = {}
+    for inf in monitor.informers:
+        if inf.name in monitor.status.forbidden:
+            by_ns.setdefault(inf.namespace or "", []).append(inf.kind.plural)
+    for ns, plurals in sorted(by_ns.items()):
+        where = f" in {ns}" if ns else " in any namespace"
+        print(f"ranks: warning: forbidden to list {', '.join(sorted(plurals))}{where}; not shown",
+              file=sys.stderr)
+
+
+def run_projects(opts: dict[str, Any], output: str) -> int:
+    async def body(cfg: ClusterConfig) -> int:
+        monitor = await load_monitor(cfg, opts, None, nodes=False)
+        try:
+            _note_forbidden(monitor)
+            print_projects(list(monitor.model.projects.values()), output)
+            return ExitCode.OK
+        finally:
+            await monitor.stop()
+
+    return run(opts, body)
+
+
+def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, status: str | None, mine: bool,
+             output: str) -> int:
+    if project and all_projects:
+        return error("-p/--project and -A/--all-projects cannot be used together", ExitCode.USAGE)
+
+    async def body(cfg: ClusterConfig) -> int:
+        where: str | tuple[str, ...] | None = None if all_projects else (project or (cfg.namespace,))
+        monitor = await load_monitor(cfg, opts, where, nodes=False)
+        namespaces = None if all_projects else monitor.scope
+        try:
+            _note_forbidden(monitor)
+            wls = list(monitor.model.workloads.values())
+            if status:
+                wls = [w for w in wls if w.status.lower() == status.lower()]
+            if mine:
+                me = cfg.impersonate_user or cfg.user
+                wls = [w for w in wls if w.user == me]
+            wls.sort(key=lambda w: (w.namespace, w.name))
+            print_workloads(wls, output, show_project=namespaces is None)
+            return ExitCode.OK
+        finally:
+            await monitor.stop()
+
+    return run(opts, body)
+
+
+def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:
+    async def body(cfg: ClusterConfig) -> int:
+        monitor, wl = await locate(cfg, opts, ref, project, events=True, metrics=True)
+        try:
+            _note_forbidden(monitor)
+            events = sorted(monitor.model.events_for(wl, 10_000), key=event_order)[-20:]  # the newest 20
+            if output in ("json", "yaml"):
+                from monitors.export import get_json
+
+                emit_structured(get_json(wl, events), output)
+            else:
+                print_get(wl, events, output, monitor.metrics_note,
+                          events_forbidden=monitor.status.forbidden.get(f"events in {wl.namespace}", ""))
+            return ExitCode.OK
+        finally:
+            await monitor.stop()
+
+    return run(opts, body)
+
+
+def run_top(opts: dict[str, Any], what: str, output: str) -> int:
+    async def body(cfg: ClusterConfig) -> int:
+        monitor = await load_monitor(cfg, opts, None, nodes=(what == "nodes"), metrics_for=what)
+        try:
+            if what == "nodes":
+                forbidden = [m for n, m in monitor.status.forbidden.items() if n.startswith("nodes")]
+                if forbidden:
+                    raise UserError(f"forbidden: {forbidden[0]}", ExitCode.FORBIDDEN)
+                print_nodes(sorted(monitor.model.nodes.values(), key=lambda n: n.name), output)
+            else:
+                _note_forbidden(monitor)
+                print_projects(list(monitor.model.projects.values()), output)
+            problem = monitor.metrics_problem
+            if problem and output in ("table", "wide"):
+                print(f"ranks: note: GPU metrics unavailable: {problem}", file=sys.stderr)
+            return ExitCode.OK
+        finally:
+            await monitor.stop()
+
+    return run(opts, body)

@@ -1,0 +1,331 @@
+"""The dashboard's actions (#7): shell, exec on all ranks, delete, suspend/resume, convert, new
+session. A mixin of `RanksApp`: the work runs on the data loop (sessions/*, no UI), results come
+back as futures awaited in workers; read-only mode refuses each with the reason."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual import work
+from textual.app import SuspendNotSupported
+
+from monitors.connection import ExitCode
+from monitors.humanize import plural
+from monitors.model_views import RankView, WorkloadView
+from monitors.sanitize import clean
+from sessions import convert, lifecycle
+from sessions.errors import SessionError
+from sessions.exec_all import run_on_ranks
+from sessions.exec_bridge import ExecError, ExecOutcome
+from sessions.manifests import SubmitSpec, spec_problems
+from sessions.shell import (
+    NotYet,
+    explain_end,
+    not_running_reason,
+    pick_rank,
+    run_shell_session,
+    session_history,
+    shell_target,
+)
+from sessions.submit import submit
+from sessions.terminal import LocalTerminal
+
+from .screens.dialogs import ConfirmScreen, ConvertScreen, ExecScreen, NewSessionScreen, PromptScreen
+
+if TYPE_CHECKING:
+    from .app import RanksApp
+
+WorkloadKey = tuple[str, str, str]
+
+
+def _message(exc: BaseException) -> str:
+    return clean(getattr(exc, "message", None) or str(exc) or type(exc).__name__, limit=300)
+
+
+class DashboardActions:
+    """Mixed into RanksApp."""
+
+    # -- shared ----------------------------------------------------------------------------------------
+    def refused(self: RanksApp, action: str) -> bool:
+        if self.read_only:
+            self.notify(f"read-only mode ({self.read_only_why}): refusing to {action}", severity="error",
+                        markup=False)
+            return True
+        return False
+
+    def _client(self: RanksApp) -> Any:
+        monitor = self.data.monitor
+        if monitor is None:
+            raise ExecError("not connected to the API server", ExitCode.UNREACHABLE)
+        return monitor.client
+
+    async def _on_data(self: RanksApp, coro: Any) -> Any:
+        return await asyncio.wrap_future(self.data.run_coroutine(coro))
+
+    # -- shell -----------------------------------------------------------------------------------------
+    def shell_into(self: RanksApp, wl: WorkloadView, rank: RankView | None = None) -> None:
+        if self.refused(f"open a shell in {wl.name}"):
+            return
+        try:
+            r = rank or pick_rank(wl)
+        except (NotYet, ExecError) as exc:
+            self.notify(_message(exc), severity="warning", markup=False)
+            return
+        why = not_running_reason(r)
+        if why is not None:
+            self.notify(f"cannot open a shell yet: {why}", severity="warning", markup=False)
+            return
+        outcome: ExecOutcome | None = None
+        problem = ""
+        try:
+            with self.suspend():
+                try:
+                    outcome, problem = self.data.run_coroutine(self._shell(wl, r)).result()
+                except Exception as exc:  # shown after the repaint
+                    problem = _message(exc)
+        except SuspendNotSupported:
+            self.notify("a shell needs a real terminal (this one cannot be suspended)", severity="error",
+                        markup=False)
+            return
+        self.refresh(layout=True, repaint=True)
+        if problem:
+            self.notify(problem, severity="error", markup=False)
+        elif outcome is not None:
+            self.notify(f"shell in {r.pod} ended (exit {outcome.exit_code})", markup=False)
+
+    async def _shell(self: RanksApp, wl: WorkloadView, r: RankView) -> tuple[ExecOutcome, str]:
+        client = self._client()
+        target = await shell_target(client, wl, r)
+        outcome = await run_shell_session(client, target, LocalTerminal())
+        return outcome, await explain_end(client, target, outcome)
+
+    # -- exec on all ranks -------------------------------------------------------------------------------
+    def exec_all(self: RanksApp, wl: WorkloadView) -> None:
+        if self.refused(f"run a command on the ranks of {wl.name}"):
+            return
+
+        def got(command: str | None) -> None:
+            if command:
+                self._exec(wl, command)
+
+        self.push_screen(PromptScreen(f"Run on every rank of {wl.name}", placeholder="nvidia-smi -L"), got)
+
+    def _exec(self: RanksApp, wl: WorkloadView, command: str) -> None:
+        stopped = [why for r in wl.ranks if (why := not_running_reason(r)) is not None]
+        if stopped or not wl.ranks:
+            self.notify("not running: " + ("; ".join(stopped) or "no pods"), severity="warning", markup=False)
+            return
+        argv = ["/bin/sh", "-c", command]
+        screen = ExecScreen(wl.key, [command])
+        self.push_screen(screen)
+        self._run_exec(screen, wl, argv)
+
+    @work(group="exec")
+    async def _run_exec(self: RanksApp, screen: ExecScreen, wl: WorkloadView, argv: Sequence[str]) -> None:
+        width = max(len(r.label) for r in wl.ranks)
+
+        def on_line(r: RankView, channel: int, line: bytes) -> None:
+            text = line.decode("utf-8", "replace")
+            self.call_from_thread(screen.add_line, r.label, width, text)
+
+        async def go() -> list[Any]:
+            return await run_on_ranks(self._client(), wl, wl.ranks, argv, on_line)
+
+        try:
+            results = await self._on_data(go())
+        except Exception as exc:
+            screen.finish(Text(f"failed: {_message(exc)}", style="bold"))
+            return
+        summary = Text()
+        failed = 0
+        for res in results:
+            ok = res.ok
+            failed += not ok
+            summary.append(f"{res.rank.label}: exit {res.exit_code}" + (f" ({clean(res.error)})" if res.error else "")
+                           + "  ", style="" if ok else "bold")
+        summary.append("— all succeeded" if not failed else f"— {failed} failed", style="bold")
+        screen.finish(summary)
+
+    # -- delete, suspend, resume -----------------------------------------------------------------------------
+    def delete_workload(self: RanksApp, wl: WorkloadView) -> None:
+        if self.refused(f"delete {wl.name}"):
+            return
+        what = "interactive session" if wl.interactive else "workload"
+        question = Text(f"Delete {what} {wl.kind.lower()}/{clean(wl.name)} in {clean(wl.namespace)} "
+                        f"({wl.status}, {plural(len(wl.ranks), 'pod')})?")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._lifecycle(wl, "delete")
+
+        self.push_screen(ConfirmScreen(question, yes="Delete"), answered)
+
+    def toggle_suspend(self: RanksApp, wl: WorkloadView) -> None:
+        verb = "resume" if wl.status == "Suspended" else "suspend"
+        if self.refused(f"{verb} {wl.name}"):
+            return
+        extra = " (its pods are deleted; the job stays)" if verb == "suspend" else ""
+        question = Text(f"{verb.capitalize()} {wl.kind.lower()}/{clean(wl.name)}{extra}?")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._lifecycle(wl, verb)
+
+        self.push_screen(ConfirmScreen(question, yes=verb.capitalize()), answered)
+
+    @work(group="lifecycle")
+    async def _lifecycle(self: RanksApp, wl: WorkloadView, verb: str) -> None:
+        async def go() -> None:
+            target = lifecycle.target_of(wl)
+            client = self._client()
+            if verb == "delete":
+                await lifecycle.delete(client, target)
+            else:
+                await lifecycle.set_suspended(client, target, verb == "suspend")
+
+        try:
+            await self._on_data(go())
+        except Exception as exc:
+            self.notify(_message(exc), severity="error", markup=False)
+            return
+        self.notify(f"{wl.name}: {verb}{'d' if verb.endswith('e') else 'ed'}", markup=False)
+
+    # -- convert ----------------------------------------------------------------------------------------------
+    def convert_workload(self: RanksApp, wl: WorkloadView) -> None:
+        if self.refused(f"convert {wl.name}"):
+            return
+        if not wl.interactive:
+            self.notify(f"{wl.name} is not an interactive session", severity="warning", markup=False)
+            return
+        self._open_convert(wl)
+
+    @work(group="convert", exclusive=True)
+    async def _open_convert(self: RanksApp, wl: WorkloadView) -> None:
+        async def go() -> tuple[dict[str, Any], list[str]]:
+            client = self._client()
+            job = await lifecycle.get(client, lifecycle.target_of(wl))
+            history: list[str] = []
+            with contextlib.suppress(ExecError, SessionError):  # no history: the form starts empty
+                if not_running_reason(pick_rank(wl)) is None:
+                    history = await session_history(client, wl)
+            return job, history
+
+        try:
+            job, history = await self._on_data(go())
+        except Exception as exc:
+            self.notify(_message(exc), severity="error", markup=False)
+            return
+
+        def build(job: dict[str, Any], command: str, name: str | None) -> tuple[dict[str, Any], str]:
+            new = convert.unattended(job, command, name)
+            return new, convert.diff(job, new)
+
+        self.push_screen(ConvertScreen(wl.key, job, history, build))
+
+    def submit_conversion(self: RanksApp, key: WorkloadKey, new: dict[str, Any], delete_interactive: bool) -> None:
+        wl = self.store.workloads.get(key)
+        if wl is None:
+            self.notify("the interactive session is gone", severity="error", markup=False)
+            return
+        name = new["metadata"]["name"]
+        more = " and delete the interactive session" if delete_interactive else ""
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._convert(wl, new, delete_interactive)
+
+        self.push_screen(ConfirmScreen(Text(f"Submit {wl.kind.lower()}/{name} in {wl.namespace}{more}?"),
+                                       yes="Submit", destructive=delete_interactive), answered)
+
+    @work(group="convert")
+    async def _convert(self: RanksApp, wl: WorkloadView, new: dict[str, Any], delete_interactive: bool) -> None:
+        async def go() -> lifecycle.Target:
+            client = self._client()
+            source = lifecycle.target_of(wl)
+            created = await convert.create(client, source, new)
+            if delete_interactive:
+                await lifecycle.delete(client, source)
+            return created
+
+        try:
+            created = await self._on_data(go())
+        except Exception as exc:
+            self.notify(_message(exc), severity="error", markup=False)
+            return
+        self.notify(f"{created.ref} created" + (f"; {wl.name} deleted" if delete_interactive else ""), markup=False)
+        self.go_back()
+        self.open_workload((created.namespace, created.kind, created.name))
+
+    # -- new session ----------------------------------------------------------------------------------------------
+    def new_session(self: RanksApp, namespace: str | None = None) -> None:
+        if self.refused("submit a new session"):
+            return
+        projects = sorted(((p.name, p.namespace) for p in self.store.projects.values()), key=lambda x: x[0])
+        self.push_screen(NewSessionScreen(projects, namespace or (projects[0][1] if len(projects) == 1 else None),
+                                          self._submit_form))
+
+    def _submit_form(self: RanksApp, values: dict[str, Any]) -> None:
+        screen = self.screen
+        if not isinstance(screen, NewSessionScreen):
+            return
+        try:
+            spec = spec_from_form(values, self.me, self.store.projects.get(values["namespace"]))
+        except ValueError as exc:
+            screen.show_problems([("", str(exc))])
+            return
+        problems = [(p.flag, p.message) for p in spec_problems(spec)]
+        if not values["namespace"]:
+            problems = [("--project", "choose a project")] + [p for p in problems if "project" not in p[0]]
+        if problems:
+            screen.show_problems(problems)
+            return
+        self._submit_spec(spec)
+
+    @work(group="submit", exclusive=True)
+    async def _submit_spec(self: RanksApp, spec: SubmitSpec) -> None:
+        async def go() -> dict[str, Any]:
+            return await submit(self._client(), spec)
+
+        try:
+            created = await self._on_data(go())
+        except SessionError as exc:
+            screen = self.screen
+            if isinstance(screen, NewSessionScreen):
+                screen.show_problems([("", exc.message)])
+            return
+        except Exception as exc:
+            self.notify(_message(exc), severity="error", markup=False)
+            return
+        self.notify(f"{created['kind'].lower()}/{spec.name} submitted", markup=False)
+        self.go_back()
+        self.open_workload((spec.namespace, created["kind"], spec.name))
+
+
+def spec_from_form(values: dict[str, Any], user: str, project: Any) -> SubmitSpec:
+    """The form's strings as a SubmitSpec (numbers parsed; lists split on commas)."""
+    def number(field: str, cast: Any, default: Any = None) -> Any:
+        raw = values.get(field, "")
+        if not raw:
+            return default
+        try:
+            return cast(raw)
+        except ValueError:
+            raise ValueError(f"{field.replace('_', ' ')}: not a number: {raw!r}") from None
+
+    def items(field: str) -> list[str]:
+        return [x.strip() for x in values.get(field, "").split(",") if x.strip()]
+
+    command = values.get("command") or None
+    return SubmitSpec(
+        name=values.get("name", ""), framework=str(values.get("framework") or "pytorch"),
+        image=values.get("image", ""), workers=number("workers", int, 0),
+        namespace=values.get("namespace", ""), project=getattr(project, "name", "") or "", user=user,
+        gpus=number("gpus", int, 0), gpu_portion=number("gpu_portion", float),
+        slots_per_worker=number("slots_per_worker", int), cpu=values.get("cpu") or None,
+        memory=values.get("memory") or None, env=items("env"), volumes=items("volumes"),
+        node_pool=values.get("node_pool") or None, interactive=command is None, command=command,
+    )

@@ -1,0 +1,402 @@
+"""Dialogs and screens of the actions (#7): confirm, a one-line prompt, exec output, the
+convert diff, the new-session form. They collect input and show results; the work runs on the
+data loop (tui/dashboard_actions.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.content import Content
+from textual.screen import ModalScreen, Screen
+from textual.style import Style as VisualStyle
+from textual.widgets import Button, Checkbox, Input, Label, Log, OptionList, Select, Static
+
+from monitors.sanitize import clean
+
+from .base import RanksScreen
+
+DIALOG_CSS = """
+    {cls} {{ align: center middle; }}
+    {cls} > Vertical {{ width: 76; max-width: 100%; height: auto; max-height: 90%; border: round $accent;
+                       background: $surface; padding: 0 1; }}
+    {cls}.-ascii > Vertical {{ border: ascii $accent; }}
+    {cls} .buttons {{ height: auto; align-horizontal: right; margin-top: 1; }}
+    {cls} Button {{ margin-left: 1; min-width: 10; }}
+    {cls} .error {{ color: $error; height: auto; }}
+"""
+
+
+def _ascii(screen: ModalScreen[Any]) -> None:
+    glyphs = getattr(screen.app, "glyphs", None)
+    screen.set_class(getattr(glyphs, "name", "") == "ascii", "-ascii")
+
+
+DESTRUCTIVE = frozenset({"delete"})  # actions whose confirmation starts on Cancel
+
+
+def submit_or_cancel() -> ComposeResult:
+    """The buttons under a form: Submit (the action) and Cancel."""
+    with Horizontal(classes="buttons"):
+        yield Button("Submit", variant="primary", id="submit")
+        yield Button("Cancel", id="cancel")
+
+
+def steady_inputs(screen: Screen[Any]) -> None:
+    """No blinking cursors (a blink is a redraw, twice a second, over SSH too)."""
+    for inp in screen.query(Input):
+        inp.cursor_blink = False
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes or no: y confirms, n/Esc cancel, Enter presses the focused button. The focus starts on
+    the action when it is harmless (suspend, resume, submit) and on Cancel when it destroys
+    (`destructive`; by default when the action is "Delete"). Cancelling says so ("cancelled")."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("y", "answer(True)", "Yes"), ("n,escape", "answer(False)", "No")]
+    DEFAULT_CSS = DIALOG_CSS.format(cls="ConfirmScreen")
+
+    def __init__(self, question: Text | str, yes: str = "Yes", *, destructive: bool | None = None) -> None:
+        super().__init__()
+        self.question = question if isinstance(question, Text) else Text(question)
+        self.yes = yes
+        self.destructive = yes.lower() in DESTRUCTIVE if destructive is None else destructive
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.question)
+            with Horizontal(classes="buttons"):
+                yield Button(self.yes, variant="error" if self.destructive else "primary", id="yes")
+                yield Button("Cancel", id="no")
+
+    def on_mount(self) -> None:
+        _ascii(self)
+        self.query_one("#no" if self.destructive else "#yes", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.action_answer(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        if not value:
+            self.app.notify("cancelled", timeout=2, markup=False)
+        self.dismiss(value)
+
+
+class TickBox(Checkbox):
+    """A checkbox that reads as ticked or not without colour: `[x]` / `[ ]` with --ascii or in
+    mono, otherwise the box shows its X only when ticked."""
+
+    @property
+    def _button(self) -> Content:
+        style = self.get_visual_style("toggle--button")
+        glyphs = getattr(self.app, "glyphs", None)
+        look = getattr(self.app, "look", None)
+        if getattr(glyphs, "name", "") == "ascii" or getattr(look, "mono", False):
+            return Content.assemble((f"[{'x' if self.value else ' '}]", VisualStyle(bold=self.value)))
+        side = VisualStyle(foreground=style.background, background=self.background_colors[1])
+        return Content.assemble((self.BUTTON_LEFT, side), ("X" if self.value else " ", style),
+                                (self.BUTTON_RIGHT, side))
+
+
+class PromptScreen(ModalScreen[str | None]):
+    """One line of input (Enter submits, Esc cancels), with choices to pick from."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
+    DEFAULT_CSS = DIALOG_CSS.format(cls="PromptScreen") + """
+    PromptScreen OptionList { height: auto; max-height: 8; }
+    """
+
+    def __init__(self, title: str, value: str = "", placeholder: str = "", choices: Sequence[str] = ()) -> None:
+        super().__init__()
+        self.title_text = title
+        self.value = value
+        self.placeholder = placeholder
+        self.choices = list(choices)
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text(self.title_text, style="bold"))
+            yield Input(self.value, placeholder=self.placeholder, id="prompt")
+            if self.choices:
+                yield Label(Text("or pick one (most recent first):", style="dim"))
+                yield OptionList(*[Text(clean(c, limit=300)) for c in self.choices], id="choices")
+
+    def on_mount(self) -> None:
+        _ascii(self)
+        inp = self.query_one(Input)
+        inp.cursor_blink = False
+        inp.focus()
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.query_one(Input).value = self.choices[event.option_index]
+        self.query_one(Input).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ExecScreen(RanksScreen):
+    """Output of one command on several ranks, prefixed by rank, then each rank's exit status."""
+
+    DEFAULT_CSS = """
+    ExecScreen Log { height: 1fr; }
+    ExecScreen #summary { height: auto; padding: 0 1; background: $panel; }
+    """
+
+    def __init__(self, key: tuple[str, str, str], command: Sequence[str]) -> None:
+        super().__init__()
+        self.key = key
+        self.command = list(command)
+        self.done = False
+
+    @property
+    def crumb(self) -> str:  # type: ignore[override]
+        return f"exec {clean(' '.join(self.command), limit=40)}"
+
+    def body(self) -> ComposeResult:
+        yield Log(max_lines=20_000, id="output")
+        yield Static(Text("running…", style="italic"), id="summary")
+
+    def add_line(self, label: str, width: int, line: str) -> None:
+        self.query_one(Log).write_line(f"[{label:<{width}}] {clean(line.rstrip(chr(10)), limit=4000)}")
+
+    def finish(self, summary: Text) -> None:
+        self.done = True
+        self.query_one("#summary", Static).update(summary)
+
+    def action_back(self) -> None:
+        self.dashboard.go_back()
+
+
+class ConvertScreen(RanksScreen):
+    """The unattended job's diff against the interactive one, with the command, name and a confirm."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("ctrl+s", "submit", "Submit")]
+    DEFAULT_CSS = """
+    ConvertScreen #form { height: auto; padding: 0 1; }
+    ConvertScreen #form Input { width: 1fr; }
+    ConvertScreen #form Horizontal { height: auto; }
+    ConvertScreen #form Label { width: 10; padding-top: 1; }
+    ConvertScreen #diff { height: 1fr; padding: 0 1; }
+    ConvertScreen #problem { color: $error; height: auto; padding: 0 1; }
+    ConvertScreen .buttons { height: auto; align-horizontal: right; }
+    ConvertScreen Button { margin-left: 1; }
+    """
+
+    def __init__(self, key: tuple[str, str, str], job: dict[str, Any], history: Sequence[str],
+                 build: Callable[[dict[str, Any], str, str | None], tuple[dict[str, Any], str]]) -> None:
+        super().__init__()
+        self.key = key
+        self.job = job
+        self.history = list(history)
+        self.build = build  # (job, command, name) -> (new job, diff); raises SessionError
+        self.new: dict[str, Any] | None = None
+
+    @property
+    def crumb(self) -> str:  # type: ignore[override]
+        return f"convert {self.key[2]}"
+
+    def body(self) -> ComposeResult:
+        with Vertical(id="form"):
+            with Horizontal():
+                yield Label("command")
+                yield Input(self.history[0] if self.history else "", id="command",
+                            placeholder="what the job runs, e.g. horovodrun -np 4 -hostfile /etc/mpi/hostfile "
+                                        "python train.py")
+            with Horizontal():
+                yield Label("name")
+                yield Input(id="name", placeholder=f"{self.key[2]}-train")
+            if self.history:
+                yield OptionList(*[Text(clean(c, limit=300)) for c in self.history], id="history")
+            yield TickBox("delete the interactive session once the job is created", id="delete")
+        yield Static(id="problem")
+        with VerticalScroll(id="diff"):
+            yield Static(id="difftext")
+        yield from submit_or_cancel()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        steady_inputs(self)
+        self.query_one("#command", Input).focus()
+        self.rebuild()
+
+    @on(Input.Changed)
+    def _changed(self, event: Input.Changed) -> None:
+        self.rebuild()
+
+    @on(OptionList.OptionSelected, "#history")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.query_one("#command", Input).value = self.history[event.option_index]
+
+    def rebuild(self) -> None:
+        command = self.query_one("#command", Input).value
+        name = self.query_one("#name", Input).value.strip() or None
+        problem = self.query_one("#problem", Static)
+        try:
+            self.new, text = self.build(self.job, command, name)
+        except Exception as exc:  # SessionError: show it, keep the form
+            self.new = None
+            problem.update(Text(clean(getattr(exc, "message", str(exc)), limit=300)))
+            self.query_one("#difftext", Static).update("")
+            return
+        problem.update("")
+        self.query_one("#difftext", Static).update(DiffView(diff_text(text)))
+
+    @on(Button.Pressed, "#submit")
+    def _submit(self) -> None:
+        self.action_submit()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dashboard.go_back()
+
+    def action_submit(self) -> None:
+        if self.new is None:
+            self.notify("fix the problem first", severity="error", markup=False)
+            return
+        delete = self.query_one("#delete", Checkbox).value
+        self.dashboard.submit_conversion(self.key, self.new, delete)
+
+    def action_back(self) -> None:
+        self.dashboard.go_back()
+
+
+def diff_text(diff: str) -> Text:
+    t = Text(no_wrap=True)
+    for line in diff.splitlines():
+        style = "green" if line.startswith("+") else "red" if line.startswith("-") else \
+            "bold" if line.startswith("@@") else "dim"
+        t.append(clean(line, limit=500) + "\n", style=style)
+    return t
+
+
+class DiffView:
+    """A diff (`diff_text`) drawn at the width it is given: a line too long for it wraps, and every
+    row it wraps onto starts with the line's own marker (+, -, or a space for context), so a reader
+    (with or without colour) never takes an added line's continuation for context or removal."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+
+    def __str__(self) -> str:
+        return self.text.plain
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        avail = max(1, options.max_width - 1)  # the marker's column is the gutter
+        for line in self.text.split("\n"):
+            marker, body = line[:1], line[1:]
+            rows = body.wrap(console, avail, overflow="fold", no_wrap=False) if body.plain else [Text()]
+            for row in rows:
+                out = Text.assemble(marker, row, no_wrap=True, end="\n")
+                out.rstrip_end(avail + 1)
+                yield out
+
+
+class NewSessionScreen(RanksScreen):
+    """The `ranks submit` form: the same fields and the same validation."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [("ctrl+s", "submit", "Submit")]
+    DEFAULT_CSS = """
+    NewSessionScreen VerticalScroll { height: 1fr; padding: 0 1; }
+    NewSessionScreen Horizontal { height: auto; }
+    NewSessionScreen Label.field { width: 18; padding-top: 1; }
+    NewSessionScreen Input, NewSessionScreen Select { width: 1fr; }
+    NewSessionScreen #problems { color: $error; height: auto; padding: 0 1; }
+    NewSessionScreen .buttons { height: auto; align-horizontal: right; }
+    NewSessionScreen Button { margin-left: 1; }
+    """
+    crumb = "new session"
+    FIELDS: ClassVar[list[tuple[str, str, str]]] = [
+        ("name", "name", "my-session"),
+        ("image", "image", "nvcr.io/nvidia/pytorch:24.10-py3"),
+        ("workers", "workers", "2"),
+        ("gpus", "GPUs per worker", "1"),
+        ("gpu_portion", "GPU portion", "(instead of GPUs: 0.5)"),
+        ("slots_per_worker", "slots per worker", "(MPI; default: GPUs)"),
+        ("cpu", "CPU", "(e.g. 4)"),
+        ("memory", "memory", "(e.g. 16Gi)"),
+        ("env", "env", "K=V,K2=V2"),
+        ("volumes", "volumes", "PVC:/path,PVC2:/data:ro"),
+        ("node_pool", "node pool", "(any)"),
+        ("command", "command", "(empty: interactive, sleep infinity)"),
+    ]
+    FLAGS: ClassVar[dict[str, str]] = {"NAME": "name", "-i/--image": "image", "--image": "image",
+                                       "--workers": "workers", "-g/--gpus": "gpus", "--gpus": "gpus",
+                                       "--gpu-portion": "gpu_portion", "--slots-per-worker": "slots_per_worker",
+                                       "--cpu": "cpu", "--memory": "memory", "--env": "env", "--volume": "volumes",
+                                       "--node-pool": "node_pool", "--command": "command"}
+
+    def __init__(self, projects: Sequence[tuple[str, str]], project: str | None,
+                 on_submit: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__()
+        self.projects = list(projects)  # (label, namespace)
+        self.project = project
+        self.on_submit = on_submit
+
+    def body(self) -> ComposeResult:
+        with VerticalScroll():
+            with Horizontal():
+                yield Label("project", classes="field")
+                yield Select(self.projects, value=self.project if self.project else Select.NULL,
+                             id="project", allow_blank=not self.project)
+            with Horizontal():
+                yield Label("framework", classes="field")
+                yield Select([(f, f) for f in ("mpi", "pytorch", "tensorflow", "xgboost")], value="pytorch",
+                             allow_blank=False, id="framework")
+            for fid, label, placeholder in self.FIELDS:
+                with Horizontal():
+                    yield Label(label, classes="field")
+                    value = {"workers": "2", "gpus": "1", "image": "nvcr.io/nvidia/pytorch:24.10-py3"}.get(fid, "")
+                    yield Input(value, placeholder=placeholder, id=f"f-{fid}")
+        yield Static(id="problems")
+        yield from submit_or_cancel()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        steady_inputs(self)
+        self.query_one("#f-name", Input).focus()
+
+    def values(self) -> dict[str, Any]:
+        out: dict[str, Any] = {fid: self.query_one(f"#f-{fid}", Input).value.strip() for fid, _, _ in self.FIELDS}
+        out["framework"] = self.query_one("#framework", Select).value
+        project = self.query_one("#project", Select).value
+        out["namespace"] = "" if project is Select.NULL else str(project)
+        return out
+
+    def show_problems(self, problems: Sequence[tuple[str, str]]) -> None:
+        """(flag, message) pairs; the first field with a problem takes the focus."""
+        text = Text()
+        for _flag, message in problems:
+            text.append(f"{clean(message, limit=300)}\n")
+        self.query_one("#problems", Static).update(text)
+        for flag, _ in problems:
+            fid = self.FLAGS.get(flag)
+            if fid:
+                self.query_one(f"#f-{fid}", Input).focus()
+                break
+
+    @on(Button.Pressed, "#submit")
+    def _submit(self) -> None:
+        self.action_submit()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dashboard.go_back()
+
+    def action_submit(self) -> None:
+        self.on_submit(self.values())
+
+    def action_back(self) -> None:
+        self.dashboard.go_back()
