@@ -5,12 +5,21 @@ slots) with the chosen command instead of `sleep infinity`: on the launcher for 
 keep their sshd), on every replica for PyTorch, TF and XGBoost jobs; the interactive marker is
 dropped; the runPolicy becomes one for unattended runs (backoffLimit, cleanPodPolicy Running,
 ttlSecondsAfterFinished). `diff` shows what changes, for a confirmation before anything is created.
+
+The command is rewritten for the new job (`rewrite_command`): the session's own names (pods,
+hosts, the MPI headless service) become the new job's, and where the operator gives every pod a
+variable or a file, the command uses it: `--master_addr <session>-master-0` → `$MASTER_ADDR`, its
+port → `$MASTER_PORT`, a literal `--node_rank` → `$RANK` (the command runs on every replica), and
+an MPI `-H` list of all the session's workers → `--hostfile /etc/mpi/hostfile`. The command runs
+under `/bin/sh -c` in the new job's containers, where those variables expand.
 """
 
 from __future__ import annotations
 
 import copy
 import difflib
+import re
+from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -18,6 +27,7 @@ import yaml
 from monitors.connection import ExitCode
 from monitors.kube import ApiProblem, KubeClient
 
+from .cmdline import MPI_LAUNCHERS, TORCH_LAUNCHERS, Token, launches_in
 from .errors import SessionError
 from .lifecycle import Target, problem
 from .manifests import INTERACTIVE_GRACE_SECONDS, run_policy
@@ -59,8 +69,170 @@ def comparable(job: dict[str, Any]) -> dict[str, Any]:
             "spec": copy.deepcopy(job.get("spec") or {})}
 
 
+HOSTFILE = "/etc/mpi/hostfile"  # where the MPI operator mounts the hostfile in the launcher
+DEFAULT_MASTER_PORT = 23456  # the PyTorch operator's, when the master has no pytorchjob-port
+ROLES = r"(?:(?:master|worker|chief|ps|evaluator)-\d+|launcher(?:-[a-z0-9]{5})?)"
+NAME_END = r"(?![\w-]|\.[\w-])"  # a DNS name ends here (not in the middle of a longer one)
+ADDR_OPTIONS = frozenset({"--master_addr", "--master-addr"})
+PORT_OPTIONS = frozenset({"--master_port", "--master-port"})
+RDZV_OPTIONS = frozenset({"--rdzv_endpoint", "--rdzv-endpoint"})
+NODE_RANK_OPTIONS = frozenset({"--node_rank", "--node-rank"})
+HOST_OPTIONS = frozenset({"-H", "--host", "-host", "--hosts", "-hosts"})
+
+
+@dataclass(frozen=True)
+class SessionNames:
+    """What of an interactive job's identity a command may name."""
+
+    name: str
+    namespace: str
+    kind: str
+    workers: int
+    slots: int  # MPI slots per worker
+    master_port: int
+    hostfile: str
+
+    @property
+    def domain(self) -> str:
+        """The optional `.<job>.<ns>.svc[.cluster.local]` after a pod's name, as a pattern."""
+        ns = re.escape(self.namespace) if self.namespace else r"[a-z0-9-]+"
+        return rf"(?:\.{re.escape(self.name)}(?:\.{ns}(?:\.svc(?:\.[a-z0-9-]+)*)?)?)?"
+
+    def worker_index(self, host: str) -> int | None:
+        m = re.fullmatch(rf"{re.escape(self.name)}-worker-(\d+){self.domain}", host)
+        return int(m[1]) if m else None
+
+    def is_master(self, host: str) -> bool:
+        return re.fullmatch(rf"{re.escape(self.name)}-master-0{self.domain}", host) is not None
+
+
+def session_names(job: dict[str, Any]) -> SessionNames:
+    kind = job.get("kind", "")
+    spec = job.get("spec") or {}
+    replicas = spec.get(REPLICA_FIELDS.get(kind, "")) or {}
+    workers = int((replicas.get("Worker") or {}).get("replicas") or 0)
+    port, hostfile = DEFAULT_MASTER_PORT, HOSTFILE
+    for rtype, rspec in replicas.items():
+        for c in ((rspec.get("template") or {}).get("spec") or {}).get("containers") or []:
+            if rtype == "Master":
+                for p in c.get("ports") or []:
+                    if p.get("name") == "pytorchjob-port" and str(p.get("containerPort", "")).isdigit():
+                        port = int(p["containerPort"])
+            if rtype == "Launcher":
+                for e in c.get("env") or []:
+                    if e.get("name") == "OMPI_MCA_orte_default_hostfile" and e.get("value"):
+                        hostfile = str(e["value"])
+    slots = spec.get("slotsPerWorker")
+    return SessionNames(job["metadata"]["name"], job["metadata"].get("namespace") or "", kind, workers,
+                        slots if isinstance(slots, int) and slots > 0 else 1, port, hostfile)
+
+
+def rename(command: str, names: SessionNames, new: str) -> str:
+    """The session's pod and host names in `command` as the new job's: `<s>-worker-1`,
+    `<s>-master-0`, `<s>-launcher[-xxxxx]`, with or without `.<s>.<ns>.svc...`, and the headless
+    service `<s>.<ns>[.svc...]`."""
+    s = re.escape(names.name)
+    ns = re.escape(names.namespace) if names.namespace else r"[a-z0-9-]+"
+    svc = rf"\.{ns}(?:\.svc(?:\.[a-z0-9-]+)*)?"
+
+    def pod(m: re.Match[str]) -> str:
+        role = "launcher" if m["role"].startswith("launcher") else m["role"]  # the launcher's hostname
+        return f"{new}-{role}" + (f".{new}{m['rest']}" if m["dom"] is not None else "")
+
+    command = re.sub(rf"(?<![\w.-]){s}-(?P<role>{ROLES})(?P<dom>\.{s}(?P<rest>(?:{svc})?))?{NAME_END}", pod, command)
+    return re.sub(rf"(?<![\w.-]){s}(?P<rest>{svc}){NAME_END}", lambda m: f"{new}{m['rest']}", command)
+
+
+def leftovers(command: str, names: SessionNames) -> bool:
+    """Whether the session's name is still in `command` (not as one of its pod or host names,
+    which `rename` replaced: a path, a run name...)."""
+    return re.search(rf"(?<![\w-]){re.escape(names.name)}(?![\w-])", command) is not None
+
+
+def _options(args: list[Token], wanted: frozenset[str]) -> list[tuple[str, int, int, int, int, str, bool]]:
+    """Each `--opt=value` / `--opt value` of `wanted`: (option, option start, value start, value
+    end, end, value, single-quoted)."""
+    out = []
+    for i, t in enumerate(args):
+        opt, eq, value = t.text.partition("=")
+        if eq and opt in wanted:
+            out.append((opt, t.start, t.start, t.end, t.end, value, t.single_quoted))
+        elif not eq and t.text in wanted and i + 1 < len(args):
+            v = args[i + 1]
+            out.append((t.text, t.start, v.start, v.end, v.end, v.text, t.single_quoted or v.single_quoted))
+    return out
+
+
+def _torch_edits(args: list[Token], names: SessionNames) -> list[tuple[int, int, str]]:
+    edits = []
+    port = str(names.master_port)
+    for opt, start, vstart, vend, end, value, single in _options(
+            args, ADDR_OPTIONS | PORT_OPTIONS | RDZV_OPTIONS | NODE_RANK_OPTIONS):
+        if single:
+            continue  # no expansion there: `rename` gives the new job's names instead
+        new = None
+        if opt in ADDR_OPTIONS and names.is_master(value):
+            new = "$MASTER_ADDR"
+        elif opt in PORT_OPTIONS and value == port:
+            new = "$MASTER_PORT"
+        elif opt in RDZV_OPTIONS:
+            host, colon, p = value.rpartition(":") if ":" in value else (value, "", "")
+            if names.is_master(host):
+                new = "$MASTER_ADDR" + (":$MASTER_PORT" if p == port else f"{colon}{p}")
+        elif opt in NODE_RANK_OPTIONS and value.isdigit():
+            new = "$RANK"
+        if new is not None:
+            edits.append((start, end, f"{opt}={new}") if vstart == start else (vstart, vend, new))
+    return edits
+
+
+def _mpi_edits(args: list[Token], names: SessionNames) -> list[tuple[int, int, str]]:
+    edits = []
+    for _opt, start, _vs, _ve, end, value, _single in _options(args, HOST_OPTIONS):
+        seen: list[int] = []
+        for entry in value.split(","):
+            host, _, slots = entry.partition(":")
+            index = names.worker_index(host)
+            if index is None or (slots or "1") != str(names.slots):
+                break
+            seen.append(index)
+        else:
+            if sorted(seen) == list(range(names.workers)):
+                edits.append((start, end, f"--hostfile {names.hostfile}"))
+    return edits
+
+
+def rewrite_command(command: str, job: dict[str, Any], new_name: str) -> str:
+    """`command` (from the interactive job `job`'s shell) as the new job `new_name` runs it: the
+    operator's variables and hostfile where they say the same, the new job's names elsewhere; no
+    pod or host name of the session is left."""
+    names = session_names(job)
+    edits: list[tuple[int, int, str]] = []
+    for launch in launches_in(command):
+        args = launch.words[launch.args_from:]
+        if names.kind == "MPIJob" and launch.launcher in MPI_LAUNCHERS:
+            edits += _mpi_edits(args, names)
+        elif names.kind == "PyTorchJob" and launch.launcher in TORCH_LAUNCHERS:
+            edits += _torch_edits(args, names)
+    for start, end, text in sorted(edits, reverse=True):
+        command = command[:start] + text + command[end:]
+    return rename(command, names, new_name)
+
+
+def command_of(job: dict[str, Any]) -> str:
+    """The shell command a job built by `unattended` runs (its first replica's `sh -c` argument)."""
+    field = REPLICA_FIELDS.get(job.get("kind", ""), "")
+    for rspec in ((job.get("spec") or {}).get(field) or {}).values():
+        for c in ((rspec.get("template") or {}).get("spec") or {}).get("containers") or []:
+            argv = c.get("command") or []
+            if argv[:2] == ["/bin/sh", "-c"] and len(argv) == 3:
+                return str(argv[2])
+    return ""
+
+
 def unattended(job: dict[str, Any], command: str, name: str | None = None) -> dict[str, Any]:
-    """The unattended job built from interactive `job`, running `command` (a shell command line)."""
+    """The unattended job built from interactive `job`, running `command` (a shell command line,
+    rewritten for the new job by `rewrite_command`)."""
     kind = job.get("kind", "")
     field = REPLICA_FIELDS.get(kind)
     if field is None:
@@ -83,7 +255,7 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None) -> di
     out["metadata"] = meta
     spec = out["spec"]
     replicas: dict[str, Any] = spec.get(field) or {}
-    argv = ["/bin/sh", "-c", command]
+    argv = ["/bin/sh", "-c", rewrite_command(command, job, new_name)]
     changed = False
     for rtype, rspec in replicas.items():
         tmpl = rspec.setdefault("template", {})

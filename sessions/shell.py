@@ -1,6 +1,7 @@
 """A shell in a rank's pod: choosing the pod, the banner with ready-to-paste launch lines, the
-remote command (bash with a history file appended as each command runs; sh as a fallback), the
-session itself and why it ended, and reading back the history it recorded.
+remote command (bash recording each command with its exit status and time in a history file; sh
+as a fallback), the session itself and why it ended, reading back the history it recorded and
+picking the launch to convert from it.
 
 Nothing here opens the local terminal: the caller hands `run_shell_session` a byte stream
 (`sessions.terminal.LocalTerminal`, or an SSH channel), which is what `ExecSession.bridge` reads
@@ -9,7 +10,10 @@ and writes. The CLI (`ranks shell`) and the dashboard (`s`) both run a shell thr
 
 from __future__ import annotations
 
+import re
 import shlex
+import shutil
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +24,7 @@ from monitors.kube import ApiProblem, KubeClient, seg
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
 
+from .cmdline import LAUNCHERS, launcher_in
 from .errors import SessionError
 from .exec_all import run_on_ranks
 from .exec_bridge import ExecError, ExecOutcome, ExecSession
@@ -28,29 +33,52 @@ if TYPE_CHECKING:
     from .terminal import LocalTerminal
 
 HISTORY_NAME = ".ranks_history"
-LAUNCH_WORDS = ("horovodrun", "mpirun", "mpiexec", "torchrun", "python -m torch.distributed")
 
-# The remote side: find a writable history file, then bash with history appended before each
-# command runs (DEBUG trap) and after it (PROMPT_COMMAND); sh when there is no bash.
+# The remote side: find a writable history file, then bash, whose PROMPT_COMMAND appends each
+# command once it has finished as one record `<epoch>\t<exit status>\t<command>` (the lines after
+# the first of a multi-line command follow as `\t\t<line>`); the EXIT trap records the command
+# that ends the shell (`exit 5`) and leaves its status alone. A history number already recorded
+# (an empty Enter shows the same one again) is not recorded twice; the first prompt only notes
+# where bash's own history (loaded from ~/.bash_history) ends. Without bash: sh, with HISTFILE
+# pointing at the same file (shells that keep one write plain lines: no exit status).
 SHELL_SCRIPT = r"""
 H="${HOME:-/tmp}/__HIST__"
 ( : >> "$H" ) 2>/dev/null || H="/tmp/__HIST__"
 export RANKS_HISTFILE="$H"
 if command -v bash >/dev/null 2>&1; then
   RC="${TMPDIR:-/tmp}/.ranks_bashrc.$$"
-  cat > "$RC" <<'EOF'
+  cat > "$RC" <<'RANKS_RC'
+rm -f "$RANKS_RC"; unset RANKS_RC
 [ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"
-HISTFILE="$RANKS_HISTFILE"; HISTSIZE=10000; HISTFILESIZE=100000; HISTCONTROL=
-shopt -s histappend
-PROMPT_COMMAND='history -a'
-trap 'history -a' DEBUG
-rm -f "$RANKS_RC"
-EOF
+HISTSIZE=10000; HISTCONTROL=; HISTIGNORE=
+__ranks_record() {
+  local s=$? h n= t
+  h=$(HISTTIMEFORMAT= builtin history 1)
+  [[ $h =~ ^\ *([0-9]+)\*?\ \ (.*)$ ]] && n=${BASH_REMATCH[1]}
+  if [[ -z ${__ranks_seen+set} ]]; then
+    __ranks_seen=$n
+  elif [[ -n $n && $n != "$__ranks_seen" ]]; then
+    __ranks_seen=$n
+    printf -v t '%(%s)T' -1
+    printf '%s\t%s\t%s\n' "$t" "$s" "${BASH_REMATCH[2]//$'\n'/$'\n\t\t'}" >> "$RANKS_HISTFILE"
+  fi
+  builtin history -a 2>/dev/null
+  return $s
+}
+PROMPT_COMMAND="__ranks_record${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
+__ranks_on_exit=$(trap -p EXIT); __ranks_on_exit=${__ranks_on_exit#"trap -- "}
+eval "__ranks_on_exit=${__ranks_on_exit%" EXIT"}"
+trap '__ranks_record; eval "$__ranks_on_exit"' EXIT
+RANKS_RC
   export RANKS_RC="$RC"
   exec bash --rcfile "$RC" -i
 fi
+HISTFILE="$H"; export HISTFILE
 exec sh -i
 """.replace("__HIST__", HISTORY_NAME)
+
+RECORD = re.compile(r"(\d+)\t(-?\d+)\t(.*)")
+BASH_TIMESTAMP = re.compile(r"#(\d{9,12})")  # a plain history's time line (HISTTIMEFORMAT)
 
 
 def shell_command() -> list[str]:
@@ -64,16 +92,122 @@ def history_command() -> list[str]:
     return ["/bin/sh", "-c", script]
 
 
-def launch_commands(history: str) -> list[str]:
-    """Commands from a shell history that launch distributed training, most recent first, unique."""
-    out: list[str] = []
-    for line in reversed(history.splitlines()):
-        cmd = line.strip()
-        if not cmd or cmd.startswith("#"):
+@dataclass(frozen=True)
+class HistoryEntry:
+    """A command of the shell history; status and time None where not recorded (a history written
+    by an older ranks, or by sh: plain lines)."""
+
+    command: str
+    status: int | None = None
+    time: float | None = None
+
+
+def parse_history(text: str) -> list[HistoryEntry]:
+    """The commands of a history file, oldest first: records (`<epoch>\t<status>\t<command>` with
+    `\t\t<line>` continuations) and plain lines (a bash `#<epoch>` line before one is its time)."""
+    entries: list[HistoryEntry] = []
+    continues = False  # the last entry is a record: a `\t\t` line is more of its command
+    when: float | None = None
+    for line in text.split("\n"):
+        line = line.removesuffix("\r")
+        if continues and line.startswith("\t\t"):
+            last = entries[-1]
+            entries[-1] = HistoryEntry(f"{last.command}\n{line[2:]}", last.status, last.time)
             continue
-        if any(word in cmd for word in LAUNCH_WORDS) and cmd not in out:
-            out.append(cmd)
+        record = RECORD.fullmatch(line)
+        if record is not None:
+            entries.append(HistoryEntry(record[3], int(record[2]), float(record[1])))
+            continues, when = True, None
+            continue
+        continues = False
+        stamp = BASH_TIMESTAMP.fullmatch(line.strip())
+        if stamp is not None:
+            when = float(stamp[1])
+        elif line.strip():
+            entries.append(HistoryEntry(line.strip(), None, when))
+            when = None
+    return entries
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A command of the history that runs a distributed launcher (see `sessions.cmdline`)."""
+
+    command: str
+    launcher: str
+    status: int | None
+    time: float | None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0
+
+    def outcome(self) -> str:
+        return "exit status not recorded" if self.status is None else f"exit {self.status}"
+
+    def when(self, now: float) -> str:
+        if self.time is None:
+            return "from an older history (no time recorded)"
+        return f"from {ago(now - self.time)}"
+
+
+def ago(seconds: float) -> str:
+    s = int(seconds)
+    if s < 2:
+        return "just now"
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if s >= size:
+            return f"{plural(s // size, unit)} ago"
+    return f"{s} seconds ago"
+
+
+def launches(history: str) -> list[Launch]:
+    """The history's launch commands, most recent first: those whose command word (after
+    assignments, `env`, `time`, `nohup`) is a launcher; comments, `ranks ...` lines and other
+    commands never are."""
+    out: list[Launch] = []
+    for entry in reversed(parse_history(history)):
+        launcher = launcher_in(entry.command)
+        if launcher is not None:
+            out.append(Launch(entry.command.strip(), launcher, entry.status, entry.time))
     return out
+
+
+def launch_choices(found: list[Launch], *, allow_failed: bool) -> list[Launch]:
+    """What to offer in a picker, most recent first, each command once: the launches that exited 0
+    (with `allow_failed`, every launch)."""
+    out: list[Launch] = []
+    seen: set[str] = set()
+    for launch in found:
+        if (allow_failed or launch.ok) and launch.command not in seen:
+            seen.add(launch.command)
+            out.append(launch)
+    return out
+
+
+def pick_launch(found: list[Launch], *, allow_failed: bool = False, now: float | None = None,
+                where: str = f"~/{HISTORY_NAME}") -> tuple[Launch, str]:
+    """The launch to convert and what to say about it: the last that exited 0; with
+    `allow_failed`, the last whatever its status (said as a warning when it did not exit 0). A
+    history with no launch, or only failed ones (without `allow_failed`), is a SessionError (1)."""
+    now = time.time() if now is None else now
+    if not found:
+        raise SessionError(f"no launch in the session's shell history ({where}): run {', '.join(LAUNCHERS)} or "
+                           "python -m torch.distributed.run in `ranks shell` first, or give --command",
+                           ExitCode.ERROR)
+    ok = next((launch for launch in found if launch.ok), None)
+    chosen = found[0] if allow_failed or ok is None else ok
+    cmd = clean(chosen.command, limit=200)
+    if not chosen.ok and not allow_failed:
+        raise SessionError(f"no launch in the session's shell history exited 0; the last one, "
+                           f"{chosen.when(now)}, has {chosen.outcome()}: {cmd} "
+                           "(fix it and run it again in the shell, or pass --allow-failed to take it anyway)",
+                           ExitCode.ERROR)
+    if not chosen.ok:
+        return chosen, f"warning: using a launch that did not exit 0 ({chosen.outcome()}), {chosen.when(now)}: {cmd}"
+    later = found.index(chosen)
+    more = f"; {plural(later, 'later launch', 'later launches')} did not exit 0" if later else ""
+    return chosen, f"using the launch {chosen.when(now)} (exit 0{more}): {cmd}"
 
 
 class NotYet(ExecError):
@@ -166,34 +300,65 @@ def _slots(target: ShellTarget) -> int:
     return max(1, int(gpus))
 
 
+def ranks_on_path() -> bool:
+    """Whether `ranks` is a command on this machine (the banner's hints for it need it)."""
+    return shutil.which("ranks") is not None
+
+
+def _hostfile(target: ShellTarget) -> str:
+    return clean(target.env.get("OMPI_MCA_orte_default_hostfile") or "/etc/mpi/hostfile")
+
+
 def paste_lines(target: ShellTarget) -> list[str]:
-    """Ready-to-paste launch lines built from the workload's actual ranks."""
+    """Launch lines to paste in this shell, built from the workload's actual ranks; they run as
+    pasted in the pod (the launchers on its PATH, `train.py` in its working directory). PyTorch:
+    torchrun for this node, from the variables the operator set on every pod (see `other_ranks`)."""
     wl, env = target.workload, target.env
-    q = shlex.quote
     if wl.kind == "MPIJob":
         slots = _slots(target)
         np = len(target.workers) * slots
-        hosts = ",".join(f"{h}:{slots}" for h in _hosts(target))
-        hostfile = env.get("OMPI_MCA_orte_default_hostfile") or "/etc/mpi/hostfile"
+        hosts = ",".join(f"{clean(h)}:{slots}" for h in _hosts(target))
+        hostfile = _hostfile(target)
         return [
             f"horovodrun -np {np} -H {hosts} python train.py",
             f"horovodrun -np {np} -hostfile {hostfile} python train.py",
             f"mpirun -np {np} --hostfile {hostfile} python train.py",
         ]
     if wl.kind == "PyTorchJob":
-        nnodes = len(wl.ranks)
+        nnodes = max(len(wl.ranks), wl.ranks_total)
         nproc = max(1, int(max((r.gpus for r in wl.ranks), default=1)))
-        addr = env.get("MASTER_ADDR", f"{wl.name}-master-0")
-        port = env.get("MASTER_PORT", "23456")
-        line = (f"torchrun --nnodes={nnodes} --nproc_per_node={nproc} --node_rank=$RANK "
-                f"--master_addr={addr} --master_port={port} train.py")
-        return [line, f"# torchrun starts on every node: ranks exec {q(wl.name)} -p {q(wl.project)} --all -- "
-                      f"sh -c {q(line)}"]
-    return ["python train.py",
-            f"# on every replica: ranks exec {q(wl.name)} -p {q(wl.project)} --all -- python train.py"]
+        addr = "$MASTER_ADDR" if "MASTER_ADDR" in env else f"{clean(wl.name)}-master-0"
+        port = "$MASTER_PORT" if "MASTER_PORT" in env else "23456"
+        return [f"torchrun --nnodes={nnodes} --nproc_per_node={nproc} --node_rank=$RANK "
+                f"--master_addr={addr} --master_port={port} train.py"]
+    return ["python train.py"]
 
 
-def banner(target: ShellTarget) -> str:
+def other_ranks(target: ShellTarget, *, cli: bool) -> list[str]:
+    """Banner lines on starting the launch line on the other pods too (torchrun runs on every node,
+    a TF/XGBoost script on every replica; MPI's launcher starts every rank itself): a `ranks exec`
+    command for the user's own machine when `cli` (`ranks` is on its PATH), else which pods."""
+    wl = target.workload
+    if wl.kind == "MPIJob":
+        return []
+    others = [r for r in wl.ranks if r.pod != target.rank.pod]
+    if not others:
+        return []
+    what = "every node runs torchrun" if wl.kind == "PyTorchJob" else "every replica runs the script"
+    labels = [clean(r.label) for r in others]
+    if not cli:
+        return [f"  {what}: run line 1 in a shell on each of the other pods too ({', '.join(labels)})"]
+    q = shlex.quote
+    return [f"  {what}: to start it on the other {plural(len(others), 'pod')}, run on your machine "
+            "(not in this shell):",
+            f"    ranks exec {q(clean(wl.name))} -p {q(clean(wl.project))} --rank {','.join(labels)} -- "
+            f"sh -c {q(paste_lines(target)[0])}"]
+
+
+def banner(target: ShellTarget, *, cli: bool | None = None) -> str:
+    """What `ranks shell` prints before the prompt; `cli`: whether to show `ranks` commands for the
+    user's machine (default: when `ranks` is on the PATH)."""
+    cli = ranks_on_path() if cli is None else cli
     wl, r, env = target.workload, target.rank, target.env
     lines = [
         f"ranks shell: {clean(wl.kind)} {clean(wl.name)} (project {clean(wl.project)})",
@@ -203,16 +368,21 @@ def banner(target: ShellTarget) -> str:
         f"{fmt_gpus(wl.gpus_allocated)} {'GPU' if wl.gpus_allocated == 1 else 'GPUs'}",
     ]
     if wl.kind == "MPIJob":
-        hostfile = env.get("OMPI_MCA_orte_default_hostfile") or "/etc/mpi/hostfile"
-        lines.append(f"  hostfile {hostfile}: {', '.join(_hosts(target)) or 'no workers'}")
+        lines.append(f"  hostfile {_hostfile(target)}: {', '.join(clean(h) for h in _hosts(target)) or 'no workers'}")
     elif "MASTER_ADDR" in env:
-        lines.append(f"  master {env['MASTER_ADDR']}:{env.get('MASTER_PORT', '?')}")
+        lines.append(f"  master {clean(env['MASTER_ADDR'])}:{clean(env.get('MASTER_PORT', '?'))}")
     elif "TF_CONFIG" in env:
         lines.append("  TF_CONFIG is set on every replica")
     lines.append("  ready to paste:")
     lines += [f"    {line}" for line in paste_lines(target)]
-    lines.append(f"  commands are recorded in ~/{HISTORY_NAME}; 'ranks convert {wl.name} --from-history' "
-                 "turns the last launch into a training job")
+    lines += other_ranks(target, cli=cli)
+    lines.append(f"  commands and their exit status are recorded in ~/{HISTORY_NAME} (convert takes the last "
+                 "launch that exited 0)")
+    if cli:
+        lines.append(f"  on your machine, 'ranks convert {clean(wl.name)} -p {clean(wl.project)} --from-history' "
+                     "turns the last launch into a training job")
+    else:
+        lines.append("  convert (t in the dashboard) turns the last launch into a training job")
     return "\r\n".join(lines) + "\r\n"
 
 
@@ -262,9 +432,9 @@ async def explain_end(client: KubeClient, target: ShellTarget, outcome: ExecOutc
     return outcome.message if outcome.lost else ""
 
 
-async def session_history(client: KubeClient, wl: WorkloadView) -> list[str]:
-    """Launch commands from the session's shell history (in its lead pod), most recent first; a
-    history that cannot be read is a SessionError (exit 1)."""
+async def session_history(client: KubeClient, wl: WorkloadView) -> list[Launch]:
+    """Launches from the session's shell history (in its lead pod), most recent first, with their
+    exit status and time; a history that cannot be read is a SessionError (exit 1)."""
     lead = pick_rank(wl)
     chunks: list[bytes] = []
     results = await run_on_ranks(client, wl, [lead], history_command(),
@@ -272,4 +442,4 @@ async def session_history(client: KubeClient, wl: WorkloadView) -> list[str]:
     if not results[0].ok:
         raise SessionError(f"cannot read the shell history in {lead.pod}: "
                            f"{clean(results[0].error) or 'exit ' + str(results[0].exit_code)}", ExitCode.ERROR)
-    return launch_commands(b"".join(chunks).decode("utf-8", "replace"))
+    return launches(b"".join(chunks).decode("utf-8", "replace"))

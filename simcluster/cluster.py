@@ -77,8 +77,12 @@ class SimCluster:
         crds: tuple[CrdSpec, ...] = DEFAULT_CRDS,
         seed: int = 0,
         components: tuple[str, ...] | None = None,
+        pod_namespaces: bool | None = None,
     ) -> None:
         self.host = host
+        # pods in their own mount and UTS namespaces where the kernel allows (None: unless
+        # SIMCLUSTER_POD_NAMESPACES=0); False: the host's view, as on locked-down machines
+        self.pod_namespaces = pod_namespaces
         self.port = port
         self.tls = tls
         self.scenario = scenario

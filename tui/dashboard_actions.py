@@ -23,6 +23,7 @@ from sessions.exec_all import run_on_ranks
 from sessions.exec_bridge import ExecError, ExecOutcome
 from sessions.manifests import SubmitSpec, spec_problems
 from sessions.shell import (
+    Launch,
     NotYet,
     explain_end,
     not_running_reason,
@@ -205,10 +206,10 @@ class DashboardActions:
 
     @work(group="convert", exclusive=True)
     async def _open_convert(self: RanksApp, wl: WorkloadView) -> None:
-        async def go() -> tuple[dict[str, Any], list[str]]:
+        async def go() -> tuple[dict[str, Any], list[Launch]]:
             client = self._client()
             job = await lifecycle.get(client, lifecycle.target_of(wl))
-            history: list[str] = []
+            history: list[Launch] = []
             with contextlib.suppress(ExecError, SessionError):  # no history: the form starts empty
                 if not_running_reason(pick_rank(wl)) is None:
                     history = await session_history(client, wl)

@@ -99,7 +99,7 @@ class Authz:
         self.expired.add(token)
 
     def authenticate(self, authorization: str | None) -> Identity:
-        if authorization and authorization.startswith("Bearer "):
+        if authorization and authorization[:7].lower() == "bearer ":  # the scheme is case-insensitive
             tok = authorization[7:].strip()
             ident = self.tokens.get(tok)
             if ident is not None and tok not in self.expired:

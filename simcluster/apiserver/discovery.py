@@ -74,15 +74,16 @@ def resource_list(reg: Registry, group: str, version: str) -> dict[str, Any] | N
         resources.append(rt.discovery_entry())
         for sub in rt.subresources:
             verbs = ["get", "patch", "update"] if sub in ("status", "scale") else ["get", "create"]
-            resources.append(
-                {
-                    "name": f"{rt.plural}/{sub}",
-                    "singularName": "",
-                    "namespaced": rt.namespaced,
-                    "kind": rt.kind if sub == "status" else _sub_kind(sub),
-                    "verbs": verbs,
-                }
-            )
+            entry = {
+                "name": f"{rt.plural}/{sub}",
+                "singularName": "",
+                "namespaced": rt.namespaced,
+                "kind": rt.kind if sub == "status" else _sub_kind(sub),
+                "verbs": verbs,
+            }
+            if sub == "scale":  # autoscaling/v1 Scale, as kube-apiserver lists it
+                entry["group"], entry["version"] = "autoscaling", "v1"
+            resources.append(entry)
     return {
         "kind": "APIResourceList",
         "apiVersion": "v1",
@@ -110,8 +111,10 @@ def _resource_discovery(rt: ResourceType) -> dict[str, Any]:
     for sub in rt.subresources:
         verbs = ["get", "patch", "update"] if sub in ("status", "scale") else ["get", "create"]
         kind = rt.kind if sub == "status" else _sub_kind(sub)
-        subs.append({"subresource": sub, "responseKind": {"group": rt.group if sub == "status" else "",
-                                                           "version": rt.version, "kind": kind},
+        group = rt.group if sub == "status" else "autoscaling" if sub == "scale" else ""
+        subs.append({"subresource": sub, "responseKind": {"group": group,
+                                                           "version": "v1" if sub == "scale" else rt.version,
+                                                           "kind": kind},
                      "verbs": verbs})
     if subs:
         entry["subresources"] = subs
@@ -142,6 +145,7 @@ def _sub_kind(sub: str) -> str:
         "attach": "PodAttachOptions",
         "portforward": "PodPortForwardOptions",
         "proxy": "PodProxyOptions",
+        "scale": "Scale",
     }.get(sub, "Status")
 
 

@@ -15,11 +15,13 @@ import orjson
 import yaml
 from aiohttp import web
 
-from . import discovery, negotiation, tables
+from . import discovery, negotiation, protobuf_bodies, tables
 from .auth import Authz, Identity
 from .errors import ApiError, status_object
 from .faults import Faults, RequestLog, RequestRecord
 from .patch import PatchError, apply_patch, strategic_supported
+from .rendezvous import PREFIX as RENDEZVOUS_PREFIX
+from .rendezvous import Rendezvous
 from .resources import ResourceType
 from .selectors import FieldSelector, LabelSelector, SelectorError
 from .store import Event, ObjectStore, dumps
@@ -76,6 +78,29 @@ def json_response(obj: Any, status: int = 200, headers: dict[str, str] | None = 
     return web.Response(body=dumps(obj), status=status, content_type=JSON, headers=headers)
 
 
+def decode_body(raw: bytes, content_type: str, what: str = "request body") -> Any:
+    """A request body as kube-apiserver reads it: JSON (also when no type is given), YAML, or
+    Kubernetes protobuf for the built-in kinds; any other media type is refused with 415."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if media in ("application/vnd.kubernetes.protobuf",):
+        try:
+            return protobuf_bodies.decode(raw)
+        except protobuf_bodies.BodyError as exc:
+            raise ApiError(exc.status, exc.message, reason="UnsupportedMediaType" if exc.status == 415 else None
+                           ) from None
+    if media not in ("", "application/json", "application/yaml", "application/x-yaml", "text/yaml"):
+        raise ApiError(415, "the body of the request was in an unknown format - accepted media types include: "
+                            "application/json, application/yaml, application/vnd.kubernetes.protobuf",
+                       reason="UnsupportedMediaType")
+    try:
+        if "yaml" in media:
+            return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return orjson.loads(raw)
+    except (orjson.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ApiError(400, f"error decoding {what}: {msg}") from None
+
+
 def raw_response(raw: bytes, status: int = 200) -> web.Response:
     return web.Response(body=raw, status=status, content_type=JSON)
 
@@ -111,6 +136,7 @@ class ApiServer:
         self.admission: list[Callable[[ResourceType, dict[str, Any]], None]] = []
         self.admin = admin
         self.service_ips = IPAllocator("10.96.0.0/12")
+        self.rendezvous = Rendezvous(authz)  # the simulated torchrun's meeting point (not Kubernetes)
         self.app = web.Application(client_max_size=MAX_BODY)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
 
@@ -167,6 +193,8 @@ class ApiServer:
         )
         if path.startswith("/simcluster/admin/"):
             return await self._admin(request, who), "admin", who.name
+        if path.startswith(RENDEZVOUS_PREFIX):
+            return await self.rendezvous.handle(request, who), "rendezvous", who.name
         resp = self._discovery(path, request.headers.get("Accept"))
         if resp is not None:
             return resp, "", who.name
@@ -472,14 +500,7 @@ class ApiServer:
         raw = await ctx.request.read()
         if not raw:
             raise ApiError(400, "the body of the request was empty")
-        ctype = (ctx.request.content_type or "").lower()
-        try:
-            if "yaml" in ctype:
-                return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-            return orjson.loads(raw)
-        except (orjson.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
-            msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise ApiError(400, f"error decoding request body: {msg}") from None
+        return decode_body(raw, ctx.request.headers.get("Content-Type", ""))
 
     def _dry_run(self, ctx: Ctx) -> bool:
         vals = ctx.request.query.getall("dryRun", [])
@@ -611,10 +632,7 @@ class ApiServer:
         raw = await ctx.request.read()
         body: Any = None
         if raw:
-            try:
-                body = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                raise ApiError(400, "error decoding DeleteOptions") from None
+            body = decode_body(raw, ctx.request.headers.get("Content-Type", ""), what="DeleteOptions")
         prop, grace, pre = self._delete_options(ctx, body)
         rt = ctx.rt
         cur = self.store.get(rt, ctx.namespace, ctx.name)

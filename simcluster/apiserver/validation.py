@@ -89,6 +89,8 @@ def validate_new(rt: ResourceType, obj: dict[str, Any]) -> None:
             for i, c in enumerate(containers):
                 if not isinstance(c, dict) or not c.get("name"):
                     causes.append((f"spec.containers[{i}].name", "Required value"))
+    if rt.key in (("apps", "deployments"), ("apps", "replicasets")):
+        causes += _selector_problems(obj.get("spec"))
     if rt.key == ("apiextensions.k8s.io", "customresourcedefinitions"):
         spec = obj.get("spec") or {}
         expected = f"{(spec.get('names') or {}).get('plural', '')}.{spec.get('group', '')}"
@@ -127,6 +129,9 @@ def default(rt: ResourceType, obj: dict[str, Any], next_ip: Any) -> None:
             p.setdefault("protocol", "TCP")
             p.setdefault("targetPort", p.get("port"))
         spec.setdefault("sessionAffinity", "None")
+    elif rt.key == ("", "secrets"):
+        if not obj.get("type"):
+            obj["type"] = "Opaque"  # SetDefaults_Secret
     elif rt.key == ("batch", "jobs"):
         spec = obj.setdefault("spec", {})
         spec.setdefault("backoffLimit", 6)
@@ -136,6 +141,43 @@ def default(rt: ResourceType, obj: dict[str, Any], next_ip: Any) -> None:
         spec.setdefault("suspend", False)
         tmpl = spec.setdefault("template", {})
         tmpl.setdefault("spec", {}).setdefault("restartPolicy", "Never")
+    elif rt.key in (("apps", "deployments"), ("apps", "replicasets")):
+        spec = obj.setdefault("spec", {})
+        spec.setdefault("replicas", 1)
+        if rt.plural == "deployments":
+            spec.setdefault("strategy", {"type": "RollingUpdate",
+                                         "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}})
+            spec.setdefault("revisionHistoryLimit", 10)
+            spec.setdefault("progressDeadlineSeconds", 600)
+        tspec = spec.setdefault("template", {}).setdefault("spec", {})
+        tspec.setdefault("restartPolicy", "Always")
+        tspec.setdefault("terminationGracePeriodSeconds", 30)
+        tspec.setdefault("dnsPolicy", "ClusterFirst")
+        tspec.setdefault("schedulerName", "default-scheduler")
+        for c in tspec.get("containers") or ():
+            if isinstance(c, dict):
+                c.setdefault("terminationMessagePath", "/dev/termination-log")
+                c.setdefault("terminationMessagePolicy", "File")
+                c.setdefault("imagePullPolicy", "IfNotPresent")
+                c.setdefault("resources", {})
+
+
+def _selector_problems(spec: Any) -> list[tuple[str, str]]:
+    """apps/v1 ValidateDeploymentSpec / ValidateReplicaSetSpec: a selector that the template's
+    labels match (only matchLabels are checked here)."""
+    if not isinstance(spec, dict):
+        return [("spec", "Required value")]
+    selector = spec.get("selector")
+    if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        return [("spec.selector", "Required value")]
+    labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    wanted = selector.get("matchLabels") or {}
+    if not isinstance(labels, dict) or any(labels.get(k) != v for k, v in wanted.items()):
+        return [("spec.template.metadata.labels",
+                 f"Invalid value: {labels!r}: `selector` does not match template `labels`")]
+    if not ((spec.get("template") or {}).get("spec") or {}).get("containers"):
+        return [("spec.template.spec.containers", "Required value")]
+    return []
 
 
 def _qos(spec: dict[str, Any]) -> str:

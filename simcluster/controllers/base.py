@@ -112,6 +112,28 @@ class Controller(abc.ABC):
         """Bring the object named by `key` to its desired state."""
 
 
+def keys_of(store: Any, tkey: TypeKey) -> Iterable[Key]:
+    """(namespace, name) of every stored object of one type: a controller's initial keys."""
+    for st in store.items(tkey):
+        yield (st.obj["metadata"].get("namespace", ""), st.obj["metadata"]["name"])
+
+
+def event_keys(ev: Event, own: TypeKey, owner_kind: str, owner_group: str = "") -> Iterable[Key]:
+    """What to reconcile for a store event: the object itself when it is of type `own` (and not
+    deleted), else the owner its controller ownerReference names when that is a `owner_kind` (of
+    API group `owner_group`, when given)."""
+    meta = ev.obj.get("metadata") or {}
+    if ev.tkey == own:
+        if ev.type != "DELETED":
+            yield (meta.get("namespace", ""), meta.get("name", ""))
+        return
+    for ref in meta.get("ownerReferences") or ():
+        if isinstance(ref, dict) and ref.get("controller") and ref.get("kind") == owner_kind and (
+                not owner_group or str(ref.get("apiVersion", "")).startswith(owner_group + "/")):
+            yield (meta.get("namespace", ""), ref.get("name", ""))
+            return
+
+
 class EventRecorder:
     """core/v1 Events, aggregated like client-go's recorder (same object, reason and message:
     count + 1), with an index instead of a scan of the namespace's Events."""

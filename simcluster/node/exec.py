@@ -8,8 +8,10 @@ remote-command subprotocols (`simcluster.exec_channels`), and the command is sta
 - with `tty=true` in a new pseudo-terminal that becomes the controlling terminal of a new session
   (stderr merged into stdout, resize messages applied with TIOCSWINSZ, the first one before the
   command starts when it arrives promptly); otherwise with pipes, stdin only if requested;
-- with the container's environment, in the pod's root directory, in its own session and process
-  group, registered with the pod runtime for cleanup.
+- with the container's environment, in its working directory (`/workspace` unless the container
+  sets `workingDir`) and, where the pod has them, in the pod's mount and UTS namespaces (`podns`:
+  nsenter execs the command in place), in its own session and process group, registered with the
+  pod runtime for cleanup.
 
 The exit status goes on the error channel as a `Status`, then the socket is closed normally. If
 the pod is deleted or the container stops, the session's processes are killed (the command then
@@ -415,23 +417,29 @@ class ExecSession:
     def _environment(self) -> dict[str, str]:
         env = {str(k): str(v) for k, v in dict(self.runtime.container_env(self.container)).items()}
         env.setdefault("PATH", DEFAULT_PATH)
-        env.setdefault("HOME", str(self.runtime.root))
+        env.setdefault("HOME", str(getattr(self.runtime, "home", self.runtime.root)))
         if self.opts.tty:
             env.setdefault("TERM", "xterm")
         return env
 
+    def _host(self, path: str) -> str:
+        """An in-pod path as the host reaches it (the same path without pod namespaces)."""
+        holder = getattr(self.runtime, "holder", None)
+        return str(holder.host_path(path)) if holder is not None else path
+
     def _resolve(self, argv0: str, env: dict[str, str], cwd: str) -> str:
-        """The executable as runc finds it, or runc's error."""
+        """The executable as runc finds it (its path in the pod), or runc's error."""
         if "/" in argv0:
             path = argv0 if os.path.isabs(argv0) else os.path.join(cwd, argv0)
             try:
-                mode = os.stat(path).st_mode
+                mode = os.stat(self._host(path)).st_mode
             except OSError:
                 raise StartError(f'exec: "{argv0}": stat {argv0}: no such file or directory') from None
-            if stat.S_ISDIR(mode) or not os.access(path, os.X_OK):
+            if stat.S_ISDIR(mode) or not os.access(self._host(path), os.X_OK):
                 raise StartError(f'exec: "{argv0}": permission denied')
             return path
-        found = shutil.which(argv0, path=env.get("PATH", ""))
+        find = getattr(self.runtime, "find_executable", None)
+        found = find(argv0, env, cwd) if find is not None else shutil.which(argv0, path=env.get("PATH", ""))
         if found is None:
             raise StartError(f'exec: "{argv0}": executable file not found in $PATH')
         return found
@@ -446,14 +454,21 @@ class ExecSession:
 
     def _spawn(self) -> list[tuple[int, int | None]]:
         """Start the command; returns the output fds to pump and their channels."""
-        root = str(Path(self.runtime.root))
+        working_dir = getattr(self.runtime, "working_dir", None)
+        cwd = working_dir(self.container) if working_dir is not None else str(Path(self.runtime.root))
         env = self._environment()
         argv = list(self.opts.command)
         rewriter = getattr(self.runtime, "rewriter", None)
         if rewriter is not None:  # in-pod volume paths, as the kubelet maps its own argv
             with contextlib.suppress(Exception):
                 argv = [rewriter.rewrite(a) for a in argv]
-        executable = self._resolve(argv[0], env, root)
+        if not os.path.isdir(self._host(cwd)):
+            raise StartError(f'chdir to cwd ("{cwd}") set in config.json failed: no such file or directory')
+        executable = self._resolve(argv[0], env, cwd)
+        root = cwd
+        if getattr(self.runtime, "holder", None) is not None:
+            argv, root = self.runtime.command(argv, cwd)  # nsenter ... -- argv, in the pod's namespaces
+            executable = argv[0]
         outputs: list[tuple[int, int | None]] = []
         if self.opts.tty:
             master, slave = os.openpty()

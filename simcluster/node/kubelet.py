@@ -4,13 +4,16 @@
 
 - A pod with `spec.nodeName` naming a node in the store, not terminal and not being deleted,
   gets a `PodRuntime` (`podruntime`; its status: `podstatus`): a directory
-  `<workdir>/pods/<ns>_<name>_<uid>` as filesystem root, working directory and HOME; a pod IP
-  from the node's `spec.podCIDR` (else 10.244.0.0/16), `hostIP` the node's InternalIP; volumes
-  (`podvolumes`); environment (`podenv`: downward API, ConfigMap/Secret
-  refs, `envFrom`, `$(VAR)` expansion, and absolute paths under volume mount paths rewritten into
-  the pod root, e.g. `OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile` becomes
-  `<root>/etc/mpi/hostfile`, so `cat "$OMPI_MCA_orte_default_hostfile"` works); init containers
-  in order, then every container as a real process; status written through the store.
+  `<workdir>/pods/<ns>_<name>_<uid>`; a pod IP from the node's `spec.podCIDR` (else
+  10.244.0.0/16), `hostIP` the node's InternalIP; volumes (`podvolumes`), `/workspace` and the
+  service-account files; where the kernel allows it, its own mount and UTS namespaces (`podns`:
+  its volumes at their mount paths, e.g. `/etc/mpi/hostfile`, its name as hostname, HOME `/root`),
+  else the host's view with that directory as HOME and absolute paths under volume mount paths
+  rewritten into it (`OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile` becomes
+  `<root>/etc/mpi/hostfile`); environment (`podenv`: downward API, ConfigMap/Secret refs,
+  `envFrom`, `$(VAR)` expansion; the simulated launchers of `simcluster.node.launchers`, installed
+  once in `<workdir>/bin`, first on PATH); init containers in order, then every container as a
+  real process; status written through the store.
 - Pods that arrive already carrying container statuses (scenario data such as the `scale`
   scenario's 20,000 pods, "no process backs any of the pods") are left alone, as are terminal
   pods the kubelet never ran and pods annotated `simcluster.ranks/in-process: "true"`.
@@ -24,8 +27,9 @@
   until the grace period ends), SIGKILL to every process group of the pod after the grace
   period, writes the final status and removes the pod from the store. Terminal pods are removed at once. A pod removed from the store
   by other means (cascade, namespace deletion) has its processes stopped the same way.
-- `sim.stop()` stops every process (SIGTERM, then SIGKILL after `shutdown_grace`) and waits. If
-  simcluster is killed outright, the reaper (`simcluster.node.reaper`) kills what is left.
+- `sim.stop()` stops every process (SIGTERM, then SIGKILL after `shutdown_grace`) and waits, then
+  the pods' namespace holders. If simcluster is killed outright, the reaper
+  (`simcluster.node.reaper`) kills what is left.
 - Nodes: a node without a `Ready` condition gets `Ready=True`, one without an InternalIP gets one.
 - `pods/log`: see `podlogs`.
 
@@ -43,12 +47,15 @@ import functools
 import ipaddress
 import logging
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..apiserver.errors import ApiError
 from ..apiserver.store import Event, now_rfc3339
 from ..controllers.base import Controller
+from .launchers import install as install_launchers
 from .podlogs import serve_pod_log
+from .podns import PodNamespaces, wanted
 from .podruntime import PodRuntime
 from .procfs import ProcessTable
 from .reaper import Reaper
@@ -127,6 +134,8 @@ class Kubelet(Controller):
         self.pod_ips = IPPool()
         self.node_ips = IPPool()
         self.stopping = False
+        self.bin_dir: Path | None = None  # the simulated launchers, first on every pod's PATH
+        self.podns: PodNamespaces | None = None  # pods' mount and UTS namespaces (None: off)
         self._node_waiters: dict[str, set[tuple[str, str]]] = {}
         self._disposing: set[asyncio.Task[None]] = set()
 
@@ -313,6 +322,8 @@ class Kubelet(Controller):
         for task in list(self._disposing):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self.podns is not None:
+            self.podns.close()
         self.reaper.close()
 
 
@@ -327,6 +338,13 @@ def install(sim: SimCluster, **options: Any) -> Kubelet:
     opts = {**(getattr(sim, "kubelet_options", None) or {}), **options}
     kubelet = Kubelet(sim, **opts)
     kubelet.reaper.start()
+    try:
+        kubelet.bin_dir = install_launchers(sim.workdir / "bin")
+    except OSError as exc:
+        log.warning("kubelet: cannot install the simulated launchers: %s", exc)
+    if wanted(getattr(sim, "pod_namespaces", None)):
+        kubelet.podns = PodNamespaces(sim.workdir, ("/tmp", sim.workdir), reaper=kubelet.reaper)
+        kubelet.podns.start()
     sim.kubelet = kubelet  # type: ignore[attr-defined]
     sim.server.subresources["pods/log"] = functools.partial(serve_pod_log, kubelet)
     sim.server.delete_hooks.append(kubelet.delete_hook)

@@ -14,8 +14,8 @@ Follows the kubelet (`pkg/kubelet/kubelet_pods.go` makeEnvironmentVariables and 
   `secretKeyRef` (a missing non-optional source is a `CreateContainerConfigError`);
 - command and args are expanded against the container's final environment.
 
-simcluster specific: processes run on the host, so absolute paths that point into volumes would
-miss the pod's files. `rewrite_paths` maps env values (and whole argv elements) that are absolute
+simcluster specific: without pod namespaces (`podns`) processes see the host's filesystem, so
+absolute paths that point into volumes would miss the pod's files. `rewrite_paths` maps env values (and whole argv elements) that are absolute
 paths at or under a volume mountPath to the pod root: with a ConfigMap mounted at `/etc/mpi`,
 `OMPI_MCA_orte_default_hostfile=/etc/mpi/hostfile` becomes `<root>/etc/mpi/hostfile`.
 Colon-separated lists of absolute paths are rewritten element by element.

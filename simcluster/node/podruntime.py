@@ -1,16 +1,29 @@
 """One pod on a simulated node: its directory, its processes, their restarts, its status.
 
 A `PodRuntime` is created by the kubelet (`simcluster.node.kubelet`) for a pod bound to a node. The
-pod's filesystem root is `<workdir>/pods/<ns>_<name>_<uid>`: the working directory (unless the
-container sets `workingDir`, then that path inside the root) and `HOME` of every process, where
-volumes are written (`podvolumes`) and where `$HOME/.kube/config` points kubectl and the
-Python client at simcluster. Every container's `command` + `args` runs as a local process (the
-image is ignored; with only `args`, the args are the command line) in its own session, stdin
-`/dev/null`, stdout/stderr captured into CRI log files (`podlogs`).
+pod's directory `<workdir>/pods/<ns>_<name>_<uid>` (`root`) holds its volumes (`podvolumes`, at
+`<root>/<mountPath>`), `<root>/workspace` (the image's WORKDIR; the demo's `train.py` is copied in),
+the service-account files at `<root>/var/run/secrets/kubernetes.io/serviceaccount/` (`token`: the
+service account's own when simcluster has a user `system:serviceaccount:<ns>:<name>`, else the
+admin's; `ca.crt` when simcluster serves TLS; `namespace`; none with
+`automountServiceAccountToken: false` on the pod or its service account, or a volume there) and
+`<root>/.kube/config`, which points kubectl and the Python client at simcluster. Every
+container's `command` + `args` runs as a local process (the image is ignored; with only `args`,
+the args are the command line) in its own session, stdin `/dev/null`, stdout/stderr captured into
+CRI log files (`podlogs`).
 
-Environment: see `podenv` (including the rewriting of absolute paths under volume
-mount paths into the root). `PATH` is the host's, `HOME` the root, `HOSTNAME` spec.hostname or the
-pod name, `KUBERNETES_SERVICE_HOST/PORT` simcluster's address.
+Where the kernel allows it (`podns`), the pod has its own mount and UTS namespaces, held by a
+sleeping process, and every process (containers, probes, exec sessions) joins them through
+`nsenter`: the pod sees the host's filesystem copy-on-write with those directories at their
+in-pod paths (`/etc/mpi/hostfile`, `/workspace`, `/var/run/secrets/...`, `/root/.kube`), its name
+(or spec.hostname) as hostname, `HOME=/root` (written per pod, kept across exec sessions), and
+starts in the container's `workingDir`, else `/workspace`. Without namespaces processes see the
+host: absolute paths under volume mount paths are rewritten into the root (`podenv`), `HOME` is
+the root and they start in `<root>/workspace` (or `<root>/<workingDir>`).
+
+Environment: see `podenv`. `PATH` is the simulated launchers' directory (`<workdir>/bin`:
+`mpirun`, `horovodrun`, `torchrun`, `python`; `simcluster.node.launchers`) then the host's PATH,
+`HOSTNAME` spec.hostname or the pod name, `KUBERNETES_SERVICE_HOST/PORT` simcluster's address.
 
 The runtime supervises the processes (starting, restarting, probing, signalling, reaping) and keeps
 each container's runs; the status computed from them is `podstatus`'s, written here through the
@@ -26,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import shutil
@@ -39,6 +53,7 @@ import yaml
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
 from ..controllers.base import record_event
+from .launchers import HERE as LAUNCHERS
 from .podenv import (
     ContainerConfigError,
     PathRewriter,
@@ -49,6 +64,8 @@ from .podenv import (
     service_env,
 )
 from .podlogs import LogWriter, read_text
+from .podns import Holder, PodNamespaceError
+from .podns_helper import remove_tree
 from .podstatus import Conditions, container_state, default_waiting, go_duration, pod_phase, pod_status
 from .podvolumes import materialise
 from .procfs import handles_signal, pid_exists
@@ -61,6 +78,11 @@ log = logging.getLogger("simcluster.kubelet")
 
 OOM_ANNOTATION = "simcluster.ranks/oom-after-seconds"
 PODS = ("", "pods")
+WORKSPACE = "/workspace"  # every simcluster image's WORKDIR
+POD_HOME = "/root"  # HOME in a pod with namespaces (the image's root user)
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TRAIN = LAUNCHERS / "train.py"  # the demo's training program, in every pod's /workspace
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 class Instance:
@@ -186,6 +208,7 @@ class PodRuntime:
         self.final_phase: str | None = None
         self.start_time = now_rfc3339()
         self.rewriter = PathRewriter(self.root, ())
+        self.holder: Holder | None = None  # the pod's namespaces (None: the host's view, paths rewritten)
         self._children: set[int] = set()
         self._child_groups: set[int] = set()
         self.conditions = Conditions()
@@ -198,8 +221,50 @@ class PodRuntime:
 
     # -- public API ----------------------------------------------------------------------------
     def resolve(self, path: str) -> Path:
-        """An absolute in-pod path as the host path under the pod root."""
+        """An absolute in-pod path as the host reaches it: through the pod's namespaces while it
+        has them, else under the pod root (where volumes, /workspace and the service-account
+        files are in both cases)."""
+        if self.holder is not None and self.holder.alive():
+            return self.holder.host_path(path)
         return in_pod_path(self.root, path)
+
+    @property
+    def hostname(self) -> str:
+        return str((self.pod.get("spec") or {}).get("hostname") or self.name)[:63]
+
+    @property
+    def home(self) -> str:
+        """The processes' HOME (in the pod's view)."""
+        return POD_HOME if self.holder is not None else str(self.root)
+
+    def working_dir(self, container: str) -> str:
+        """Where the container's processes and exec sessions start (in the pod's view): the
+        container's workingDir, else the image's WORKDIR /workspace (`<root>/workspace` on the host
+        without namespaces)."""
+        run = self._by_name.get(container)
+        wd = str((run.spec.get("workingDir") if run is not None else "") or "")
+        if self.holder is not None:
+            return os.path.normpath("/" + wd.lstrip("/")) if wd else WORKSPACE
+        return str(in_pod_path(self.root, wd or WORKSPACE))
+
+    def find_executable(self, name: str, env: dict[str, str], cwd: str) -> str | None:
+        """Where the pod finds command `name` (its path in the pod's view), or None."""
+        path = env.get("PATH", DEFAULT_PATH)
+        if self.holder is not None:
+            return self.holder.which(name, path, cwd)
+        if "/" in name:
+            full = os.path.join(cwd, name)
+            return full if os.path.isfile(full) and os.access(full, os.X_OK) else None
+        return shutil.which(name, path=path)
+
+    def command(self, argv: list[str], cwd: str) -> tuple[list[str], str]:
+        """(argv, cwd) that run `argv` in the pod, in its directory `cwd`, from the host (the
+        same process: with namespaces, nsenter execs the command in place)."""
+        if self.holder is None:
+            return argv, cwd
+        if not self.holder.alive():
+            raise ProcessLookupError(errno.ESRCH, "the pod sandbox is gone")
+        return self.holder.command(argv, cwd), "/"
 
     def container_names(self) -> list[str]:
         """Regular containers in spec order, then init containers."""
@@ -331,6 +396,7 @@ class PodRuntime:
         """Every container is done for good: stop sidecars and exec'd processes; phase is terminal."""
         self.finished = True
         self.final_phase = self._phase()
+        self.release_sandbox()
         for run in self.init_runs:
             if run.kind == "sidecar" and run.last is not None and run.last.running:
                 self._signal_instance(run.last, signal.SIGTERM)
@@ -347,36 +413,126 @@ class PodRuntime:
         return self.terminating
 
     async def _prepare(self) -> bool:
-        """Root directory, volumes, kubeconfig. False (with an event) when volumes cannot be set up."""
+        """Root directory, volumes, kubeconfig, /workspace, service-account files, namespaces.
+        False (with an event) when volumes cannot be set up."""
         self.root.mkdir(parents=True, exist_ok=True)
+        token, automount = self._service_account()
         try:
-            kube = self.root / ".kube"
-            kube.mkdir(exist_ok=True)
-            cfg = kube / "config"
-            fd = os.open(cfg, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as fh:
-                yaml.safe_dump(self.sim.kubeconfig(), fh, sort_keys=False)
-        except OSError as exc:
-            log.warning("kubelet: cannot write the pod kubeconfig: %s", exc)
-        try:
-            mounts = materialise(self.pod, self.root, self._lookup, self.allocatable, self.sim.admin_token)
+            mounts = materialise(self.pod, self.root, self._lookup, self.allocatable, token)
         except Exception as exc:  # a malformed volume must not stop the kubelet
             self.event("Warning", "FailedMount", f"MountVolume.SetUp failed: {exc}")
             return False
-        self.rewriter = PathRewriter(self.root, mounts)
+        paths = sorted({os.path.normpath(m) for m in mounts if m.startswith("/") and os.path.normpath(m) != "/"})
+        sa = automount and not any(_under(SA_DIR, p) or _under(p, SA_DIR) for p in paths)
+        kube, workspace, sa_dir = self.root / ".kube", self.root / WORKSPACE.lstrip("/"), in_pod_path(self.root, SA_DIR)
+        for d in (kube, workspace, *([sa_dir] if sa else [])):
+            with contextlib.suppress(OSError):
+                d.mkdir(parents=True, exist_ok=True)
+        podns = self.kubelet.podns
+        sandbox = None
+        if podns is not None and self.holder is None:  # set up while the files below are written
+            sandbox = asyncio.ensure_future(podns.create(**self._sandbox(paths, sa)))
+        try:
+            try:
+                fd = os.open(kube / "config", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                with os.fdopen(fd, "w") as fh:
+                    yaml.safe_dump(self.sim.kubeconfig(), fh, sort_keys=False)
+            except OSError as exc:
+                log.warning("kubelet: cannot write the pod kubeconfig: %s", exc)
+            if WORKSPACE not in paths and TRAIN.is_file():
+                try:
+                    shutil.copyfile(TRAIN, workspace / TRAIN.name)
+                except OSError as exc:
+                    log.warning("kubelet: cannot copy %s into /workspace: %s", TRAIN.name, exc)
+            if sa:
+                sa = self._write_service_account(sa_dir, token)
+        finally:
+            if sandbox is not None:
+                try:
+                    self.holder = await sandbox
+                except PodNamespaceError as exc:
+                    log.warning("kubelet: pod %s/%s runs in the host's view: %s", self.namespace, self.name, exc)
+                if self.terminating or self.removed:
+                    self.release_sandbox()
+        if self.holder is None:
+            self.rewriter = PathRewriter(self.root, [*paths, *([SA_DIR] if sa else [])])
         return True
+
+    def _service_account(self) -> tuple[str, bool]:
+        """The token the pod's service account gets (its own when simcluster has a user
+        `system:serviceaccount:<ns>:<name>`, else the admin's) and whether it is mounted."""
+        spec = self.pod.get("spec") or {}
+        sa = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
+        tokens = getattr(self.sim, "user_tokens", None) or {}
+        token = tokens.get(f"system:serviceaccount:{self.namespace}:{sa}") or self.sim.admin_token
+        automount = spec.get("automountServiceAccountToken")
+        if automount is None:
+            obj = self._lookup("serviceaccounts", sa)
+            automount = obj.get("automountServiceAccountToken") if obj is not None else None
+        return token, automount is not False
+
+    def _write_service_account(self, target: Path, token: str) -> bool:
+        """token, ca.crt (when simcluster serves TLS) and namespace, as kube-api-access gives them."""
+        ca = getattr(self.sim, "ca_pem", None)
+        files = {"token": token.encode(), "namespace": self.namespace.encode()}
+        if ca:
+            files["ca.crt"] = ca
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+            for name, data in files.items():
+                path = target / name
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+        except OSError as exc:
+            log.warning("kubelet: cannot write the service-account files: %s", exc)
+            return False
+        return True
+
+    def _sandbox(self, paths: list[str], sa: bool) -> dict[str, Any]:
+        """What the pod's namespaces hold: see `podns`."""
+        own = self.root / ".simcluster"
+        binds: list[tuple[Path | str, str]] = [
+            (self.root / WORKSPACE.lstrip("/"), WORKSPACE), (self.root / ".kube", f"{POD_HOME}/.kube"),
+        ]
+        if sa:
+            binds.append((in_pod_path(self.root, SA_DIR), SA_DIR))
+        for p in paths:
+            binds.append((os.path.realpath(in_pod_path(self.root, p)), p))
+        spec = self.pod.get("spec") or {}
+        names = self.hostname
+        if spec.get("subdomain"):
+            names = f"{self.hostname}.{spec['subdomain']}.{self.namespace}.svc.cluster.local\t{self.hostname}"
+        hosts = ("# Kubernetes-managed hosts file (simcluster: the pod's name is a loopback address).\n"
+                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
+                 "fe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n"
+                 f"127.0.1.1\t{names}\n")
+        return {
+            "rootfs": own / "rootfs", "upper": own / "upper", "work": own / "work", "scratch": own / "scratch",
+            "home": (own / "home", POD_HOME), "hostname": self.hostname, "binds": binds,
+            "files": [("/etc/hostname", self.hostname + "\n"), ("/etc/hosts", hosts)],
+        }
+
+    def release_sandbox(self) -> None:
+        """Kill the pod's namespace holder (the namespaces last as long as a process is in them)."""
+        holder = self.holder
+        podns = self.kubelet.podns
+        if holder is not None and not holder.killed:
+            if podns is not None:
+                podns.release(holder)
+            else:
+                holder.kill()
 
     def _lookup(self, plural: str, name: str) -> dict[str, Any] | None:
         st = self.store.find(("", plural), self.namespace, name)
         return st.obj if st is not None else None
 
     def _base_env(self) -> dict[str, str]:
-        spec = self.pod.get("spec") or {}
-        return {
-            "PATH": os.environ.get("PATH", "/usr/local/bin:/usr/bin:/bin"),
-            "HOSTNAME": str(spec.get("hostname") or self.name)[:63],
-            "HOME": str(self.root),
-        }
+        path = os.environ.get("PATH") or DEFAULT_PATH
+        bin_dir = getattr(self.kubelet, "bin_dir", None)
+        if bin_dir is not None:
+            path = f"{bin_dir}:{path}"
+        return {"PATH": path, "HOSTNAME": self.hostname, "HOME": self.home}
 
     def _rewrite(self, env: dict[str, str]) -> dict[str, str]:
         return self.rewriter.rewrite_env(env, keep=("PATH", "HOME"))
@@ -470,20 +626,22 @@ class PodRuntime:
         run.last = inst
         image = str(run.spec.get("image") or "")
         self.event("Normal", "Pulled", f'Container image "{image}" already present on machine')
-        workdir = self.root
-        if run.spec.get("workingDir"):
-            workdir = self.resolve(str(run.spec["workingDir"]))
-            with contextlib.suppress(OSError):
-                workdir.mkdir(parents=True, exist_ok=True)
+        workdir = self.working_dir(run.name)
+        with contextlib.suppress(OSError):  # created when missing, as runc does
+            (self.holder.host_path(workdir) if self.holder is not None else Path(workdir)).mkdir(
+                parents=True, exist_ok=True)
         loop = asyncio.get_running_loop()
         try:
+            if self.holder is not None and self.find_executable(argv[0], env, workdir) is None:
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
+            cmd, cwd = self.command(argv, workdir)
             transport, _ = await loop.subprocess_exec(
                 lambda: _Protocol(inst, self, self.kubelet.read_pause),
-                *argv,
+                *cmd,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
-                cwd=str(workdir),
+                cwd=cwd,
                 env=env,
                 start_new_session=True,
                 preexec_fn=pdeathsig_preexec(),
@@ -612,10 +770,11 @@ class PodRuntime:
     async def _exec_probe(self, cmd: list[str], run: ContainerRun, timeout: float) -> bool:
         env = run.env or self._rewrite(self._base_env())
         try:
+            argv, cwd = self.command([self.rewriter.rewrite(a) for a in cmd], self.working_dir(run.name))
             proc = await asyncio.create_subprocess_exec(
-                *[self.rewriter.rewrite(a) for a in cmd], stdin=asyncio.subprocess.DEVNULL,
+                *argv, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-                cwd=str(self.root), env=env, start_new_session=True, preexec_fn=pdeathsig_preexec(),
+                cwd=cwd, env=env, start_new_session=True, preexec_fn=pdeathsig_preexec(),
             )
         except OSError:
             return False
@@ -709,6 +868,7 @@ class PodRuntime:
                         await asyncio.shield(self._task)
             self.finished = True
             self.final_phase = self._phase(terminal=True)
+            self.release_sandbox()
             self.write_status_now()
             self.kubelet.pod_terminated(self)
         except asyncio.CancelledError:
@@ -737,9 +897,12 @@ class PodRuntime:
                 task.cancel()
         for i in self._instances():
             i.writer.close()
+        self.release_sandbox()
 
     def cleanup_files(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
+        """The pod's directories (in a worker thread, after `kill_now`)."""
+        with contextlib.suppress(OSError):
+            remove_tree(str(self.root))
         shutil.rmtree(self.log_dir, ignore_errors=True)
 
     # -- logs --------------------------------------------------------------------------------------
@@ -807,6 +970,10 @@ class PodRuntime:
             return
         if st.obj["metadata"].get("uid") == uid:
             self.pod = st.obj
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def _internal_ip(node: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ Two mechanisms:
 
 - every container process is started in its own session (so its process group and session id
   are its pid) with `PR_SET_PDEATHSIG=SIGKILL`, so the direct child dies with the thread that
-  started it;
+  started it (the pods' namespace holders, `podns`, die with their helper, which dies with it);
 - a reaper: a tiny helper process (`python -I -S .../reaper.py <pid>`, its own session, SIGINT
   and SIGHUP ignored) that reads `g<id>` / `p<pid>` lines (register a process group+session id / a single pid) and
   `-g<id>` / `-p<pid>` (forget) from a pipe. When the pipe closes (simcluster exited, however it

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..apiserver.errors import ApiError
 from ..apiserver.store import Event
-from ..controllers.base import Controller, EventRecorder, Key
+from ..controllers.base import Controller, EventRecorder, Key, event_keys, keys_of
 from .common import (
     BATCH_CONTROLLER_UID,
     BATCH_JOB_NAME,
@@ -37,7 +37,6 @@ from .common import (
     api_delete,
     as_dict,
     as_list,
-    controller_ref,
     deleting,
     is_active,
     is_int,
@@ -130,18 +129,10 @@ class BatchJobController(Controller):
         self.timers = Timers(self.enqueue_after)
 
     def initial_keys(self) -> Iterable[Key]:
-        for st in self.store.items(JOB_KEY):
-            yield (st.obj["metadata"].get("namespace", ""), st.obj["metadata"]["name"])
+        return keys_of(self.store, JOB_KEY)
 
     def keys_for(self, ev: Event) -> Iterable[Key]:
-        meta = ev.obj.get("metadata") or {}
-        if ev.tkey == JOB_KEY:
-            if ev.type != "DELETED":
-                yield (meta.get("namespace", ""), meta.get("name", ""))
-            return
-        ref = controller_ref(ev.obj)
-        if ref is not None and ref.get("kind") == "Job" and str(ref.get("apiVersion", "")).startswith("batch/"):
-            yield (meta.get("namespace", ""), ref.get("name", ""))
+        return event_keys(ev, JOB_KEY, "Job", "batch")
 
     async def reconcile(self, key: Key) -> None:
         ns, name = key

@@ -42,14 +42,46 @@ def train(*extra: str) -> list[str]:
     return [PY, "-u", TRAIN, *extra]
 
 
+def session(kind: str, name: str, ns: str, workers: int, *, user: str, project: str, pool: str) -> dict[str, Any]:
+    """An interactive session as `ranks submit NAME --framework mpi|pytorch --workers N -g 1
+    --node-pool POOL --interactive` creates it: the interactive marker, the project and user labels,
+    `sleep infinity` on the MPI launcher (the workers keep the operator's sshd) or on every PyTorch
+    replica, a 1 s grace period, one GPU per rank (none on the launcher). No utilisation profile: the
+    GPUs' utilisation follows what runs in the pods (idle until a launch, busy while train.py runs)."""
+    labels = {"project": project, "ranks/user": user}
+
+    def replica(command: list[str] | None, replicas: int, gpus: int, restart: str) -> dict[str, Any]:
+        container: dict[str, Any] = {"name": CONTAINERS[kind], "image": "nvcr.io/nvidia/pytorch:24.10-py3"}
+        if command:
+            container["command"] = command
+        if gpus:
+            container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)},
+                                      "requests": {"nvidia.com/gpu": str(gpus)}}
+        meta: dict[str, Any] = {"labels": dict(labels)}
+        return {"replicas": replicas, "restartPolicy": restart, "template": {"metadata": meta, "spec": {
+            "containers": [container], "terminationGracePeriodSeconds": 1,
+            "nodeSelector": {"run.ai/node-pool": pool}}}}
+
+    sleep = ["sleep", "infinity"]
+    if kind == "MPIJob":
+        replicas = {"Launcher": replica(sleep, 1, 0, "OnFailure"), "Worker": replica(None, workers, 1, "Never")}
+        extra: dict[str, Any] = {"slotsPerWorker": 1, "launcherCreationPolicy": "WaitForWorkersReady"}
+    else:
+        replicas = {"Master": replica(sleep, 1, 1, "OnFailure"), "Worker": replica(sleep, workers, 1, "OnFailure")}
+        extra = {}
+    obj = job(kind, name, ns, replicas, user=user, run_policy={"cleanPodPolicy": "Running"}, **extra)
+    obj["metadata"]["labels"] = dict(labels)
+    obj["metadata"]["annotations"] = {"ranks/interactive": "true"}
+    return obj
+
+
 def demo_workloads() -> list[dict[str, Any]]:
     a, b = "runai-team-a", "runai-team-b"
     return [
-        # an interactive Horovod session: the launcher sleeps, waiting for a researcher's shell
-        job("MPIJob", "hvd-interactive", a, {
-            "Launcher": replica("MPIJob", ["sleep", "infinity"], gpus=0),
-            "Worker": replica("MPIJob", [], replicas=2, gpus=1, util="0", restart="Never", pool="a100"),
-        }, user="alice", slotsPerWorker=1),
+        # interactive sessions waiting for a researcher's shell: Horovod (the launcher sleeps) and
+        # PyTorch (every replica sleeps; torchrun is started on each node by hand)
+        session("MPIJob", "hvd-interactive", a, 2, user="alice", project="team-a", pool="a100"),
+        session("PyTorchJob", "pt-interactive", a, 2, user="alice", project="team-a", pool="a100"),
         # a training run with realistic rank logs; worker-2 is a straggler
         job("PyTorchJob", "llama-finetune", a, {
             "Master": replica("PyTorchJob", train("--interval", "1.5", "--straggler-rank", "3"), gpus=2,

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from tests.tmux_driver import Tmux, stty_flags
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE_SCRIPT = Path(sys.executable).parent / "ranks"
@@ -48,7 +49,9 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
 
 
 def processes_under(root: Path) -> dict[int, str]:
-    """Live processes whose working directory is under root or whose command line names it."""
+    """Live processes whose working directory or root directory is under root (a simcluster pod's
+    processes live in its own root there, where namespaces are available) or whose command line
+    names it."""
     prefix = str(root)
     found: dict[int, str] = {}
     for entry in os.listdir("/proc"):
@@ -59,12 +62,13 @@ def processes_under(root: Path) -> dict[int, str]:
             raw = Path(f"/proc/{pid}/cmdline").read_bytes()
             cmd = raw.replace(b"\0", b" ").decode(errors="replace").strip()
             cwd = os.readlink(f"/proc/{pid}/cwd")
+            top = os.readlink(f"/proc/{pid}/root")
             state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
         if state == "Z":  # a zombie holds nothing; its parent will reap it
             continue
-        if prefix in cmd or cwd == prefix or cwd.startswith(prefix + os.sep):
+        if prefix in cmd or any(p == prefix or p.startswith(prefix + os.sep) for p in (cwd, top)):
             found[pid] = cmd
     return found
 
@@ -154,9 +158,14 @@ def workloads_listed(demo: Demo) -> str:
     assert flags["alternate_on"] == "1", flags
     assert flags["cursor_flag"] == "0", flags
     assert "1" in (flags["mouse_any_flag"], flags["mouse_all_flag"], flags["mouse_button_flag"]), flags
-    running = processes_under(demo.workdir)
-    pods = [cmd for cmd in running.values() if "train_sim.py" in cmd]
-    assert pods, f"no demo pods under the workdir: {running}"
+    running: dict[int, str] = {}
+
+    def pods() -> list[str]:
+        nonlocal running
+        running = processes_under(demo.workdir)
+        return [cmd for cmd in running.values() if "train_sim.py" in cmd]
+
+    wait_for(pods, timeout=30, what="the demo's training pods running under the workdir", detail=lambda: running)
     return screen
 
 

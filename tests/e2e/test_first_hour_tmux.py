@@ -100,13 +100,13 @@ def test_first_hour_in_tmux(tmp_path: Path, width: int, height: int) -> None:
         tmux.wait_for(lambda s: above_footer(s).strip() == "/ bert", timeout=10, why="the typed text")
         tmux.keys("Enter")
         screen = tmux.wait_for(lambda s: "l Logs" in footer(s), timeout=10, why="the table focused again")
-        assert "all projects  /bert  2 of 9" in rows(screen)[0], rows(screen)[0]
+        assert "all projects  /bert  2 of 10" in rows(screen)[0], rows(screen)[0]
         assert "bert-crash" in screen and "hvd-interactive" not in screen, screen
         tmux.keys("Escape")
-        tmux.wait_for(lambda s: "hvd-interactive" in s and "of 9" not in rows(s)[0], timeout=10,
+        tmux.wait_for(lambda s: "hvd-interactive" in s and "of 10" not in rows(s)[0], timeout=10,
                       why="the filter cleared")
         filter_list(tmux, "xyz")
-        tmux.wait_for(lambda s: "no workload matches /xyz" in s and "/xyz  0 of 9" in rows(s)[0], timeout=10,
+        tmux.wait_for(lambda s: "no workload matches /xyz" in s and "/xyz  0 of 10" in rows(s)[0], timeout=10,
                       why="why the list is empty")
         tmux.keys("Escape")
         tmux.wait_for("hvd-interactive", timeout=10, why="the filter cleared")
@@ -118,7 +118,11 @@ def test_first_hour_in_tmux(tmp_path: Path, width: int, height: int) -> None:
                                why="the gang's screen with the whole pending reason")
         assert "why it is pending: 0/8 nodes are available" in flat(screen), screen
         tmux.keys("Right")
-        tmux.wait_for("(unscheduled)", timeout=10, why="right: the placement tab")
+        try:
+            tmux.wait_for("(unscheduled)", timeout=5, why="right: the placement tab")
+        except AssertionError:  # once on a loaded 2-core CI run the first key after the push was not seen
+            tmux.keys("Right")
+            tmux.wait_for("(unscheduled)", timeout=10, why="right (again): the placement tab")
         tmux.keys("Right")
         tmux.wait_for(lambda s: "(unscheduled)" not in s and "RANK" not in s, timeout=10,
                       why="right: the events tab")

@@ -40,11 +40,12 @@ from tui.widgets.keyed_table import KeyedTable
 
 SIZE = (160, 48)
 DEMO = {
-    "runai-team-a": {"hvd-interactive", "llama-finetune", "big-pretrain"},
+    "runai-team-a": {"hvd-interactive", "pt-interactive", "llama-finetune", "big-pretrain"},
     "runai-team-b": {"resnet-tf", "bert-crash", "gpt-hung"},
     "research": {"xgb-churn", "mnist-quick"},
 }
 ALL_DEMO = set().union(*DEMO.values())
+N_DEMO = len(ALL_DEMO)  # 9
 LLAMA = ("runai-team-a", "PyTorchJob", "llama-finetune")
 
 
@@ -122,11 +123,11 @@ async def type_text(pilot: Pilot[Any], text: str) -> None:
 async def test_navigation_projects_workloads_ranks_logs_and_back(live: ThreadedSimCluster) -> None:
     app = make_app(live.sim.kubeconfig_path)
     async with app.run_test(size=SIZE) as pilot:
-        await synced(pilot, app, 8)
+        await synced(pilot, app, N_DEMO)
         screen = app.screen
         assert isinstance(screen, WorkloadsScreen) and screen.namespace is None
-        await pilot_wait(pilot, lambda: set(row_names(app)) == ALL_DEMO, what="the 8 demo workloads")
-        assert len(row_names(app)) == 8
+        await pilot_wait(pilot, lambda: set(row_names(app)) == ALL_DEMO, what=f"the {N_DEMO} demo workloads")
+        assert len(row_names(app)) == N_DEMO
         assert crumbs(app) == ["ranks", "projects", "all projects"]
 
         await pilot.press("p")
@@ -184,7 +185,7 @@ async def test_navigation_projects_workloads_ranks_logs_and_back(live: ThreadedS
 async def test_filter_regex_invert_labels_and_bad_regex(live: ThreadedSimCluster) -> None:
     app = make_app(live.sim.kubeconfig_path)
     async with app.run_test(size=SIZE) as pilot:
-        await synced(pilot, app, 8)
+        await synced(pilot, app, N_DEMO)
         await pilot_wait(pilot, lambda: set(row_names(app)) == ALL_DEMO, what="all rows")
         screen = app.screen
         assert isinstance(screen, WorkloadsScreen)
@@ -200,14 +201,14 @@ async def test_filter_regex_invert_labels_and_bad_regex(live: ThreadedSimCluster
         await pilot.pause()
         assert set(row_names(app)) == {"llama-finetune", "bert-crash"} and table(app).has_focus
         await pilot.press("escape")  # Esc on the table clears an active filter
-        await pilot_wait(pilot, lambda: len(row_names(app)) == 8, what="filter cleared")
+        await pilot_wait(pilot, lambda: len(row_names(app)) == N_DEMO, what="filter cleared")
         assert not inp.has_class("-shown") and inp.value == ""
 
         await pilot.press("slash")
         await type_text(pilot, "!team")
         await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["research"], what="inverted regex")
         await pilot.press("ctrl+u")  # empties the input: every row again
-        await pilot_wait(pilot, lambda: len(row_names(app)) == 8, what="empty filter")
+        await pilot_wait(pilot, lambda: len(row_names(app)) == N_DEMO, what="empty filter")
 
         await type_text(pilot, "-l ranks/user=bob")
         await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["runai-team-b"], what="label selector")
@@ -216,21 +217,21 @@ async def test_filter_regex_invert_labels_and_bad_regex(live: ThreadedSimCluster
         await pilot_wait(pilot, lambda: set(row_names(app)) == DEMO["research"] | DEMO["runai-team-a"],
                          what="set-based label selector")
         await pilot.press("escape", "escape")  # leave the input, then clear
-        await pilot_wait(pilot, lambda: len(row_names(app)) == 8, what="cleared")
+        await pilot_wait(pilot, lambda: len(row_names(app)) == N_DEMO, what="cleared")
 
         await pilot.press("slash")
         await type_text(pilot, "(")
         await pilot.pause()
-        assert len(row_names(app)) == 8, "a bad regex keeps the rows"
+        assert len(row_names(app)) == N_DEMO, "a bad regex keeps the rows"
         assert "bad regular expression" in str(inp.border_subtitle)
         await pilot.press("enter")  # refused with a notification, no crash
         await pilot.pause()
-        assert len(row_names(app)) == 8 and app.screen is screen and app.return_code is None
+        assert len(row_names(app)) == N_DEMO and app.screen is screen and app.return_code is None
         # (Textual has no public list of notifications)
         assert any("bad regular expression" in str(n.message) for n in app._notifications)
         await pilot.press("ctrl+u", "escape")
         await pilot.pause()
-        assert not inp.has_class("-shown") and len(row_names(app)) == 8
+        assert not inp.has_class("-shown") and len(row_names(app)) == N_DEMO
 
 
 # -- 3. sort ------------------------------------------------------------------------------------
@@ -239,8 +240,8 @@ async def test_filter_regex_invert_labels_and_bad_regex(live: ThreadedSimCluster
 async def test_sort_cycles_keys_and_reverses(live: ThreadedSimCluster) -> None:
     app = make_app(live.sim.kubeconfig_path)
     async with app.run_test(size=SIZE) as pilot:
-        await synced(pilot, app, 8)
-        await pilot_wait(pilot, lambda: len(row_names(app)) == 8, what="all rows")
+        await synced(pilot, app, N_DEMO)
+        await pilot_wait(pilot, lambda: len(row_names(app)) == N_DEMO, what="all rows")
         screen = app.screen
         assert isinstance(screen, WorkloadsScreen)
         t = table(app)
@@ -286,7 +287,7 @@ async def test_sort_cycles_keys_and_reverses(live: ThreadedSimCluster) -> None:
 async def test_themes_switch_and_redraw(live: ThreadedSimCluster) -> None:
     app = make_app(live.sim.kubeconfig_path)
     async with app.run_test(size=SIZE) as pilot:
-        await synced(pilot, app, 8)
+        await synced(pilot, app, N_DEMO)
         await pilot_wait(pilot, lambda: LLAMA in table(app).order, what="llama row")
         names = app.theme_set.names()
         assert set(names) >= {"dark", "light", "high-contrast", "colour-blind"}
@@ -305,7 +306,7 @@ async def test_themes_switch_and_redraw(live: ThreadedSimCluster) -> None:
             expected = names[(names.index(before) + 1) % len(names)]
             await pilot_wait(pilot, lambda e=expected: app.look.theme.name == e, what=f"theme {expected}")
             assert app.current_theme.name == expected
-            assert len(row_names(app)) == 8
+            assert len(row_names(app)) == N_DEMO
             styles[expected] = status_style()
         assert app.look.theme.name == "dark"
         assert styles["dark"] != styles["light"], "the rows were redrawn in the new theme's colours"
@@ -492,7 +493,7 @@ async def test_cluster_text_is_shown_literally_without_escapes(simcluster: Threa
 async def test_help_lists_binding_ids_and_palette_jumps_to_a_workload(live: ThreadedSimCluster) -> None:
     app = make_app(live.sim.kubeconfig_path)
     async with app.run_test(size=SIZE) as pilot:
-        await synced(pilot, app, 8)
+        await synced(pilot, app, N_DEMO)
         await pilot.press("question_mark")
         help_screen = await wait_screen(pilot, HelpScreen)
         text = text_of(help_screen.query_one("#help-text", Static))
@@ -524,7 +525,7 @@ async def test_help_lists_binding_ids_and_palette_jumps_to_a_workload(live: Thre
 async def test_keymap_override_moves_logs_to_shift_l(live: ThreadedSimCluster) -> None:
     app = make_app(live.sim.kubeconfig_path, Settings(keymap={"logs": "L"}))
     async with app.run_test(size=SIZE) as pilot:
-        await synced(pilot, app, 8)
+        await synced(pilot, app, N_DEMO)
         screen = app.screen
         await move_to(pilot, table(app), LLAMA)
         await pilot.press("l")

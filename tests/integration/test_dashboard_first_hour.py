@@ -56,7 +56,7 @@ BIG = ("runai-team-a", "PyTorchJob", "big-pretrain")
 HVD = ("runai-team-a", "MPIJob", "hvd-interactive")
 RESNET = ("runai-team-b", "TFJob", "resnet-tf")
 XGB = ("research", "XGBoostJob", "xgb-churn")
-WORKLOADS = 9  # the demo's 8 and the long-named gang
+WORKLOADS = 10  # the demo's 9 and the long-named gang
 
 
 @pytest.fixture(scope="module")
@@ -132,19 +132,19 @@ async def test_list_filter_shows_as_typed_then_in_the_breadcrumb_with_its_count(
         assert "bert" in rendered(inp), f"the typed text is not on screen: {rendered(inp)!r}"
         await pilot.press("enter")
         await pilot_wait(pilot, lambda: table(app).has_focus, what="the table focused")
-        assert "/bert  2 of 9" in crumb_line(app), crumb_line(app)
-        assert crumbs(app)[:3] == ["ranks", "projects", "all projects  /bert  2 of 9"]
+        assert "/bert  2 of 10" in crumb_line(app), crumb_line(app)
+        assert crumbs(app)[:3] == ["ranks", "projects", "all projects  /bert  2 of 10"]
 
         await pilot.press("escape")  # clears it: the breadcrumb says nothing more
         await pilot_wait(pilot, lambda: table(app).row_count == WORKLOADS, what="the filter cleared")
-        assert "of 9" not in crumb_line(app) and "/bert" not in crumb_line(app)
+        assert "of 10" not in crumb_line(app) and "/bert" not in crumb_line(app)
 
         await pilot.press("slash")
         await type_text(pilot, "xyz")
         await pilot.press("enter")
         note = app.screen.query_one("#empty", Static)
         await pilot_wait(pilot, lambda: "no workload matches /xyz" in rendered(note), what="why the list is empty")
-        assert "/xyz  0 of 9" in crumb_line(app)
+        assert "/xyz  0 of 10" in crumb_line(app)
 
 
 async def test_log_prompts_show_as_typed_and_an_empty_filtered_view_says_why(demo: ThreadedSimCluster) -> None:

@@ -32,6 +32,7 @@ import pytest
 from monitors.connection import load_cluster_config
 from monitors.kube import ApiProblem, KubeClient
 from sessions.manifests import FRAMEWORKS, SubmitSpec
+from sessions.shell import history_command, parse_history
 from sessions.submit import submit
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import namespace
@@ -86,10 +87,13 @@ CLI_SESSIONS = {
 
 
 def clean_env(home: Path, kubeconfig: Path) -> dict[str, str]:
+    """The environment of a user who installed ranks: its directory first on PATH (the banner
+    shows `ranks` commands for the user's machine only when `ranks` is a command there)."""
     env = {k: v for k, v in os.environ.items() if k not in DROP_ENV and not k.startswith("RANKS_")}
     home.mkdir(parents=True, exist_ok=True)
     env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / "config"), RANKS_CONFIG="", KUBECONFIG=str(kubeconfig),
-               LC_ALL="C.UTF-8", LANG="C.UTF-8", TERM="xterm-256color", PYTHONDONTWRITEBYTECODE="1")
+               LC_ALL="C.UTF-8", LANG="C.UTF-8", TERM="xterm-256color", PYTHONDONTWRITEBYTECODE="1",
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "/usr/bin:/bin")]))
     return env
 
 
@@ -152,10 +156,6 @@ def running(t: ThreadedSimCluster, name: str, count: int) -> dict[str, dict[str,
     return live if len(live) == count else None
 
 
-def pod_root(t: ThreadedSimCluster, pod: str) -> Path:
-    return Path(t.call(lambda: t.sim.kubelet.runtime(A, pod).root))
-
-
 def mutations_since(t: ThreadedSimCluster, since: float) -> list[tuple[str, str]]:
     return [(r.method, r.path) for r in t.sim.requests.since(since) if r.method in MUTATING]
 
@@ -212,12 +212,19 @@ class Shell:
     def wait_prompt(self, timeout: float = 20.0) -> str:
         return self.tmux.wait_for(prompt_shown, timeout=timeout, why="the banner and the remote prompt")
 
-    def run(self, command: str, timeout: float = 15.0) -> str:
+    def run(self, command: str, timeout: float = 15.0, *, alone: bool = False) -> str:
         """Type `command` and Enter, wait for it to finish: what the pane showed since the previous
-        step (the prompt, the typed line, the output)."""
+        step (the prompt, the typed line, the output). `alone`: the marker's echo is a command of its
+        own, typed after it (so the history records `command` with its own exit status)."""
         self.steps += 1
         marker = re.compile(rf"^@@step{100 + self.steps}$", re.M)
-        self.tmux.type(f'{command}; echo "@@step$((100+{self.steps}))"')
+        echo = f'echo "@@step$((100+{self.steps}))"'
+        if alone:
+            self.tmux.type(command)
+            self.tmux.keys("Enter")
+            self.tmux.type(echo)
+        else:
+            self.tmux.type(f"{command}; {echo}")
         self.tmux.keys("Enter")
         screen = self.tmux.wait_for(lambda s: marker.search(s) is not None, timeout=timeout,
                                     why=f"{command!r} to finish")
@@ -267,8 +274,9 @@ def shell_in_tmux(env: dict[str, str], tmp: Path, *args: str, width: int = 100, 
 # -- the shell: PyTorch session ---------------------------------------------------------------------------
 
 SLEEP = f"sleep {1000 + os.getpid() % 9000}"  # a command line no other test run has
-OLD_LAUNCH = "torchrun --nnodes=3 --node_rank=$RANK old_train.py"
-NEW_LAUNCH = "torchrun --nnodes=3 --node_rank=$RANK new_train.py"
+# launches that fail (no such script; one node, so that nothing waits for the others)
+OLD_LAUNCH = "torchrun --nnodes=1 --node_rank=$RANK old_train.py"
+NEW_LAUNCH = "torchrun --nnodes=1 --node_rank=$RANK new_train.py"
 
 
 @dataclass
@@ -307,14 +315,16 @@ def pt_shell(cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[st
         sh.tmux.keys("C-c")
         interrupted = sh.run('echo "alive-$((6*7))"')
         sleep_gone = bool(wait_for(lambda: not processes_matching(SLEEP), timeout=5, what="sleep to end"))
-        # launch lines for --from-history (they fail here: no torchrun in the pod; still recorded)
+        # launch lines for --from-history (they fail: no such script; recorded with their status)
         for line in (OLD_LAUNCH, NEW_LAUNCH):
-            sh.run(line)
+            sh.run(line, alone=True)
         sh.run("echo after-the-launch")
         sh.tmux.type("exit 7")
         sh.tmux.keys("Enter")
         code, screen = sh.finish()
-        history = (pod_root(cluster, "pt-master-0") / ".ranks_history").read_text()
+        r = ranks(env, "exec", "pt", "-p", "team-a", "--rank", "master-0", "--", *history_command())
+        assert r.returncode == 0, r.stderr
+        history = re.sub(r"(?m)^\[master-0\] ", "", r.stdout)  # the pod's ~/.ranks_history, read in the pod
         return ShellRun(banner, first_size, echoed, resized, interrupted, sleep_seen, sleep_gone, code, screen,
                         sh.err.read_text(), history, sh)
 
@@ -326,11 +336,12 @@ def test_shell_banner_pytorch(pt_shell: ShellRun, sessions: dict[str, Any]) -> N
     assert f"pod pt-master-0 [pytorch] on node {node}, master-0 rank 0" in banner, banner
     assert "world size 3, 3 pods, 3 GPUs" in banner, banner
     assert "master pt-master-0:23456" in banner, banner
-    line = ("torchrun --nnodes=3 --nproc_per_node=1 --node_rank=$RANK --master_addr=pt-master-0 "
-            "--master_port=23456 train.py")
-    assert f"    {line}" in banner, banner
-    assert f"ranks exec pt -p team-a --all -- sh -c '{line}'" in banner, banner
-    assert "commands are recorded in ~/.ranks_history" in banner
+    line = ("torchrun --nnodes=3 --nproc_per_node=1 --node_rank=$RANK --master_addr=$MASTER_ADDR "
+            "--master_port=$MASTER_PORT train.py")
+    assert f"  ready to paste:\n    {line}\n" in banner, banner
+    # the other nodes, from the user's machine (ranks is on the PATH here)
+    assert f"\n    ranks exec pt -p team-a --rank worker-0,worker-1 -- sh -c '{line}'\n" in banner, banner
+    assert "commands and their exit status are recorded in ~/.ranks_history" in banner
 
 
 def test_shell_env_and_window_size(pt_shell: ShellRun) -> None:
@@ -353,25 +364,37 @@ def test_shell_exit_status_and_terminal_restored(pt_shell: ShellRun) -> None:
 
 
 def test_shell_history_records_commands(pt_shell: ShellRun) -> None:
-    lines = [ln for ln in pt_shell.history.splitlines() if ln.strip() and not ln.startswith("#")]
+    """Each command once, in order, with its exit status (Ctrl-C: 130; `exit 7` too)."""
+    entries = parse_history(pt_shell.history)
+    commands = [e.command.split('; echo "@@step')[0] for e in entries]
     wanted = ['echo "ws=$WORLD_SIZE rank=$RANK"', SLEEP, OLD_LAUNCH, NEW_LAUNCH, "exit 7"]
     positions = []
     for w in wanted:
-        hits = [i for i, ln in enumerate(lines) if ln.startswith(w)]
-        assert hits, f"{w!r} not in the history: {lines}"
-        positions.append(hits[0])
-    assert positions == sorted(positions), lines
+        assert commands.count(w) == 1, f"{w!r} not once in the history: {commands}"
+        positions.append(commands.index(w))
+    assert positions == sorted(positions), commands
+    status = {c: e.status for c, e in zip(commands, entries, strict=True)}
+    assert status['echo "ws=$WORLD_SIZE rank=$RANK"'] == 0 and status[SLEEP] == 130 and status["exit 7"] == 7
+    assert status[OLD_LAUNCH] != 0 and status[NEW_LAUNCH] != 0, entries
+    assert all(e.time is not None and abs(e.time - time.time()) < 600 for e in entries)
 
 
-def test_convert_from_history_picks_the_latest_launch(cluster: ThreadedSimCluster, env: dict[str, str],
-                                                      pt_shell: ShellRun) -> None:
+def test_convert_from_history_refuses_failed_launches_unless_allowed(cluster: ThreadedSimCluster, env: dict[str, str],
+                                                                     pt_shell: ShellRun) -> None:
     t0 = time.time()
     r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--yes", "--dry-run")
+    line = one_line_error(r, 1, "no launch in the session's shell history exited 0", "--allow-failed")
+    assert NEW_LAUNCH.split(" new_train")[0] in line and "new_train.py" in line and "old_train" not in line, line
+    assert r.stdout == ""
+    r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--allow-failed", "--yes", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("--- PyTorchJob/pt\n+++ PyTorchJob/pt-train\n"), r.stdout
     added = [ln for ln in r.stdout.splitlines() if ln.startswith("+")]
     assert any(NEW_LAUNCH in ln for ln in added), r.stdout
     assert "old_train.py" not in r.stdout and "after-the-launch" not in r.stdout
+    warning = r.stderr.splitlines()[0]
+    assert warning.startswith("ranks: warning: using a launch that did not exit 0 (exit "), r.stderr
+    assert warning.endswith(f": {NEW_LAUNCH}"), r.stderr
     assert "ranks: dry run: nothing was created" in r.stderr
     assert mutations_since(cluster, t0) == [] and job_of(cluster, "pytorch", "pt-train") is None
 

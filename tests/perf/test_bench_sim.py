@@ -41,7 +41,7 @@ async def test_demo_ready_time(tmp_path):
     await sim.start()
     serving = time.perf_counter() - t
     try:
-        expected = 26  # the pods demo_workloads() asks for (8 jobs)
+        expected = 29  # the pods demo_workloads() asks for (9 jobs)
         while time.perf_counter() - t < 30:
             pods = [p for p in sim.store.objects(("", "pods"))
                     if "training.kubeflow.org/job-name" in p["metadata"].get("labels", {})]

@@ -111,11 +111,14 @@ def core(k8s):
 
 
 def test_env_cwd_and_stderr_without_tty(simcluster, core):
-    root = start_pod(simcluster, core, "env")
+    start_pod(simcluster, core, "env")
     ws = exec_ws(core, "env", ["sh", "-c", "echo $WORLD_SIZE $RANK; pwd; echo oops >&2; echo $HOME"])
     ws.run_forever(timeout=10)
     assert ws.returncode == 0
-    assert ws.read_stdout() == f"4 0\n{root}\n{root}\n"
+    # the container's working directory (the image's WORKDIR) and HOME
+    workdir, home = simcluster.call(lambda: (lambda rt: (rt.working_dir("main"), rt.home))(
+        simcluster.sim.kubelet.runtime("default", "env")))
+    assert ws.read_stdout() == f"4 0\n{workdir}\n{home}\n"
     assert ws.read_stderr() == "oops\n"
     assert ws.subprotocol == "v5.channel.k8s.io"
     # _preload_content=True: the output of both streams, joined
@@ -332,7 +335,7 @@ def test_session_killed_when_container_exits(simcluster, core):
     ], restart="Never")
     ws = exec_ws(core, "short", ["sh", "-c", "echo ready; exec sleep 3174"])
     assert ws.readline_stdout(timeout=5) == "ready"
-    (root / "stop").touch()
+    (root / "workspace" / "stop").touch()  # the container's working directory, /workspace
     ws.run_forever(timeout=10)
     assert not ws.is_open()
     assert ws.returncode == 137

@@ -142,9 +142,14 @@ def test_env_downward_api_and_expansion(core, simcluster):
     assert got["FORWARD"] == "$(LATER)"  # only earlier variables expand
     assert got["CM_K1"] == "v1" and got["CM_greeting"] == "hello" and "CM_bad key" not in got
     assert got["FROM_PREFIX"] == "v1"
-    assert got["HOME"] == root and got["PWD"] == root
+    home, workdir = runtime_attr(simcluster, "envpod", lambda rt: (rt.home, rt.working_dir("main")))
+    if runtime_attr(simcluster, "envpod", lambda rt: rt.holder is None):  # no pod namespaces: the host's view
+        assert home == root and workdir == f"{root}/workspace"
+    else:
+        assert home == "/root" and workdir == "/workspace"
+    assert got["HOME"] == home and got["PWD"] == workdir
     assert got["HOSTNAME"] == "envhost"
-    assert got["PATH"] == os.environ["PATH"]
+    assert got["PATH"] == f"{simcluster.sim.workdir / 'bin'}:{os.environ['PATH']}"  # the launchers first
     assert got["KUBERNETES_SERVICE_HOST"] == simcluster.sim.host
     assert got["KUBERNETES_SERVICE_PORT"] == str(simcluster.sim.port)
     # the runtime API gives the same environment
@@ -194,8 +199,9 @@ def test_configmap_secret_and_emptydir_volumes(core, simcluster):
     env, hostfile = runtime_attr(simcluster, "volpod", lambda rt: (
         rt.container_env("main"), rt.resolve("/etc/mpi/hostfile").read_text()))
     assert hostfile.startswith("job-worker-0")
-    root = runtime_attr(simcluster, "volpod", lambda rt: str(rt.root))
-    assert env["OMPI_MCA_orte_default_hostfile"] == f"{root}/etc/mpi/hostfile"
+    root, namespaced = runtime_attr(simcluster, "volpod", lambda rt: (str(rt.root), rt.holder is not None))
+    # in its own mount namespace the pod sees the volume at its path; else the path is rewritten
+    assert env["OMPI_MCA_orte_default_hostfile"] == ("" if namespaced else root) + "/etc/mpi/hostfile"
     assert env["NOT_A_MOUNT"] == "/usr/bin/env"
     assert phase(core, "volpod") == "Succeeded"
 

@@ -5,7 +5,15 @@ shell history."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import pty
+import re
+import select
+import shutil
+import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +22,19 @@ from monitors.connection import ExitCode
 from monitors.model import LiveModel
 from monitors.model_views import WorkloadView
 from sessions import shell
-from sessions.convert import CONVERTED_FROM, UNATTENDED_POLICY, comparable, default_name, diff, unattended
+from sessions.cmdline import launcher_in
+from sessions.convert import (
+    CONVERTED_FROM,
+    UNATTENDED_POLICY,
+    command_of,
+    comparable,
+    default_name,
+    diff,
+    leftovers,
+    rewrite_command,
+    session_names,
+    unattended,
+)
 from sessions.errors import SessionError
 from sessions.exec_all import RankResult
 from sessions.exec_bridge import ExecError, ExecOutcome
@@ -42,13 +62,14 @@ from sessions.names import (
 from sessions.shell import (
     NotYet,
     default_container,
-    launch_commands,
+    launches,
     not_running_reason,
     pick_rank,
     shell_target,
 )
 from tests.kubeflow_objects import job, pod
 from tests.unit.test_model import load
+from tests.waiting import wait_for
 
 NS = "runai-team-a"
 SLEEP = ["sleep", "infinity"]
@@ -481,6 +502,188 @@ def test_diff_against_the_job_as_written_is_empty() -> None:
     assert diff(src, comparable(src)) == ""  # the server's fields are not a difference
 
 
+# -- convert: the session's names in the command ------------------------------------------------------
+
+
+def session_names_left(command: str, name: str = "sess") -> list[str]:
+    """The session's pod and host names still in a command (none of the new job's, which start
+    with the same name)."""
+    return re.findall(rf"(?<![\w.-]){name}-(?:master|worker|launcher)[\w-]*|\.{name}\.", command)
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    # the operator's variables where it sets them on every pod
+    ("torchrun --nnodes=3 --nproc_per_node=2 --node_rank=0 --master_addr=sess-master-0 --master_port=23456 train.py",
+     "torchrun --nnodes=3 --nproc_per_node=2 --node_rank=$RANK --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT "
+     "train.py"),
+    ("NCCL_DEBUG=INFO torchrun --master-addr sess-master-0.sess.runai-team-a.svc.cluster.local --master-port 23456 "
+     "--node-rank 1 train.py",
+     "NCCL_DEBUG=INFO torchrun --master-addr $MASTER_ADDR --master-port $MASTER_PORT --node-rank $RANK train.py"),
+    ("python -m torch.distributed.run --rdzv_endpoint=sess-master-0:23456 --rdzv_backend=c10d t.py",
+     "python -m torch.distributed.run --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT --rdzv_backend=c10d t.py"),
+    ('torchrun "--master_addr=sess-master-0" --master_port=29500 t.py',  # not the session's port: kept
+     "torchrun --master_addr=$MASTER_ADDR --master_port=29500 t.py"),
+    # what stays as typed: $RANK already, the env's own, other hosts, a command that is not a launcher
+    ("torchrun --node_rank=$RANK --master_addr=$MASTER_ADDR train.py",
+     "torchrun --node_rank=$RANK --master_addr=$MASTER_ADDR train.py"),
+    ("torchrun --master_addr=10.0.0.7 train.py", "torchrun --master_addr=10.0.0.7 train.py"),
+    # no expansion in single quotes: the new job's names instead; other commands: renamed
+    ("sh -c 'torchrun --master_addr=sess-master-0 t.py'", "sh -c 'torchrun --master_addr=sess-train-master-0 t.py'"),
+    ("torchrun --master_addr='sess-master-0' t.py", "torchrun --master_addr='sess-train-master-0' t.py"),
+    ("ping -c1 sess-worker-1 && torchrun t.py", "ping -c1 sess-train-worker-1 && torchrun t.py"),
+    # not the session's: a longer name, another namespace, another job
+    ("ping sess-worker-10x sess-worker-1.sess.other-ns.svc sessx-worker-1 my-sess-worker-1",
+     "ping sess-worker-10x sess-worker-1.sess.other-ns.svc sessx-worker-1 my-sess-worker-1"),
+])
+def test_rewrite_pytorch_command(command: str, expected: str) -> None:
+    assert rewrite_command(command, session("pytorch"), "sess-train") == expected
+
+
+@pytest.mark.parametrize(("command", "expected"), [
+    # -H with every worker at its slots: the hostfile the operator mounts in the new launcher
+    ("horovodrun -np 4 -H sess-worker-0.sess.runai-team-a.svc:2,sess-worker-1.sess.runai-team-a.svc:2 python train.py",
+     "horovodrun -np 4 --hostfile /etc/mpi/hostfile python train.py"),
+    ("mpirun -np 4 --host=sess-worker-1:2,sess-worker-0:2 -x NCCL_DEBUG python t.py",
+     "mpirun -np 4 --hostfile /etc/mpi/hostfile -x NCCL_DEBUG python t.py"),
+    ("horovodrun -np 4 --hosts sess-worker-0.sess.runai-team-a.svc.cluster.local:2,sess-worker-1.sess:2 python t.py",
+     "horovodrun -np 4 --hostfile /etc/mpi/hostfile python t.py"),
+    # not all of them, or other slots: each host renamed
+    ("horovodrun -np 2 -H sess-worker-1.sess.runai-team-a.svc:2 python train.py",
+     "horovodrun -np 2 -H sess-train-worker-1.sess-train.runai-team-a.svc:2 python train.py"),
+    ("mpirun -np 2 -H sess-worker-0:1,sess-worker-1:1 python t.py",
+     "mpirun -np 2 -H sess-train-worker-0:1,sess-train-worker-1:1 python t.py"),
+    ("horovodrun -np 4 -H sess-worker-0:2,sess-worker-0:2 python t.py",
+     "horovodrun -np 4 -H sess-train-worker-0:2,sess-train-worker-0:2 python t.py"),
+    # the launcher (its pod name has a random suffix; its hostname does not), the headless service
+    ("ssh sess-launcher-x7k2p hostname; getent hosts sess.runai-team-a.svc.cluster.local; mpirun python t.py",
+     "ssh sess-train-launcher hostname; getent hosts sess-train.runai-team-a.svc.cluster.local; mpirun python t.py"),
+    ("horovodrun -np 4 -hostfile /etc/mpi/hostfile python train.py",
+     "horovodrun -np 4 -hostfile /etc/mpi/hostfile python train.py"),
+])
+def test_rewrite_mpi_command(command: str, expected: str) -> None:
+    src = session("mpi")  # 2 workers, 2 slots each
+    assert rewrite_command(command, src, "sess-train") == expected
+    assert session_names_left(rewrite_command(command, src, "sess-train")) == []
+
+
+def test_rewrite_uses_the_jobs_own_port_and_hostfile() -> None:
+    pt = session("pytorch")
+    replicas(pt)["Master"]["template"]["spec"]["containers"][0]["ports"] = [
+        {"name": "pytorchjob-port", "containerPort": 29500}]
+    assert rewrite_command("torchrun --master_port=29500 --master_port=23456 t.py", pt, "n") == (
+        "torchrun --master_port=$MASTER_PORT --master_port=23456 t.py")
+    mpi_job = session("mpi")
+    main(mpi_job, "Launcher").setdefault("env", []).append(
+        {"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/hosts.mpi"})
+    assert rewrite_command("mpirun -H sess-worker-0:2,sess-worker-1:2 t", mpi_job, "n") == (
+        "mpirun --hostfile /etc/hosts.mpi t")
+
+
+@pytest.mark.parametrize("framework", ["mpi", "pytorch"])
+def test_the_converted_job_runs_the_rewritten_command_and_its_diff_names_only_the_new_job(framework: str) -> None:
+    src = session(framework)
+    command = {"mpi": "horovodrun -np 4 -H sess-worker-0.sess.runai-team-a.svc:2,sess-worker-1.sess.runai-team-a.svc:2 "
+                      "python train.py; scp sess-launcher:/tmp/x sess-worker-1:/tmp",
+               "pytorch": "torchrun --nnodes=3 --nproc_per_node=2 --node_rank=0 --master_addr=sess-master-0 "
+                          "--master_port=23456 train.py --peer sess-worker-1.sess.runai-team-a.svc"}[framework]
+    new = unattended(src, command, "job2")
+    runs = command_of(new)
+    assert session_names_left(runs) == [] and "job2-" in runs
+    if framework == "mpi":
+        assert runs.startswith("horovodrun -np 4 --hostfile /etc/mpi/hostfile python train.py; scp job2-launcher:")
+    else:
+        assert "--node_rank=$RANK --master_addr=$MASTER_ADDR --master_port=$MASTER_PORT" in runs
+        assert runs.endswith("--peer job2-worker-1.job2.runai-team-a.svc")
+    added = [ln for ln in diff(src, new).splitlines() if ln.startswith("+")]
+    assert [ln for ln in added if session_names_left(ln)] == [], added
+    assert any("job2-" in ln for ln in added)  # the new names are what the diff shows
+    assert not leftovers(runs, session_names(src))
+    assert leftovers("torchrun t.py --out /ckpt/sess", session_names(src))  # not a pod or host: said, kept
+
+
+# -- shell: the banner --------------------------------------------------------------------------------
+
+
+def pt_target(rank_label: str = "master-0", workers: int = 2, env: dict[str, str] | None = None) -> shell.ShellTarget:
+    pods = [pod("PyTorchJob", "ddp", NS, "Master", 0, gpus=2)] + [
+        pod("PyTorchJob", "ddp", NS, "Worker", i, gpus=2) for i in range(workers)]
+    wl = workload("PyTorchJob", "ddp", {"Master": 1, "Worker": workers}, pods, labels={"project": "team-a"})
+    r = pick_rank(wl, rank=rank_label)
+    raw = next(p for p in pods if p["metadata"]["name"] == r.pod)
+    base = {"MASTER_ADDR": "ddp-master-0", "MASTER_PORT": "23456", "RANK": str(r.rank), "WORLD_SIZE": str(1 + workers)}
+    raw["spec"]["containers"][0]["env"] = [{"name": k, "value": v} for k, v in (env if env is not None else base).items()]
+    return shell.ShellTarget(wl, r, "main", raw, [x for x in wl.ranks if x.role == "worker"])
+
+
+TORCHRUN = ("torchrun --nnodes=3 --nproc_per_node=2 --node_rank=$RANK --master_addr=$MASTER_ADDR "
+            "--master_port=$MASTER_PORT train.py")
+
+
+def test_pytorch_paste_line_is_torchrun_for_this_node_from_the_operators_variables() -> None:
+    assert shell.paste_lines(pt_target()) == [TORCHRUN]
+    assert shell.paste_lines(pt_target("worker-1")) == [TORCHRUN]  # the same line on every node
+    # without the operator's variables: the names it would have used
+    assert shell.paste_lines(pt_target(env={"RANK": "0"})) == [
+        "torchrun --nnodes=3 --nproc_per_node=2 --node_rank=$RANK --master_addr=ddp-master-0 --master_port=23456 "
+        "train.py"]
+
+
+def test_banner_hint_for_the_other_nodes_is_a_ranks_command_only_with_ranks_on_the_path(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert not shell.ranks_on_path()
+    without = shell.banner(pt_target()).split("\r\n")
+    assert not any("ranks exec" in ln or "ranks convert" in ln for ln in without), without
+    assert "  every node runs torchrun: run line 1 in a shell on each of the other pods too " \
+           "(worker-0, worker-1)" in without
+    assert without[-3:] == ["  commands and their exit status are recorded in ~/.ranks_history (convert takes the last "
+                            "launch that exited 0)", "  convert (t in the dashboard) turns the last launch into a "
+                            "training job", ""]
+
+    fake = tmp_path / "ranks"
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(0o755)
+    assert shell.ranks_on_path()
+    lines = shell.banner(pt_target()).split("\r\n")
+    assert lines[lines.index("  ready to paste:") + 1] == f"    {TORCHRUN}"
+    at = next(i for i, ln in enumerate(lines) if "run on your machine" in ln)
+    assert lines[at] == ("  every node runs torchrun: to start it on the other 2 pods, run on your machine "
+                         "(not in this shell):")
+    assert lines[at + 1] == f"    ranks exec ddp -p team-a --rank worker-0,worker-1 -- sh -c '{TORCHRUN}'"
+    assert lines[-2] == "  on your machine, 'ranks convert ddp -p team-a --from-history' turns the last launch into a " \
+                        "training job"
+    # nothing the banner offers to paste in the pod is a comment, and no hint would be picked from history
+    for ln in lines:
+        assert launcher_in(ln.strip()) is None or ln.strip() == TORCHRUN, ln
+    # from a worker's shell: the others are the master and the other worker
+    assert ("    ranks exec ddp -p team-a --rank master-0,worker-1 -- sh -c '" in
+            shell.banner(pt_target("worker-0"), cli=True))
+    # a master alone: nothing to start elsewhere
+    alone = shell.banner(pt_target(workers=0), cli=True)
+    assert "ranks exec" not in alone and "--nnodes=1" in alone
+
+
+def test_mpi_banner_lines_run_in_the_launcher() -> None:
+    wl = mpi()
+    raw = pod("MPIJob", "hvd", NS, "Launcher", None, gpus=0, name="hvd-launcher-x7k2p")
+    raw["spec"]["containers"][0]["env"] = [{"name": "OMPI_MCA_orte_default_hostfile", "value": "/etc/mpi/hostfile"},
+                                           {"name": "OMPI_MCA_orte_set_default_slots", "value": "1"}]
+    target = shell.ShellTarget(wl, pick_rank(wl), "main", raw, [x for x in wl.ranks if x.role == "worker"])
+    hosts = f"hvd-worker-0.hvd.{NS}.svc:1,hvd-worker-1.hvd.{NS}.svc:1"
+    assert shell.paste_lines(target) == [f"horovodrun -np 2 -H {hosts} python train.py",
+                                         "horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py",
+                                         "mpirun -np 2 --hostfile /etc/mpi/hostfile python train.py"]
+    text = shell.banner(target, cli=True)
+    assert "ranks exec" not in text  # the launcher starts every rank
+    assert f"  hostfile /etc/mpi/hostfile: hvd-worker-0.hvd.{NS}.svc, hvd-worker-1.hvd.{NS}.svc" in text
+
+
+def test_banner_cleans_what_the_cluster_wrote() -> None:
+    target = pt_target(env={"MASTER_ADDR": "evil\x1b]0;pwned\x07-0", "MASTER_PORT": "1\x1b[2J", "RANK": "0"})
+    text = shell.banner(target, cli=True)
+    assert "\x1b" not in text and "\x07" not in text
+
+
 # -- shell: which pod a shell opens ----------------------------------------------------------------
 
 
@@ -610,33 +813,145 @@ def test_default_container() -> None:
 
 # -- shell: the history ------------------------------------------------------------------------------
 
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
 
+# records as the shell writes them (epoch, exit status, command; a multi-line command continues on
+# lines starting with two tabs), after lines an older ranks wrote (plain, bash's #epoch lines)
 HISTORY = "\n".join([
-    "#1767225600",  # bash's timestamp lines (HISTTIMEFORMAT)
-    "nvidia-smi",
-    "torchrun --nproc_per_node=8 train.py --lr 0.1",
+    "#1767225000",
+    "horovodrun -np 2 -H a:1,b:1 python old.py",  # old format: no exit status
     "ls /data",
-    "# horovodrun -np 2 commented out",
-    "#1767225700",
-    "horovodrun -np 16 -H a:8,b:8 python train.py",
-    "   mpirun -np 16 --hostfile /etc/mpi/hostfile python train.py   ",
-    "torchrun --nproc_per_node=8 train.py --lr 0.1",
+    f"{T0:.0f}\t0\tnvidia-smi",
+    f"{T0 + 10:.0f}\t0\t# horovodrun -np 2 commented out",
+    f"{T0 + 20:.0f}\t0\techo 'use torchrun --nnodes=2 here'",
+    f"{T0 + 30:.0f}\t0\tranks exec sess -p team-a --rank worker-0 -- sh -c 'torchrun train.py'",
+    f"{T0 + 40:.0f}\t0\tNCCL_DEBUG=INFO horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py",
+    f"{T0 + 50:.0f}\t0\tfor i in 1 2; do",
+    "\t\t  echo $i",
+    "\t\tdone",
+    f"{T0 + 60:.0f}\t127\ttorchrun --nnodes=3 train.py",
+    f"{T0 + 70:.0f}\t1\tmpirun -np 2 python nope.py",
     "",
-    "python -m torch.distributed.run --nnodes 2 train.py",
-    "mpiexec -n 4 python t.py",
 ]) + "\n"
 
 
-def test_launch_commands_most_recent_first_unique_and_only_launches() -> None:
-    assert launch_commands(HISTORY) == [
-        "mpiexec -n 4 python t.py",
-        "python -m torch.distributed.run --nnodes 2 train.py",
-        "torchrun --nproc_per_node=8 train.py --lr 0.1",
-        "mpirun -np 16 --hostfile /etc/mpi/hostfile python train.py",
-        "horovodrun -np 16 -H a:8,b:8 python train.py",
-    ]
-    assert launch_commands("") == []
-    assert launch_commands("ls\ncd /data\npython train.py\n") == []  # not a distributed launch
+def test_parse_history_records_continuations_and_plain_lines() -> None:
+    entries = shell.parse_history(HISTORY)
+    assert entries[0] == shell.HistoryEntry("horovodrun -np 2 -H a:1,b:1 python old.py", None, 1767225000.0)
+    assert entries[1] == shell.HistoryEntry("ls /data", None, None)  # a plain line: no status, no time
+    assert entries[2] == shell.HistoryEntry("nvidia-smi", 0, T0)
+    assert entries[7] == shell.HistoryEntry("for i in 1 2; do\n  echo $i\ndone", 0, T0 + 50)
+    assert [(e.status, e.command) for e in entries[-2:]] == [(127, "torchrun --nnodes=3 train.py"),
+                                                             (1, "mpirun -np 2 python nope.py")]
+    assert len(entries) == 10
+    # a tab-indented plain line is a command of its own, not a continuation
+    assert shell.parse_history("ls\n\t\tpwd\r\n") == [shell.HistoryEntry("ls"), shell.HistoryEntry("pwd")]
+    assert shell.parse_history("") == []
+
+
+@pytest.mark.parametrize(("line", "launcher"), [
+    ("horovodrun -np 4 python train.py", "horovodrun"),
+    ("mpirun -np 2 python t.py", "mpirun"),
+    ("mpiexec -n 2 python t.py", "mpiexec"),
+    ("torchrun --nnodes=2 train.py", "torchrun"),
+    ("deepspeed --num_gpus 8 train.py", "deepspeed"),
+    ("python -m torch.distributed.run --nproc_per_node 2 t.py", "python -m torch.distributed.run"),
+    ("python3 -u -m torch.distributed.launch t.py", "python -m torch.distributed.launch"),
+    ("/opt/conda/bin/python3.11 -mtorch.distributed.run t.py", "python -m torch.distributed.run"),
+    ("NCCL_DEBUG=INFO OMP_NUM_THREADS=1 torchrun train.py", "torchrun"),
+    ("env -u HTTP_PROXY A=1 nohup time -p /usr/local/bin/horovodrun -np 2 x > run.log 2>&1 &", "horovodrun"),
+    ("cd /workspace && torchrun train.py | tee log", "torchrun"),
+    ("for n in 1 2; do mpirun -np $n x; done", "mpirun"),
+    ("echo a#b; mpiexec -n 2 x", "mpiexec"),
+    # never a launch
+    ("# horovodrun -np 2 python train.py", None),
+    ("ls # torchrun", None),
+    ("echo torchrun --nnodes=2 train.py", None),
+    ("ranks exec sess --all -- sh -c 'torchrun train.py'", None),
+    ("kubectl exec sess-master-0 -- torchrun train.py", None),
+    ("sh -c 'torchrun train.py'", None),
+    ('echo "$(torchrun --help)"', None),
+    ("python train.py", None),
+    ("python -m torch.utils.collect_env", None),
+    ("python -c 'import torch.distributed.run'", None),
+    ("vim torchrun.sh", None),
+    ("HOROVOD=horovodrun", None),
+    ("horovodrun() { echo stand-in; }", None),
+    ("torchrun () { :; }; torchrun train.py", "torchrun"),
+])
+def test_a_launch_is_its_command_word(line: str, launcher: str | None) -> None:
+    assert launcher_in(line) == launcher
+
+
+def test_launches_most_recent_first_with_status_and_time() -> None:
+    found = launches(HISTORY)
+    assert [(x.launcher, x.status, x.time) for x in found] == [
+        ("mpirun", 1, T0 + 70), ("torchrun", 127, T0 + 60), ("horovodrun", 0, T0 + 40),
+        ("horovodrun", None, 1767225000.0)]
+    assert found[2].command == "NCCL_DEBUG=INFO horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py"
+    assert launches("ls\ncd /data\npython train.py\n") == []
+
+
+def test_pick_the_last_launch_that_exited_0_and_say_which_and_when() -> None:
+    found = launches(HISTORY)
+    launch, note = shell.pick_launch(found, now=T0 + 40 + 4 * 60 + 5)
+    assert launch is found[2]
+    assert note == ("using the launch from 4 minutes ago (exit 0; 2 later launches did not exit 0): "
+                    "NCCL_DEBUG=INFO horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py")
+    ok_last = [shell.Launch("torchrun train.py", "torchrun", 0, T0)]
+    assert shell.pick_launch(ok_last, now=T0 + 1) == (ok_last[0], "using the launch from just now (exit 0): "
+                                                                  "torchrun train.py")
+
+
+def test_only_failed_launches_are_refused_unless_allowed() -> None:
+    failed = [x for x in launches(HISTORY) if not x.ok]
+    with pytest.raises(SessionError) as err:
+        shell.pick_launch(failed, now=T0 + 70 + 2 * 3600)
+    assert err.value.code == ExitCode.ERROR
+    assert err.value.message == (
+        "no launch in the session's shell history exited 0; the last one, from 2 hours ago, has exit 1: "
+        "mpirun -np 2 python nope.py (fix it and run it again in the shell, or pass --allow-failed to take it "
+        "anyway)")
+    assert "\n" not in err.value.message
+    launch, note = shell.pick_launch(failed, allow_failed=True, now=T0 + 70 + 2 * 3600)
+    assert launch is failed[0]
+    assert note == ("warning: using a launch that did not exit 0 (exit 1), from 2 hours ago: "
+                    "mpirun -np 2 python nope.py")
+    # --allow-failed takes the latest even when an older one succeeded
+    assert shell.pick_launch(launches(HISTORY), allow_failed=True)[0].status == 1
+
+
+def test_an_old_plain_history_has_no_status_it_is_refused_unless_allowed() -> None:
+    old = launches("#1767225000\nhorovodrun -np 2 python train.py\n")
+    with pytest.raises(SessionError) as err:
+        shell.pick_launch(old, now=1767225000 + 86400 * 3)
+    assert "the last one, from 3 days ago, has exit status not recorded: horovodrun" in err.value.message
+    launch, note = shell.pick_launch(launches("torchrun a.py\n"), allow_failed=True)
+    assert launch.status is None and launch.time is None
+    assert note == ("warning: using a launch that did not exit 0 (exit status not recorded), from an older history "
+                    "(no time recorded): torchrun a.py")
+
+
+def test_no_launch_at_all() -> None:
+    with pytest.raises(SessionError) as err:
+        shell.pick_launch([], where="~/.ranks_history in hvd's lead pod")
+    assert err.value.code == ExitCode.ERROR
+    assert err.value.message.startswith("no launch in the session's shell history (~/.ranks_history in hvd's "
+                                        "lead pod): run horovodrun, mpirun, mpiexec, torchrun, deepspeed or ")
+
+
+def test_launch_choices_each_command_once() -> None:
+    found = launches(HISTORY + f"{T0 + 80:.0f}\t0\ttorchrun ok.py\n{T0 + 90:.0f}\t0\ttorchrun ok.py\n")
+    assert [c.command for c in shell.launch_choices(found, allow_failed=False)] == [
+        "torchrun ok.py", "NCCL_DEBUG=INFO horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py"]
+    assert shell.launch_choices(found, allow_failed=False)[0].time == T0 + 90  # the latest
+    assert len(shell.launch_choices(found, allow_failed=True)) == 5
+
+
+def test_the_pick_says_what_it_shows_without_control_sequences() -> None:
+    found = [shell.Launch("torchrun \x1b]52;c;aGk=\x07train.py\x1b[2J", "torchrun", 0, T0)]
+    _, note = shell.pick_launch(found, now=T0 + 30)
+    assert "\x1b" not in note and "\x07" not in note and note.endswith("torchrun train.py")
 
 
 def test_history_command_reads_the_file_the_shell_writes() -> None:
@@ -644,6 +959,109 @@ def test_history_command_reads_the_file_the_shell_writes() -> None:
     assert argv[:2] == ["/bin/sh", "-c"]
     assert '"${HOME:-/tmp}/.ranks_history"' in argv[2] and '"/tmp/.ranks_history"' in argv[2]
     assert ".ranks_history" in shell.SHELL_SCRIPT and "__HIST__" not in shell.SHELL_SCRIPT
+
+
+class LocalShell:
+    """`shell_command()` run here on a pseudo-terminal as the pod runs it: HOME a temporary
+    directory (whose .bashrc sets a prompt to wait for), the given PATH."""
+
+    PROMPT = b"@@ready@@ "
+
+    def __init__(self, home: Path, path: str | None = None, argv0: str = "/bin/sh") -> None:
+        env = {"HOME": str(home), "PATH": path or os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "dumb",
+               "PS1": self.PROMPT.decode()}
+        self.home = home
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # pragma: no cover - the child
+            os.execve(argv0, shell.shell_command(), env)
+        self.seen = b""
+        self.code: int | None = None
+
+    def read(self) -> None:
+        if select.select([self.fd], [], [], 0.05)[0]:
+            with contextlib.suppress(OSError):
+                self.seen += os.read(self.fd, 65536)
+
+    def prompts(self, n: int) -> None:
+        wait_for(lambda: self.read() or self.seen.count(self.PROMPT) >= n, timeout=10, what=f"prompt {n}",
+                 detail=lambda: self.seen[-500:])
+
+    def type(self, *commands: str) -> None:
+        """Each command (its lines), then the prompt after it."""
+        for command in commands:
+            count = self.seen.count(self.PROMPT)
+            os.write(self.fd, command.replace("\n", "\r").encode() + b"\r")
+            self.prompts(count + 1)
+
+    def finish(self, line: str) -> int:
+        """Type `line`, which ends the shell: its exit status."""
+        os.write(self.fd, line.encode() + b"\r")
+
+        def ended() -> bool:
+            self.read()
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.code = os.waitstatus_to_exitcode(status)
+            return bool(pid)
+
+        wait_for(ended, timeout=10, what="the shell to end", detail=lambda: self.seen[-500:])
+        os.close(self.fd)
+        assert self.code is not None
+        return self.code
+
+    @property
+    def history(self) -> str:
+        return (self.home / ".ranks_history").read_text()
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    if shutil.which("bash") is None:
+        pytest.skip("no bash here")
+    (tmp_path / ".bashrc").write_text(f"PS1='{LocalShell.PROMPT.decode()}'\n")
+    return tmp_path
+
+
+def test_the_shell_records_each_command_once_with_its_status(home: Path) -> None:
+    (home / ".bash_history").write_text("torchrun from-an-earlier-session.py\n")  # bash loads it: not a new command
+    sh = LocalShell(home)
+    sh.prompts(1)
+    sh.type("true", "", "", "false", "ranks-no-such-command --x", "for i in 1 2; do\necho $i\ndone",
+            "echo 'two\nlines'", "sleep 0; (exit 3)")
+    assert sh.finish("exit 5") == 5  # the shell ends with the status `exit` gave
+    entries = shell.parse_history(sh.history)
+    assert [(e.status, e.command) for e in entries] == [
+        (0, "true"), (1, "false"), (127, "ranks-no-such-command --x"), (0, "for i in 1 2; do echo $i; done"),
+        (0, "echo 'two\nlines'"), (3, "sleep 0; (exit 3)"), (5, "exit 5")]
+    assert all(e.time is not None and abs(e.time - time.time()) < 60 for e in entries)
+    lines = sh.history.splitlines()  # readable: one record a line, a multi-line command's lines indented
+    assert re.fullmatch(r"\d+\t0\ttrue", lines[0]) and lines[4].endswith("\t0\techo 'two")
+    assert lines[5] == "\t\tlines'"
+
+
+def test_the_shell_keeps_the_status_of_a_plain_exit_and_the_users_prompt_command_and_trap(home: Path) -> None:
+    (home / ".bashrc").write_text(f"PS1='{LocalShell.PROMPT.decode()}'\nPROMPT_COMMAND='LAST=$?'\n"
+                                  f"trap 'echo $LAST > {home}/trap-ran' EXIT\n")
+    sh = LocalShell(home)
+    sh.prompts(1)
+    sh.type("false")
+    assert sh.finish("exit") == 1  # `exit` alone: the status of the last command
+    assert [(e.status, e.command) for e in shell.parse_history(sh.history)] == [(1, "false"), (1, "exit")]
+    assert (home / "trap-ran").read_text() == "1\n"  # their PROMPT_COMMAND saw $?, their EXIT trap ran
+
+
+def test_without_bash_sh_runs_with_the_history_file(home: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    dash = shutil.which("dash")
+    if dash is None:
+        pytest.skip("no dash here")
+    bin_dir = tmp_path_factory.mktemp("nobash")
+    for tool, path in (("sh", dash), ("cat", shutil.which("cat")), ("rm", shutil.which("rm"))):
+        os.symlink(path or "/bin/false", bin_dir / tool)
+    sh = LocalShell(home, str(bin_dir), str(bin_dir / "sh"))
+    sh.prompts(1)
+    sh.type('echo "hf=$HISTFILE"')
+    assert sh.finish("exit 4") == 4
+    assert f"hf={home}/.ranks_history" in sh.seen.decode()
 
 
 async def test_session_history_reads_the_lead_pods_history(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -655,13 +1073,14 @@ async def test_session_history_reads_the_lead_pods_history(monkeypatch: pytest.M
         for line in HISTORY.encode().splitlines(keepends=True):
             on_line(ranks[0], 1, line)
         on_line(ranks[0], 2, b"torchrun --on-stderr-is-not-history\n")
-        on_line(ranks[0], 1, b"torchrun bad-\xff-utf8\n")
+        on_line(ranks[0], 1, f"{T0 + 99:.0f}\t0\ttorchrun bad-\xff-utf8\n".encode("latin-1"))
         return [RankResult(ranks[0], ExecOutcome(0))]
 
     monkeypatch.setattr(shell, "run_on_ranks", run_on_ranks)
     got = await shell.session_history(None, mpi())  # type: ignore[arg-type]
     assert asked == [(["hvd-launcher-x7k2p"], shell.history_command())]
-    assert got[0] == "torchrun bad-\ufffd-utf8" and got[1:] == launch_commands(HISTORY)
+    assert got[0] == shell.Launch("torchrun bad-\ufffd-utf8", "torchrun", 0, T0 + 99)
+    assert got[1:] == launches(HISTORY)
 
 
 @pytest.mark.parametrize(("result", "message"), [

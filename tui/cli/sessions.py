@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from monitors.model_views import RankView, WorkloadView
     from sessions.lifecycle import Target
     from sessions.manifests import SubmitSpec
-    from sessions.shell import ShellTarget
+    from sessions.shell import Launch, ShellTarget
 
 FRAMEWORK_NAMES = ("mpi", "pytorch", "tensorflow", "xgboost")
 WAIT_POLL = 1.0
@@ -97,8 +97,8 @@ def shell_cmd(ctx: click.Context, workload: str, project: str | None, rank: str 
     """A shell in the lead pod of WORKLOAD (MPI launcher, PyTorch master, TF chief), or another rank's.
 
     Prints the world size, the hostfile or master address and ready-to-paste horovodrun / mpirun /
-    torchrun lines first. Commands are recorded in ~/.ranks_history in the pod (see `ranks convert
-    --from-history`). The exit status is the shell's.
+    torchrun lines first. Commands are recorded with their exit status and time in ~/.ranks_history
+    in the pod (see `ranks convert --from-history`). The exit status is the shell's.
     """
     if rank and pod:
         raise click.UsageError("--rank and --pod cannot be used together")
@@ -133,7 +133,10 @@ def exec_cmd(ctx: click.Context, workload: str, project: str | None, all_ranks: 
 @click.option("--command", "command", metavar="CMD", default=None,
               help="What the job runs (a shell command line), instead of sleep infinity.")
 @click.option("--from-history", "from_history", is_flag=True,
-              help="Pick the command from the session's shell history (latest horovodrun/mpirun/torchrun first).")
+              help="The last launch (horovodrun, mpirun, mpiexec, torchrun, deepspeed, python -m "
+                   "torch.distributed.run) in the session's shell history that exited 0.")
+@click.option("--allow-failed", "allow_failed", is_flag=True,
+              help="With --from-history: take the last launch even if it did not exit 0 (with a warning).")
 @click.option("--name", metavar="NEW", default=None, help="Name of the new job (default: WORKLOAD-train).")
 @click.option("--delete-interactive", is_flag=True, help="Delete the interactive session once the job is created.")
 @click.option("--dry-run", is_flag=True, help="Show the diff and create nothing.")
@@ -141,17 +144,19 @@ def exec_cmd(ctx: click.Context, workload: str, project: str | None, all_ranks: 
 @global_options
 @click.pass_context
 def convert_command(ctx: click.Context, workload: str, project: str | None, command: str | None,
-                    from_history: bool, name: str | None, delete_interactive: bool, dry_run: bool, yes: bool,
-                    **kw: Any) -> None:
+                    from_history: bool, allow_failed: bool, name: str | None, delete_interactive: bool,
+                    dry_run: bool, yes: bool, **kw: Any) -> None:
     """Turn the interactive session WORKLOAD into an unattended training job.
 
     Same image, resources, env, volumes, node pool and replicas; the launcher (MPI) or every replica
     runs the command instead of sleep infinity; runPolicy backoffLimit 3, cleanPodPolicy Running,
-    ttlSecondsAfterFinished one day. Shows the diff and asks before submitting.
+    ttlSecondsAfterFinished one week. The session's pod and host names in the command become the
+    new job's ($MASTER_ADDR, $MASTER_PORT, $RANK and the MPI hostfile where the operator provides
+    them). Shows the diff and asks before submitting.
     """
     sys.exit(run_convert(merge_globals(ctx, kw), workload, group_project(ctx, project), command=command,
-                         from_history=from_history, name=name, delete_interactive=delete_interactive,
-                         dry_run=dry_run, yes=yes))
+                         from_history=from_history, allow_failed=allow_failed, name=name,
+                         delete_interactive=delete_interactive, dry_run=dry_run, yes=yes))
 
 
 @click.command("delete")
@@ -500,36 +505,47 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
 
 # -- convert ---------------------------------------------------------------------------------------------------
 
-def choose(commands: list[str], *, yes: bool) -> str:
-    """The most recent with --yes or without a terminal to ask on; else the user's pick."""
-    from monitors.sanitize import clean
+def choose(found: list[Launch], *, yes: bool, allow_failed: bool, where: str) -> Launch:
+    """The launch to convert (`pick_launch`: the last that exited 0), said on stderr; on a terminal
+    without --yes, when there are several to choose from, the user's pick (that one first)."""
+    import time
 
-    if yes or len(commands) == 1 or not sys.stdin.isatty():
-        return commands[0]
-    print("launch commands in the session's history (most recent first):", file=sys.stderr)
-    for i, cmd in enumerate(commands[:9], 1):
-        print(f"  {i}) {clean(cmd, limit=300)}", file=sys.stderr)
+    from monitors.sanitize import clean
+    from sessions.shell import launch_choices, pick_launch
+
+    now = time.time()
+    chosen, note = pick_launch(found, allow_failed=allow_failed, now=now, where=where)
+    choices = [chosen] + [c for c in launch_choices(found, allow_failed=allow_failed) if c.command != chosen.command]
+    if yes or len(choices) == 1 or not sys.stdin.isatty():
+        print(f"ranks: {note}", file=sys.stderr)
+        return chosen
+    print("launches in the session's history" + ("" if allow_failed else " that exited 0") + ":", file=sys.stderr)
+    for i, launch in enumerate(choices[:9], 1):
+        print(f"  {i}) {launch.when(now)}, {launch.outcome()}: {clean(launch.command, limit=300)}", file=sys.stderr)
     try:
-        pick = click.prompt("use which", default=1, type=click.IntRange(1, min(9, len(commands))), err=True)
+        pick = click.prompt("use which", default=1, type=click.IntRange(1, min(9, len(choices))), err=True)
     except (click.exceptions.Abort, EOFError):
         raise UserError("no command chosen", ExitCode.ERROR) from None
-    return commands[pick - 1]
+    return choices[pick - 1]
 
 
 def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command: str | None, from_history: bool,
-                name: str | None, delete_interactive: bool, dry_run: bool, yes: bool) -> int:
+                name: str | None, delete_interactive: bool, dry_run: bool, yes: bool,
+                allow_failed: bool = False) -> int:
     from monitors.kube import KubeClient
     from monitors.sanitize import clean
     from sessions import convert
     from sessions.errors import SessionError
     from sessions.lifecycle import delete, get, target_of
     from sessions.locate import locate_workload
-    from sessions.shell import session_history
+    from sessions.shell import HISTORY_NAME, session_history
 
     if command and from_history:
         return error("--command and --from-history cannot be used together", ExitCode.USAGE)
     if not command and not from_history:
         return error("say what the job runs: --command CMD, or --from-history", ExitCode.USAGE)
+    if allow_failed and not from_history:
+        return error("--allow-failed goes with --from-history", ExitCode.USAGE)
     if not dry_run:
         refused = read_only_refusal(opts, f"convert {ref}")
         if refused is not None:
@@ -549,15 +565,16 @@ def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command:
                 cmd = command
                 if from_history:
                     found = await session_history(client, wl)
-                    if not found:
-                        raise UserError("no horovodrun, mpirun or torchrun in the session's shell history "
-                                        f"(~/.ranks_history in {wl.name}'s lead pod); use --command",
-                                        ExitCode.ERROR)
-                    cmd = choose(found, yes=yes)
+                    cmd = choose(found, yes=yes, allow_failed=allow_failed,
+                                 where=f"~/{HISTORY_NAME} in {wl.name}'s lead pod").command
                 assert cmd is not None
                 job = await get(client, source)
                 new = convert.unattended(job, cmd, name)
                 print(convert.diff(job, new), end="")
+                runs = convert.command_of(new)
+                if convert.leftovers(runs, convert.session_names(job)):
+                    print(f'ranks: note: the command still names "{wl.name}" (not as a pod or host of the '
+                          "session, which are renamed): check it is meant for the new job", file=sys.stderr)
                 if dry_run:
                     print("ranks: dry run: nothing was created", file=sys.stderr)
                     return ExitCode.OK
@@ -566,7 +583,7 @@ def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command:
                     print("ranks: nothing was created", file=sys.stderr)
                     return ExitCode.ERROR
                 created = await convert.create(client, source, new)
-                print(f"{created.ref} created in {created.namespace}, running: {clean(cmd, limit=200)}")
+                print(f"{created.ref} created in {created.namespace}, running: {clean(runs, limit=200)}")
                 if delete_interactive:
                     await delete(client, source)
                     print(f"{source.ref} deleted from {source.namespace}")

@@ -4,6 +4,7 @@ data loop (tui/dashboard_actions.py)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from textual.style import Style as VisualStyle
 from textual.widgets import Button, Checkbox, Input, Label, Log, OptionList, Select, Static
 
 from monitors.sanitize import clean
+from sessions.shell import Launch, launch_choices
 
 from .base import RanksScreen
 
@@ -191,18 +193,34 @@ class ConvertScreen(RanksScreen):
     ConvertScreen #form Label { width: 10; padding-top: 1; }
     ConvertScreen #diff { height: 1fr; padding: 0 1; }
     ConvertScreen #problem { color: $error; height: auto; padding: 0 1; }
+    ConvertScreen #history { height: auto; max-height: 6; }
+    ConvertScreen #history-note { color: $warning; height: auto; }
     ConvertScreen .buttons { height: auto; align-horizontal: right; }
     ConvertScreen Button { margin-left: 1; }
     """
 
-    def __init__(self, key: tuple[str, str, str], job: dict[str, Any], history: Sequence[str],
+    def __init__(self, key: tuple[str, str, str], job: dict[str, Any], history: Sequence[Launch],
                  build: Callable[[dict[str, Any], str, str | None], tuple[dict[str, Any], str]]) -> None:
         super().__init__()
         self.key = key
         self.job = job
-        self.history = list(history)
+        self.history = list(history)  # the launches of the session's shell history, most recent first
+        self.choices = launch_choices(self.history, allow_failed=False)  # what the picker lists
         self.build = build  # (job, command, name) -> (new job, diff); raises SessionError
         self.new: dict[str, Any] | None = None
+        self.now = time.time()
+
+    def _option(self, launch: Launch) -> Text:
+        return Text(clean(f"{launch.outcome()}, {launch.when(self.now).removeprefix('from ')}: {launch.command}",
+                          limit=300))
+
+    def _note(self) -> str:
+        """Why the picker is empty or lists launches that failed ("" when it says nothing)."""
+        if not self.history or any(launch.ok for launch in self.history):
+            return ""
+        last = self.history[0]
+        return (f"no launch in the shell history exited 0 (the last, {last.when(self.now)}, has "
+                f"{last.outcome()}); tick the box below to pick one anyway")
 
     @property
     def crumb(self) -> str:  # type: ignore[override]
@@ -212,14 +230,18 @@ class ConvertScreen(RanksScreen):
         with Vertical(id="form"):
             with Horizontal():
                 yield Label("command")
-                yield Input(self.history[0] if self.history else "", id="command",
+                yield Input(self.choices[0].command if self.choices else "", id="command",
                             placeholder="what the job runs, e.g. horovodrun -np 4 -hostfile /etc/mpi/hostfile "
                                         "python train.py")
             with Horizontal():
                 yield Label("name")
                 yield Input(id="name", placeholder=f"{self.key[2]}-train")
             if self.history:
-                yield OptionList(*[Text(clean(c, limit=300)) for c in self.history], id="history")
+                if self._note():
+                    yield Static(Text(clean(self._note())), id="history-note")
+                yield OptionList(*[self._option(c) for c in self.choices], id="history")
+                if not all(launch.ok for launch in self.history):
+                    yield TickBox("list launches that did not exit 0 too", id="allow-failed")
             yield TickBox("delete the interactive session once the job is created", id="delete")
         yield Static(id="problem")
         with VerticalScroll(id="diff"):
@@ -238,7 +260,15 @@ class ConvertScreen(RanksScreen):
 
     @on(OptionList.OptionSelected, "#history")
     def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.query_one("#command", Input).value = self.history[event.option_index]
+        self.query_one("#command", Input).value = self.choices[event.option_index].command
+
+    @on(Checkbox.Changed, "#allow-failed")
+    def _allow_failed(self, event: Checkbox.Changed) -> None:
+        """The dashboard's --allow-failed: the picker lists every launch, with its exit status."""
+        self.choices = launch_choices(self.history, allow_failed=event.value)
+        picker = self.query_one("#history", OptionList)
+        picker.clear_options()
+        picker.add_options([self._option(c) for c in self.choices])
 
     def rebuild(self) -> None:
         command = self.query_one("#command", Input).value
