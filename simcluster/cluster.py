@@ -104,12 +104,13 @@ class SimCluster:
             bookmark_interval=bookmark_interval, admin=self._admin,
         )
         self.admin_token = self.authz.add_user(ADMIN_USER, groups=(MASTERS, "system:authenticated"))
-        self.authz.add_user(
+        impersonator_token = self.authz.add_user(
             IMPERSONATOR,
             groups=("system:authenticated",),
             rules=(Rule.of(["impersonate"], ["users", "groups", "serviceaccounts"], [""]),),
         )
-        self.user_tokens: dict[str, str] = {ADMIN_USER: self.admin_token}
+        # (context `ranks-sim-ranks-ssh` in every kubeconfig: the identity `ranks serve --ssh` runs as)
+        self.user_tokens: dict[str, str] = {ADMIN_USER: self.admin_token, IMPERSONATOR: impersonator_token}
         self.user_namespaces: dict[str, str] = {}  # a user's context namespace in the kubeconfig
         self._crds = crds
         self._runner: web.AppRunner | None = None

@@ -80,7 +80,9 @@ def user_error(exc: SessionError) -> UserError:
 # -- running a command -----------------------------------------------------------------------------------
 
 def configure(cfg: ClusterConfig, opts: dict[str, Any]) -> ClusterConfig:
-    """The command line's settings that go with the connection (--request-timeout)."""
+    """The command line's settings that go with the connection (--request-timeout, --namespace)."""
+    if opts.get("namespace"):
+        cfg.namespace = str(opts["namespace"])
     timeout = opts.get("request_timeout")
     if timeout is not None:
         cfg.request_timeout = float(timeout) or None  # 0: no limit
@@ -97,7 +99,9 @@ def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]]) -
     from monitors.names import LookupProblem
 
     try:
-        cfg = configure(load_cluster_config(opts.get("kubeconfig"), opts.get("context")), opts)
+        from .options import impersonation
+
+        cfg = configure(load_cluster_config(opts.get("kubeconfig"), opts.get("context"), **impersonation(opts)), opts)
         return asyncio.run(body(cfg))
     except ConnectionProblem as exc:
         return error(exc.message, exc.code)

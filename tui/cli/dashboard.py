@@ -23,7 +23,7 @@ import click
 from monitors.connection import ConnectionProblem, ExitCode, load_cluster_config
 
 from .common import configure, fail
-from .options import dashboard_options, global_options, group_project, merge_globals
+from .options import dashboard_options, global_options, group_project, impersonation, merge_globals
 
 if TYPE_CHECKING:
     from tui.settings import Settings
@@ -131,7 +131,8 @@ def run_dashboard(opts: dict[str, Any], *, theme: str | None, ascii: bool, proje
     prepared = prepare(opts, theme=theme, ascii=ascii, project=project)
     _need_terminal()
     try:
-        cfg = configure(load_cluster_config(opts.get("kubeconfig"), opts.get("context")), opts)
+        cfg = configure(load_cluster_config(opts.get("kubeconfig"), opts.get("context"), **impersonation(opts)),
+                        opts)
     except ConnectionProblem as exc:
         fail(exc.message, exc.code)
     return run_app(cfg, prepared)

@@ -21,6 +21,7 @@ from .dashboard import demo_command, run_dashboard, sim_command
 from .logs import logs_command
 from .options import GLOBAL_KEYS, dashboard_options, global_options
 from .read import get_command, list_command, projects_command, top_command
+from .serve import serve_command
 from .sessions import (
     convert_command,
     delete_command,
@@ -66,6 +67,7 @@ SUBCOMMANDS = (
     submit_command, shell_cmd, exec_cmd, convert_command, delete_command, suspend_command,  # sessions
     resume_command,
     demo_command, sim_command,  # dashboard
+    serve_command,  # serve
 )
 for subcommand in SUBCOMMANDS:
     cli.add_command(subcommand)

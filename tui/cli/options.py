@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-GLOBAL_KEYS = ("kubeconfig", "context", "prometheus", "read_only", "request_timeout")
+GLOBAL_KEYS = ("kubeconfig", "context", "prometheus", "read_only", "request_timeout", "as_user", "as_groups",
+               "namespace")
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
@@ -75,8 +76,21 @@ def workload_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("workload", callback=_workload_name)(fn)
 
 
+def _as_groups(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...] | None:
+    return tuple(value) or None  # (None: not given here, so the group's value stands)
+
+
 def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The global flags, on the group and on every subcommand (a later one wins)."""
+    """The global flags, on the group and on every subcommand (a later one wins). `--as` and
+    `--as-group` (hidden, as kubectl's: impersonation; `ranks serve` runs each SSH user's
+    dashboard with them) set Impersonate-User/-Group on every request; `--namespace` (hidden)
+    stands for the context's namespace (an impersonated user's own project)."""
+    fn = click.option("--as-group", "as_groups", metavar="GROUP", multiple=True, hidden=True, callback=_as_groups,
+                      help="Group to impersonate (repeatable; with --as).")(fn)
+    fn = click.option("--namespace", "namespace", metavar="NS", default=None, hidden=True,
+                      help="The namespace the context is in (the default project), as kubectl's.")(fn)
+    fn = click.option("--as", "as_user", metavar="USER", default=None, hidden=True,
+                      help="User to impersonate for every request.")(fn)
     fn = click.option("--request-timeout", "request_timeout", metavar="DURATION", default=None,
                       callback=_request_timeout,
                       help="How long one request to the API server may take before giving up (as kubectl: "
@@ -101,6 +115,12 @@ def merge_globals(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
         if value is not None:
             merged[key] = value
     return merged
+
+
+def impersonation(opts: dict[str, Any]) -> dict[str, Any]:
+    """`load_cluster_config`'s impersonation keywords from the merged `opts`."""
+    return {"impersonate_user": opts.get("as_user") or None,
+            "impersonate_groups": tuple(opts.get("as_groups") or ())}
 
 
 def group_project(ctx: click.Context, project: str | None) -> str | None:

@@ -1,0 +1,9 @@
+"""The SSH front door (`ranks serve --ssh`, issue #14): a headless asyncssh server that gives each
+SSH user the dashboard, or one read-only command, as their own Kubernetes identity.
+
+- `keys`: authorized keys (a file, or a directory of one file per user) and the `--users` map ->
+  the identity each key acts as (never the login name the client claims);
+- `audit`: one line per login, logout and refused action;
+- `server`: the asyncssh server, its sessions (each one a child `ranks` process, on a pty for the
+  dashboard) and `serve`, which runs it until SIGINT/SIGTERM.
+"""

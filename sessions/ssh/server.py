@@ -1,0 +1,488 @@
+"""The SSH server: public-key logins only, each key acting as its identity (`keys`); each session
+runs a child `ranks` process as that identity (`--as`/`--as-group`, so the cluster's RBAC decides):
+
+- a shell request with a pty: the dashboard, on a pty of the client's size (window-change resizes
+  it; the kernel sends the child SIGWINCH), in its own session and process group;
+- an exec request of a read-only subcommand (`list -A -o json`): that command, stdout/stderr/exit
+  status passed through;
+- anything else is refused with a one-line message: no pty, other commands, subsystems (sftp),
+  port/agent/X11 forwarding; session limits (total and per user).
+
+A client that goes away has its child's process group terminated (then killed). Nothing here
+blocks the event loop: the pty is read with `add_reader`, children are asyncio subprocesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import os
+import shlex
+import signal
+import struct
+import sys
+import termios
+from dataclasses import dataclass, field
+from typing import Any
+
+import asyncssh
+
+from sessions.errors import SessionError
+
+from .audit import Audit
+from .keys import Identity, KeyRing, load_keyring, signature
+
+READ_ONLY_COMMANDS = ("projects", "list", "get", "top", "logs")
+# flags a remote user may not pass: they would pick another cluster, identity or endpoint
+FORBIDDEN_FLAGS = ("--kubeconfig", "--context", "--as", "--as-group", "--namespace", "--prometheus", "--")
+NO_PTY = "ranks: this server serves the dashboard; connect with a terminal (ssh -t)"
+LOGIN_TIMEOUT = 30
+KEEPALIVE = 30
+KILL_GRACE = 2.0
+MAX_UNAUTHENTICATED = 64  # connections still logging in at once; more are dropped at once (floods)
+RELOAD_EVERY = 2.0  # seconds between looks at the authorized keys and the user map
+# the child gets the pty as its controlling terminal (so shells from the dashboard get job control)
+_CTTY = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+         "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+
+
+@dataclass
+class ServeConfig:
+    host: str
+    port: int
+    host_key: str
+    authorized_keys: str
+    users: str | None = None
+    as_user: str | None = None
+    read_only: bool = False
+    max_sessions: int = 20
+    max_sessions_per_user: int = 4
+    audit_log: str | None = None
+    kubeconfig: str | None = None
+    context: str | None = None
+    request_timeout: float | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class Server:
+    """The shared state: the key ring, the audit log, the live sessions."""
+
+    def __init__(self, cfg: ServeConfig, ring: KeyRing, audit: Audit) -> None:
+        self.cfg, self.ring, self.audit = cfg, ring, audit
+        self.sessions: set[Session] = set()
+        self.unauthenticated = 0
+
+    def count(self, user: str) -> int:
+        return sum(1 for s in self.sessions if s.conn_server.identity and s.conn_server.identity.name == user)
+
+    def child_argv(self, ident: Identity, args: list[str]) -> list[str]:
+        argv = [sys.executable, "-m", "tui.cli", *args]
+        if self.cfg.kubeconfig:
+            argv += ["--kubeconfig", self.cfg.kubeconfig]
+        if self.cfg.context:
+            argv += ["--context", self.cfg.context]
+        if self.cfg.request_timeout is not None:
+            argv += ["--request-timeout", f"{self.cfg.request_timeout}s"]
+        if ident.user:
+            argv += ["--as", ident.user]
+        for g in ident.groups:
+            argv += ["--as-group", g]
+        if ident.namespace:
+            argv += ["--namespace", ident.namespace]
+        if self.cfg.read_only:
+            argv += ["--read-only"]
+        return argv
+
+    def child_env(self, term: str | None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "KUBECONFIG"))}
+        env.update(self.cfg.extra_env)
+        env.setdefault("LANG", "C.UTF-8")
+        if term:
+            env["TERM"] = term
+        else:
+            env.pop("TERM", None)
+        return env
+
+
+class Connection(asyncssh.SSHServer):
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.identity: Identity | None = None
+        self._candidate: Identity | None = None
+        self.peer = "?"
+        self.conn: asyncssh.SSHServerConnection | None = None
+        self._counted = False
+
+    def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
+        self.conn = conn
+        addr = conn.get_extra_info("peername")
+        self.peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        if self.server.unauthenticated >= MAX_UNAUTHENTICATED:
+            conn.disconnect(asyncssh.DISC_TOO_MANY_CONNECTIONS, "too many connections logging in; try again")
+            return
+        self.server.unauthenticated += 1
+        self._counted = True
+
+    def _uncount(self) -> None:
+        if self._counted:
+            self._counted = False
+            self.server.unauthenticated -= 1
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._uncount()
+        if self.identity is not None:
+            self.server.audit.log("logout", user=self.identity.name, peer=self.peer)
+
+    def begin_auth(self, username: str) -> bool:
+        return True
+
+    def password_auth_supported(self) -> bool:
+        return False
+
+    def kbdint_auth_supported(self) -> bool:
+        return False
+
+    def public_key_auth_supported(self) -> bool:
+        return True
+
+    def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
+        ident = self.server.ring.lookup(key)
+        self._candidate = ident  # the signed request comes last, right before auth_completed
+        return ident is not None
+
+    def auth_completed(self) -> None:
+        self._uncount()
+        self.identity = self._candidate
+        if self.identity is not None:
+            self.server.audit.log("login", user=self.identity.name, peer=self.peer)
+
+    # -- forwarding: all refused ------------------------------------------------------------------
+    def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
+        self._refused(f"port forwarding to {dest_host}:{dest_port}")
+        raise asyncssh.ChannelOpenError(asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, "port forwarding is refused")
+
+    def server_requested(self, listen_host: str, listen_port: int) -> bool:
+        self._refused(f"remote forwarding of {listen_host}:{listen_port}")
+        return False
+
+    def unix_connection_requested(self, dest_path: str) -> bool:
+        self._refused("unix socket forwarding")
+        raise asyncssh.ChannelOpenError(asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, "forwarding is refused")
+
+    def unix_server_requested(self, listen_path: str) -> bool:
+        self._refused("remote unix socket forwarding")
+        return False
+
+    def session_requested(self) -> asyncssh.SSHServerSession:
+        return Session(self.server, self)
+
+    def _refused(self, what: str) -> None:
+        self.server.audit.log("refused", user=self.identity.name if self.identity else "?", peer=self.peer, what=what)
+
+
+class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
+    def __init__(self, server: Server, conn_server: Connection) -> None:
+        self.server, self.conn_server = server, conn_server
+        self.chan: asyncssh.SSHServerChannel | None = None  # type: ignore[type-arg]
+        self.term: str | None = None
+        self.size: tuple[int, int] = (80, 24)
+        self.command: str | None = None
+        self.proc: asyncio.subprocess.Process | None = None
+        self.master: int | None = None
+        self.task: asyncio.Task[None] | None = None
+        self._pending = bytearray()
+        self._closed = False
+        self._farewell: str | None = None  # said after the child is gone (SIGTERM: server shutting down)
+
+    # -- requests ---------------------------------------------------------------------------------
+    def connection_made(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
+        self.chan = chan
+
+    def pty_requested(self, term_type: str, term_size: tuple[int, int, int, int], term_modes: Any) -> bool:
+        self.term = term_type or "xterm"
+        if term_size[0] and term_size[1]:
+            self.size = (term_size[0], term_size[1])
+        return True
+
+    def shell_requested(self) -> bool:
+        return True
+
+    def exec_requested(self, command: str) -> bool:
+        self.command = command
+        return True
+
+    def subsystem_requested(self, subsystem: str) -> bool:
+        self.conn_server._refused(f"subsystem {subsystem}")
+        return False
+
+    def x11_requested(self, *args: Any) -> bool:
+        self.conn_server._refused("X11 forwarding")
+        return False
+
+    def agent_requested(self) -> bool:
+        self.conn_server._refused("agent forwarding")
+        return False
+
+    def session_started(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run())
+
+    def data_received(self, data: bytes, datatype: Any) -> None:
+        if self.master is not None:
+            self._pending += data
+            self._flush()
+        elif self.proc is not None and self.proc.stdin is not None:
+            self.proc.stdin.write(data)
+
+    def eof_received(self) -> bool:
+        if self.proc is not None and self.proc.stdin is not None and self.master is None:
+            self.proc.stdin.close()
+        return True
+
+    def terminal_size_changed(self, width: int, height: int, pixwidth: int, pixheight: int) -> None:
+        if width and height:
+            self.size = (width, height)
+            if self.master is not None:
+                self._set_size()
+                if self.proc is not None:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(self.proc.pid, signal.SIGWINCH)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self.server.sessions.discard(self)
+        if self.proc is not None and self.proc.returncode is None:
+            asyncio.get_running_loop().create_task(self.terminate())
+
+    # -- running ------------------------------------------------------------------------------------
+    def _refuse(self, message: str, what: str, status: int = 1) -> None:
+        self.conn_server._refused(what)
+        assert self.chan is not None
+        nl = "\r\n" if self.term else "\n"
+        self.chan.write_stderr((message + nl).encode())
+        self.chan.exit(status)
+
+    async def _run(self) -> None:
+        ident = self.conn_server.identity
+        assert self.chan is not None and ident is not None
+        cfg = self.server.cfg
+        if len(self.server.sessions) >= cfg.max_sessions:
+            return self._refuse(f"ranks: the server is full ({cfg.max_sessions} sessions); try again later",
+                                "session (server full)")
+        if self.server.count(ident.name) >= cfg.max_sessions_per_user:
+            return self._refuse(f"ranks: {ident.name} has {cfg.max_sessions_per_user} sessions open already; "
+                                "close one first", "session (per-user limit)")
+        if self.command is not None:
+            try:
+                args = shlex.split(self.command)
+            except ValueError:
+                args = []
+            bad = next((a for a in args if a.split("=", 1)[0] in FORBIDDEN_FLAGS), None)
+            if not args or args[0] not in READ_ONLY_COMMANDS or bad:
+                why = f"the flag {bad} is the server's" if bad else \
+                    "only these read-only commands run over ssh: " + ", ".join(READ_ONLY_COMMANDS)
+                return self._refuse(f"ranks: error: {why}", f"exec {self.command}", 2)
+            self.server.sessions.add(self)
+            self.server.audit.log("exec", user=ident.name, peer=self.conn_server.peer, what=self.command)
+            return await self._exec(self.server.child_argv(ident, args))
+        if self.term is None:
+            return self._refuse(NO_PTY, "session without a pty")
+        self.server.sessions.add(self)
+        self.server.audit.log("dashboard", user=ident.name, peer=self.conn_server.peer)
+        await self._dashboard(self.server.child_argv(ident, []))
+
+    async def _exec(self, argv: list[str]) -> None:
+        assert self.chan is not None
+        env = self.server.child_env(None)
+        env["NO_COLOR"] = "1"
+        self.proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            env=env, start_new_session=True)
+        assert self.proc.stdout is not None and self.proc.stderr is not None
+
+        async def pump(reader: asyncio.StreamReader, stderr: bool) -> None:
+            while chunk := await reader.read(65536):
+                if self._closed:
+                    continue
+                if self.term:  # (ssh -t: the client's terminal is raw)
+                    chunk = chunk.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
+                if stderr:
+                    self.chan.write_stderr(chunk)  # type: ignore[union-attr]
+                else:
+                    self.chan.write(chunk)  # type: ignore[union-attr]
+
+        await asyncio.gather(pump(self.proc.stdout, False), pump(self.proc.stderr, True))
+        rc = await self.proc.wait()
+        self._finish(rc)
+
+    def _finish(self, rc: int) -> None:
+        self.server.sessions.discard(self)
+        if not self._closed and self.chan is not None:
+            if self._farewell:
+                nl = "\r\n" if self.term else "\n"
+                self.chan.write_stderr(f"{nl}{self._farewell}{nl}".encode())
+            self.chan.exit(rc if rc >= 0 else 128 - rc)
+
+    def _set_size(self) -> None:
+        cols, rows = self.size
+        if self.master is not None:
+            fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    async def _dashboard(self, argv: list[str]) -> None:
+        loop = asyncio.get_running_loop()
+        master, slave = os.openpty()
+        self.master = master
+        os.set_blocking(master, False)
+        self._set_size()
+        try:
+            self.proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-c", _CTTY, *argv[1:], stdin=slave, stdout=slave, stderr=slave,
+                env=self.server.child_env(self.term), start_new_session=True)
+        finally:
+            os.close(slave)
+        done = loop.create_future()
+
+        def readable() -> None:
+            try:
+                data = os.read(master, 65536)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:
+                loop.remove_reader(master)
+                if not done.done():
+                    done.set_result(None)
+                return
+            if not self._closed and self.chan is not None:
+                self.chan.write(data)
+
+        loop.add_reader(master, readable)
+        try:
+            await done
+            rc = await self.proc.wait()
+        finally:
+            loop.remove_reader(master)
+            loop.remove_writer(master)
+            self.master = None
+            os.close(master)
+        self._finish(rc)
+
+    def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        master = self.master
+        if master is None:
+            return
+        try:
+            n = os.write(master, bytes(self._pending[:65536]))
+            del self._pending[:n]
+        except BlockingIOError:
+            pass
+        except OSError:
+            self._pending.clear()
+        if self._pending:
+            loop.add_writer(master, self._flush)
+        else:
+            loop.remove_writer(master)
+
+    async def terminate(self, message: str | None = None) -> None:
+        """End the child's process group: SIGHUP and SIGTERM, SIGKILL after a grace; `message` is
+        told to the client once the child is gone (its screen restored)."""
+        self._farewell = message
+        proc = self.proc
+        if proc is None or proc.returncode is not None:
+            if message and not self._closed and self.chan is not None:
+                self._finish(1)
+            return
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, sig)
+        try:
+            await asyncio.wait_for(proc.wait(), KILL_GRACE)
+        except TimeoutError:
+            pass
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever the group still holds
+        await proc.wait()
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """`[HOST:]PORT` (IPv6 as `[::1]:PORT`); ValueError with the rule."""
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host = ""
+    host = host.strip("[]") or "0.0.0.0"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f'"{text}" is not [HOST:]PORT (a port is 0-65535)')
+    return host, int(port)
+
+
+async def _serve(cfg: ServeConfig, ready: Any) -> int:
+    seen = await asyncio.to_thread(signature, cfg.authorized_keys, cfg.users)  # (before reading: no change missed)
+    ring = await asyncio.to_thread(load_keyring, cfg.authorized_keys, cfg.users, cfg.as_user)
+    try:
+        host_key = asyncssh.read_private_key(cfg.host_key)
+    except (OSError, asyncssh.KeyImportError) as exc:
+        raise SessionError(f"cannot read the host key {cfg.host_key}: {getattr(exc, 'strerror', None) or exc}",
+                           2) from None
+    audit = Audit(cfg.audit_log)
+    for w in ring.warnings:
+        print(f"ranks: warning: {w}", file=sys.stderr)
+    server = Server(cfg, ring, audit)
+    try:
+        acceptor = await asyncssh.create_server(
+            lambda: Connection(server), cfg.host, cfg.port, server_host_keys=[host_key],
+            login_timeout=LOGIN_TIMEOUT, keepalive_interval=KEEPALIVE, keepalive_count_max=3,
+            password_auth=False, kbdint_auth=False, gss_host=None, agent_forwarding=False,
+            x11_forwarding=False, allow_scp=False, line_editor=False, encoding=None)
+    except OSError as exc:
+        audit.close()
+        raise SessionError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}", 1) from None
+    port = acceptor.sockets[0].getsockname()[1]
+    reloader = asyncio.get_running_loop().create_task(_reload(server, seen))
+    ready(f"{cfg.host}:{port}")
+    loop = asyncio.get_running_loop()
+    stop = loop.create_future()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result(s))
+    try:
+        await stop
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        reloader.cancel()
+        acceptor.close()
+        await asyncio.gather(*(s.terminate("ranks: server shutting down") for s in list(server.sessions)),
+                             return_exceptions=True)
+        await asyncio.sleep(0.1)  # the exit statuses go out before the connections close
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(acceptor.wait_closed(), 5)
+        audit.close()
+    return 0
+
+
+async def _reload(server: Server, last: tuple[object, ...]) -> None:
+    """Re-read the authorized keys and the user map when they change: new logins use the new ring,
+    open sessions are kept. A broken file keeps the last good ring (one warning)."""
+    cfg = server.cfg
+    while True:
+        await asyncio.sleep(RELOAD_EVERY)
+        now = await asyncio.to_thread(signature, cfg.authorized_keys, cfg.users)
+        if now == last:
+            continue
+        last = now
+        try:
+            server.ring = await asyncio.to_thread(load_keyring, cfg.authorized_keys, cfg.users, cfg.as_user)
+        except (SessionError, OSError, ValueError) as exc:
+            why = exc.message if isinstance(exc, SessionError) else str(exc)
+            print(f"ranks: warning: keeping the previous keys: {why}", file=sys.stderr, flush=True)
+            continue
+        for w in server.ring.warnings:
+            print(f"ranks: warning: {w}", file=sys.stderr, flush=True)
+        server.audit.log("reload", user="-", peer="-", what=f"{len(server.ring.identities)} keys")
+
+
+def serve(cfg: ServeConfig, ready: Any) -> int:
+    """Run the server until SIGINT/SIGTERM (exit 0); `ready(HOST:PORT)` once it listens.
+    SessionError (one line, its code) when it cannot start."""
+    return asyncio.run(_serve(cfg, ready))

@@ -1,0 +1,366 @@
+"""`ranks serve --ssh` (issue #14) with the real OpenSSH client: each key acts as its own identity
+through impersonation (simcluster's demo: `alice` reads runai-team-a alone), and everything that is
+not the dashboard or a read-only command is refused with a message.
+
+The server runs as a subprocess with the impersonator's context (`ranks-sim-ranks-ssh`), the keys
+are made by ssh-keygen in the test's directory (0700/0600)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_demo_tmux import clean_env
+from tests.tmux_driver import Tmux
+from tests.waiting import processes_matching, wait_for
+
+pytestmark = pytest.mark.simcluster(scenario="demo", components=("operators", "scheduler", "kubelet"))
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTEXT = "ranks-sim-ranks-ssh"
+
+
+def ssh_binary() -> str:
+    path = shutil.which("ssh")
+    if path is None:
+        pytest.fail("ssh is not installed: run scripts/system-deps.sh (it installs openssh-client)", pytrace=False)
+    return path
+
+
+def keygen(path: Path) -> str:
+    """A new ed25519 key pair at `path` (0600); its SHA256 fingerprint."""
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", path.name, "-f", str(path)], check=True,
+                   timeout=30)
+    path.chmod(0o600)
+    out = subprocess.run(["ssh-keygen", "-l", "-E", "sha256", "-f", f"{path}.pub"], capture_output=True,
+                         text=True, check=True, timeout=30).stdout
+    return out.split()[1]
+
+
+def env() -> dict[str, str]:
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_", "SSH_"))}
+    e.update(RANKS_CONFIG="", NO_COLOR="1")
+    return e
+
+
+@dataclass
+class Served:
+    port: int
+    dir: Path
+    kubeconfig: Path
+    proc: subprocess.Popen[str]
+    stderr_path: Path
+    sim_port: int
+
+    def ssh(self, *remote: str, opts: tuple[str, ...] = (), key: str = "alice", batch: bool = True) -> list[str]:
+        return [ssh_binary(), "-F", "/dev/null", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                "-o", f"BatchMode={'yes' if batch else 'no'}", "-o", "LogLevel=ERROR", "-o", "IdentitiesOnly=yes",
+                "-o", "ConnectTimeout=20", "-i", str(self.dir / key), "-p", str(self.port), *opts, "127.0.0.1", *remote]
+
+    def run(self, *remote: str, opts: tuple[str, ...] = (), key: str = "alice", batch: bool = True,
+            timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(self.ssh(*remote, opts=opts, key=key, batch=batch), capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout, env=env())
+
+    def audit(self) -> str:
+        return self.stderr_path.read_text()
+
+
+def ranks_local(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args, "--kubeconfig", str(kubeconfig)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT, env=env(), stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture
+def served(simcluster, tmp_path: Path) -> Iterator[Served]:
+    ssh_binary()
+    d = tmp_path / "ssh"
+    d.mkdir(mode=0o700)
+    keygen(d / "host")
+    alice_fp = keygen(d / "alice")
+    keygen(d / "stranger")
+    keys = d / "authorized"
+    keys.mkdir(mode=0o700)
+    (keys / "alice").write_text((d / "alice.pub").read_text())
+    (keys / "alice").chmod(0o600)
+    users = d / "users.yaml"
+    users.write_text(f"{alice_fp}: {{user: alice, namespace: runai-team-a}}\n")
+    users.chmod(0o600)
+    kubeconfig = simcluster.sim.kubeconfig_path
+    err = tmp_path / "serve.err"
+    with open(err, "w") as fh:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key", str(d / "host"),
+             "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "2",
+             "--kubeconfig", str(kubeconfig), "--context", CONTEXT],
+            stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, env=env(), stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        line = proc.stdout.readline() if ready else ""
+        assert line.startswith("ready: ssh=127.0.0.1:"), (line, err.read_text())
+        yield Served(int(line.strip().rsplit(":", 1)[1]), d, kubeconfig, proc, err,
+                     int(simcluster.sim.url.rsplit(":", 1)[1]))
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=20) == 0, err.read_text()
+        assert proc.stdout.read() == ""  # exactly one line on stdout
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def without_ages(text: str) -> list[dict]:
+    rows = json.loads(text)["workloads"]
+    for r in rows:
+        r.pop("age_seconds", None)
+    return rows
+
+
+def test_list_over_ssh_is_the_local_cli_as_that_user(served: Served) -> None:
+    def same() -> list[dict] | None:  # (the demo's ranks start meanwhile: the two agree once settled)
+        r = served.run("list", "-A", "-o", "json")
+        local = ranks_local("list", "-A", "-o", "json", "--context", CONTEXT, "--as", "alice", "--namespace",
+                           "runai-team-a", kubeconfig=served.kubeconfig)
+        assert r.returncode == 0 and local.returncode == 0, (r.stderr, local.stderr)
+        ours = without_ages(r.stdout)
+        return ours if ours and ours == without_ages(local.stdout) else None
+
+    rows = wait_for(same, 60, "ssh's list equal to the local one", interval=0.5)
+    assert {w["namespace"] for w in rows} == {"runai-team-a"}
+    assert {"llama-finetune", "pt-interactive"} <= {w["name"] for w in rows}
+    audit = served.audit()
+    assert "login user=alice from=127.0.0.1:" in audit and "exec user=alice" in audit and "logout user=alice" in audit
+    # the same exit code as the local command: a project alice may not read is 7
+    r = served.run("list", "-p", "team-b")
+    assert r.returncode == 7 and 'alice may not read project "team-b"' in r.stderr, (r.returncode, r.stderr)
+
+
+def test_other_commands_and_server_flags_are_refused(served: Served) -> None:
+    for cmd in (("delete", "llama-finetune", "-p", "team-a"), ("list", "-A", "--as", "admin"),
+                ("list", "--kubeconfig=/etc/passwd"), ("sh", "-c", "id")):
+        r = served.run(*cmd)
+        assert r.returncode == 2, (cmd, r.returncode, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("ranks: error: "), r.stderr
+    assert served.audit().count("refused user=alice") == 4
+
+
+def test_unknown_key_password_and_keyboard_interactive_are_refused(served: Served) -> None:
+    r = served.run("list", key="stranger")
+    assert r.returncode == 255 and "Permission denied (publickey)" in r.stderr, r.stderr
+    r = subprocess.run(served.ssh("list", opts=("-o", "PubkeyAuthentication=no", "-o", "PasswordAuthentication=yes",
+                                                "-o", "KbdInteractiveAuthentication=yes",
+                                                "-o", "PreferredAuthentications=password,keyboard-interactive"),
+                                  batch=False),
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60, env=env())
+    assert r.returncode == 255 and "Permission denied (publickey)" in r.stderr, r.stderr  # nothing else offered
+    assert "login user=" not in served.audit()
+
+
+def test_a_session_without_a_pty_gets_a_message(served: Served) -> None:
+    r = served.run(opts=("-T",))
+    assert r.returncode == 1
+    assert "ranks: this server serves the dashboard; connect with a terminal (ssh -t)" in r.stderr
+
+
+def test_forwarding_and_subsystems_are_refused(served: Served) -> None:
+    sim_port = served.sim_port
+    r = served.run(opts=("-W", f"127.0.0.1:{sim_port}"))  # -L's channel (direct-tcpip), opened at once
+    assert r.returncode == 255 and "forwarding failed" in r.stderr, r.stderr
+    r = served.run(opts=("-N", "-o", "ExitOnForwardFailure=yes", "-R", "0:127.0.0.1:22"), timeout=30)
+    assert r.returncode == 255 and "forwarding failed" in r.stderr, r.stderr
+    # -L: the client listens, the server refuses the channel when something connects through it
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        local = s.getsockname()[1]
+    fwd = subprocess.Popen(served.ssh(opts=("-N", "-L", f"127.0.0.1:{local}:127.0.0.1:{sim_port}")), env=env(),
+                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def tried() -> bool:
+            try:
+                with socket.create_connection(("127.0.0.1", local), timeout=2) as c:
+                    c.settimeout(5)
+                    assert c.recv(10) == b""  # closed: nothing reached the API server
+                return True
+            except ConnectionRefusedError:
+                return False
+
+        wait_for(tried, 20, "the -L listener")
+        wait_for(lambda: served.audit().count("port forwarding to 127.0.0.1") >= 1, 10, "the refusal audited")
+    finally:
+        fwd.kill()
+        fwd.wait()
+    r = served.run("sftp", opts=("-s",))
+    assert r.returncode != 0
+    audit = served.audit()
+    assert "remote forwarding" in audit and "subsystem sftp" in audit
+
+
+def test_the_dashboard_shows_alice_s_projects_only_and_q_exits_0(served: Served, tmp_path: Path) -> None:
+    e = clean_env(tmp_path)
+    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
+    script = tmp_path / "ssh.sh"
+    script.write_text(f"{cmd}\necho \"EXIT=$?\"\nsleep 60\n")
+    tmux = Tmux(e, 120, 40, name="ranks-ssh")
+    tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+    try:
+        t0 = time.monotonic()
+        screen = tmux.wait_for("llama-finetune", timeout=45, why="alice's workloads over ssh")
+        print(f"first frame with workloads after {time.monotonic() - t0:.2f}s")
+        assert "pt-interactive" in screen
+        for other in ("bert-crash", "resnet-tf", "xgb-churn", "team-b", "research"):
+            assert other not in screen, screen
+        tmux.resize(100, 30)  # window-change reaches the dashboard's pty
+        tmux.wait_for(lambda s: "llama-finetune" in s and max(len(ln) for ln in s.splitlines()) <= 100, timeout=15,
+                      why="the dashboard redrawn at 100 columns")
+        tmux.keys("q")
+        screen = tmux.wait_for("EXIT=", timeout=20, why="ssh to end after q")
+        assert "EXIT=0" in screen, screen
+        assert "dashboard user=alice" in served.audit()
+    finally:
+        tmux.kill()
+
+
+def test_a_client_that_disappears_leaves_no_process(served: Served) -> None:
+    marker = f"{served.kubeconfig} --context {CONTEXT} --as alice"
+    client = subprocess.Popen(served.ssh(opts=("-tt",)), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, env={**env(), "TERM": "xterm-256color"})
+    try:
+        wait_for(lambda: processes_matching(marker), 30, "the dashboard's child process")
+        time.sleep(1.0)  # the dashboard is up
+        client.kill()
+        client.wait()
+        wait_for(lambda: not processes_matching(marker), 15, "no process of the session left",
+                 detail=lambda: processes_matching(marker))
+        wait_for(lambda: "logout user=alice" in served.audit(), 10, "the logout audited")
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+
+
+def dashboard_client(served: Served) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(served.ssh(opts=("-tt",)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env={**env(), "TERM": "xterm-256color"})
+
+
+def test_per_user_session_limit_then_sigterm_drains_with_a_message(served: Served) -> None:
+    marker = f"{served.kubeconfig} --context {CONTEXT} --as alice"
+    clients = [dashboard_client(served) for _ in range(2)]
+    try:
+        wait_for(lambda: len(processes_matching(marker)) >= 2, 30, "two dashboards")
+        r = served.run("list", "-A")
+        assert r.returncode == 1 and "alice has 2 sessions open already" in r.stderr, (r.returncode, r.stderr)
+        assert "refused user=alice" in served.audit()
+        served.proc.send_signal(signal.SIGTERM)
+        for c in clients:
+            out, _ = c.communicate(timeout=20)
+            assert b"ranks: server shutting down" in out
+        assert served.proc.wait(timeout=20) == 0
+        wait_for(lambda: not processes_matching(marker), 10, "no dashboard left")
+    finally:
+        for c in clients:
+            if c.poll() is None:
+                c.kill()
+                c.wait()
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (("--ssh", "nope:x"), "--ssh: \"nope:x\" is not [HOST:]PORT"),
+    (("--ssh", "127.0.0.1:0", "--authorized-keys", "{d}/missing"), "does not exist"),
+    (("--ssh", "127.0.0.1:0", "--host-key", "{d}/missing"), "cannot read the host key"),
+    (("--ssh", "127.0.0.1:0", "--as-group", "ml"), "--as-group needs --as USER"),
+])
+def test_serve_refuses_bad_input_in_one_line(tmp_path: Path, args: tuple[str, ...], said: str) -> None:
+    keygen(tmp_path / "host")
+    (tmp_path / "keys").write_text((tmp_path / "host.pub").read_text())
+    base = {"--host-key": str(tmp_path / "host"), "--authorized-keys": str(tmp_path / "keys")}
+    args = tuple(a.format(d=tmp_path) for a in args)
+    for flag, value in base.items():
+        if flag not in args:
+            args += (flag, value)
+    r = subprocess.run([sys.executable, "-m", "tui.cli", "serve", *args], capture_output=True, text=True, timeout=30,
+                       cwd=ROOT, env=env(), stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("ranks: error: ") and said in lines[0], r.stderr
+    assert r.stdout == ""
+
+
+def test_authorized_keys_are_re_read_when_they_change(served: Served) -> None:
+    keys = served.dir / "authorized"
+    (keys / "bob").write_text((served.dir / "stranger.pub").read_text())
+    wait_for(lambda: served.run("projects", key="stranger").returncode != 255, 20, "bob's key accepted")
+    assert "login user=bob" in served.audit()
+    (keys / "alice").unlink()
+    wait_for(lambda: served.run("projects").returncode == 255, 20, "alice's key refused once removed")
+
+
+@pytest.mark.simcluster(scenario="demo", components=("operators", "scheduler", "kubelet", "exec"))
+def test_a_shell_into_the_launcher_over_ssh_runs_commands_and_returns(served: Served, tmp_path: Path) -> None:
+    e = clean_env(tmp_path)
+    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
+    script = tmp_path / "ssh.sh"
+    script.write_text(f"{cmd}\necho \"EXIT=$?\"\nsleep 60\n")
+    tmux = Tmux(e, 100, 30, name="ranks-ssh-shell")
+    tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+    try:
+        tmux.wait_for("hvd-interactive", timeout=45, why="alice's workloads over ssh")
+        tmux.keys("/")
+        time.sleep(0.3)
+        tmux.type("hvd")
+        tmux.wait_for(lambda s: "hvd-interactive" in s and "llama-finetune" not in s, timeout=10, why="the filter")
+        tmux.keys("Enter")
+        tmux.wait_for(lambda s: "hvd-interactive" in s and "Running" in s and "3/3" in s, timeout=40,
+                      why="the session's ranks running")
+        time.sleep(0.3)
+        tmux.keys("s")
+        tmux.wait_for(lambda s: "ranks shell: MPIJob hvd-interactive" in s, timeout=20, why="the shell's banner")
+        tmux.type('echo "marker-$((6*7))"; whoami')
+        tmux.keys("Enter")
+        tmux.wait_for("marker-42", timeout=15, why="the command's output through ssh")
+        tmux.type("exit 3")
+        tmux.keys("Enter")
+        tmux.wait_for(lambda s: "hvd-interactive" in s and "exit 3" in s and "marker-42" not in s, timeout=20,
+                      why="the dashboard back after the shell")
+        tmux.keys("q")
+        screen = tmux.wait_for("EXIT=", timeout=20, why="ssh to end after q")
+        assert "EXIT=0" in screen, screen
+    finally:
+        tmux.kill()
+
+
+def test_garbage_and_a_flood_of_connections_leave_the_server_serving(served: Served) -> None:
+    for payload in (b"GET / HTTP/1.1\r\n\r\n", b"SSH-2.0-x\r\n" + os.urandom(4096), b"\x00" * 70000, b""):
+        with socket.create_connection(("127.0.0.1", served.port), timeout=5) as s:
+            s.settimeout(5)
+            try:
+                s.sendall(payload)
+                s.recv(1024)
+            except OSError:
+                pass
+    flood = []
+    try:
+        for _ in range(150):  # more than may log in at once: the rest are dropped, not queued
+            c = socket.create_connection(("127.0.0.1", served.port), timeout=5)
+            flood.append(c)
+    finally:
+        for c in flood:
+            c.close()
+    r = served.run("projects")
+    assert r.returncode == 0, r.stderr
+    assert served.proc.poll() is None

@@ -1,0 +1,93 @@
+"""Which identity each key acts as (`sessions.ssh.keys`) and `[HOST:]PORT` (`sessions.ssh.server`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from sessions.errors import SessionError
+from sessions.ssh.keys import Identity, load_keyring
+from sessions.ssh.server import parse_listen
+
+
+def pub(key: asyncssh.SSHKey) -> str:
+    return key.export_public_key().decode()
+
+
+@pytest.fixture
+def keys() -> dict[str, asyncssh.SSHKey]:
+    return {n: asyncssh.generate_private_key("ssh-ed25519") for n in ("alice", "bob", "ops", "stranger")}
+
+
+def test_a_directory_names_each_user_by_file_and_the_map_overrides(tmp_path: Path, keys) -> None:
+    d = tmp_path / "keys"
+    d.mkdir()
+    (d / "alice").write_text("# alice's laptop\n" + pub(keys["alice"]) + "\n")
+    (d / "bob").write_text(pub(keys["bob"]))
+    (d / ".hidden").write_text(pub(keys["stranger"]))
+    (d / "bad name!").write_text(pub(keys["stranger"]))
+    (d / "ops").write_text('from="10.0.0.0/8" ' + pub(keys["ops"]))  # options: not honoured, skipped
+    users = tmp_path / "users.yaml"
+    users.write_text(f"{keys['bob'].get_fingerprint('sha256')}: {{user: robert, groups: [ml], namespace: runai-ml}}\n")
+    ring = load_keyring(str(d), str(users), default_user="ignored")
+    assert ring.lookup(keys["alice"]) == Identity("alice")
+    assert ring.lookup(keys["bob"]) == Identity("robert", ("ml",), "runai-ml")
+    assert ring.lookup(keys["ops"]) is None and ring.lookup(keys["stranger"]) is None
+    assert any("key options are not supported" in w for w in ring.warnings)
+    assert any("not a user name" in w for w in ring.warnings)
+
+
+def test_a_single_file_acts_as_the_given_user_or_the_server(tmp_path: Path, keys) -> None:
+    f = tmp_path / "authorized_keys"
+    f.write_text(pub(keys["alice"]) + "\n" + pub(keys["bob"]) + "\nnot a key at all\n")
+    assert load_keyring(str(f), default_user="oncall").lookup(keys["bob"]) == Identity("oncall")
+    ring = load_keyring(str(f))
+    assert ring.lookup(keys["alice"]) == Identity(None) and ring.lookup(keys["alice"]).name == "(server)"
+    assert ring.lookup(keys["stranger"]) is None
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("[1, 2]", "must map key fingerprints"),
+    ("MD5:aa: {user: alice}", "is not a SHA256: key fingerprint"),
+    ("SHA256:x: {groups: [a]}", "needs a user name"),
+    ("SHA256:x: {user: alice, groups: a}", "groups must be a list"),
+    ("SHA256:x: {user: [", "is not YAML"),
+])
+def test_a_malformed_user_map_is_one_line(tmp_path: Path, keys, text: str, said: str) -> None:
+    f = tmp_path / "authorized_keys"
+    f.write_text(pub(keys["alice"]))
+    users = tmp_path / "users.yaml"
+    users.write_text(text)
+    with pytest.raises(SessionError, match=said) as info:
+        load_keyring(str(f), str(users))
+    assert info.value.code == 2 and "\n" not in info.value.message
+
+
+def test_missing_authorized_keys_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(SessionError, match="does not exist"):
+        load_keyring(str(tmp_path / "nope"))
+
+
+def test_listen_addresses() -> None:
+    assert parse_listen("2222") == ("0.0.0.0", 2222)
+    assert parse_listen("127.0.0.1:0") == ("127.0.0.1", 0)
+    assert parse_listen("[::1]:22") == ("::1", 22)
+    for bad in ("", "host:", "host:99999", "a:b"):
+        with pytest.raises(ValueError, match="is not"):
+            parse_listen(bad)
+
+
+def test_the_audit_file_is_private_and_one_line_per_event(tmp_path: Path) -> None:
+    from sessions.ssh.audit import Audit
+
+    path = tmp_path / "audit.log"
+    audit = Audit(str(path))
+    audit.log("login", user="alice", peer="127.0.0.1:5")
+    audit.log("refused", user="alice", peer="127.0.0.1:5", what="exec rm -rf /\nfake: line\x1b[2J")
+    audit.close()
+    assert path.stat().st_mode & 0o777 == 0o600
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2 and lines[0].endswith("login user=alice from=127.0.0.1:5")
+    assert "\x1b" not in lines[1] and "fake: line" in lines[1]

@@ -1,0 +1,65 @@
+"""`ranks serve --ssh [HOST:]PORT ...`: the SSH front door (issue #14). The server itself is
+headless and lives in `sessions.ssh`; this module reads the flags, checks them (one line, exit 2)
+and prints one `ready: ssh=HOST:PORT` line once it listens."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from monitors.connection import ExitCode
+
+from .common import error
+from .options import global_options, merge_globals
+
+
+@click.command("serve")
+@click.option("--ssh", "listen", metavar="[HOST:]PORT", required=True,
+              help="Serve the dashboard over SSH on this address (port 0: any free port).")
+@click.option("--host-key", metavar="FILE", required=True, help="The server's private host key (OpenSSH format).")
+@click.option("--authorized-keys", metavar="FILE|DIR", required=True,
+              help="DIR: one file per user (DIR/alice holds alice's keys); FILE: every key acts as --as USER "
+                   "(else as the server's own identity).")
+@click.option("--users", metavar="FILE", default=None,
+              help="YAML: key fingerprint (SHA256:...) -> {user: NAME, groups: [...]}.")
+@click.option("--max-sessions", type=click.IntRange(1, 10000), default=20, show_default=True,
+              help="Sessions open at once, all users.")
+@click.option("--max-sessions-per-user", type=click.IntRange(1, 10000), default=4, show_default=True,
+              help="Sessions open at once per user.")
+@click.option("--audit-log", metavar="FILE", default=None, help="Append the audit lines here (default: stderr).")
+@global_options
+@click.pass_context
+def serve_command(ctx: click.Context, listen: str, host_key: str, authorized_keys: str, users: str | None,
+                  max_sessions: int, max_sessions_per_user: int, audit_log: str | None, **kwargs: Any) -> int:
+    """Serve the dashboard over SSH: each key acts as its own Kubernetes identity (impersonation).
+
+    Public-key logins only. A terminal session (ssh -t) gets the dashboard; `ssh HOST list -A`
+    runs a read-only command. `--as USER` gives the identity of keys of a single authorized-keys
+    file. Runs until SIGINT/SIGTERM.
+    """
+    from sessions.errors import SessionError
+    from sessions.ssh.server import ServeConfig, parse_listen, serve
+
+    opts = merge_globals(ctx, kwargs)
+    try:
+        host, port = parse_listen(listen)
+    except ValueError as exc:
+        return error(f"--ssh: {exc}", ExitCode.USAGE)
+    if opts.get("as_groups") and not opts.get("as_user"):
+        return error("--as-group needs --as USER", ExitCode.USAGE)
+    cfg = ServeConfig(host=host, port=port, host_key=host_key, authorized_keys=authorized_keys, users=users,
+                      as_user=opts.get("as_user"), read_only=bool(opts.get("read_only")),
+                      max_sessions=max_sessions, max_sessions_per_user=max_sessions_per_user, audit_log=audit_log,
+                      kubeconfig=opts.get("kubeconfig"), context=opts.get("context"),
+                      request_timeout=opts.get("request_timeout"))
+
+    def ready(where: str) -> None:
+        print(f"ready: ssh={where}", flush=True)
+
+    try:
+        return serve(cfg, ready)
+    except SessionError as exc:
+        return error(exc.message, exc.code)
+    except OSError as exc:
+        return error(f"cannot write the audit log {audit_log}: {exc.strerror or exc}", ExitCode.USAGE)
