@@ -110,10 +110,13 @@ class KubeClient:
             )
         return self._session
 
-    def headers(self, accept: str = "application/json") -> list[tuple[str, str]]:
-        """The headers of every request: Accept, credentials, impersonation."""
-        h = [("Accept", accept), *self.cfg.headers().items(), *self.cfg.impersonation_groups()]
-        return h
+    def headers(self, accept: str = "application/json", as_self: bool = False) -> list[tuple[str, str]]:
+        """The headers of every request: Accept, credentials, impersonation (none `as_self`: the
+        credentials' own identity, for discovery an impersonated user may not do)."""
+        if as_self:
+            return [("Accept", accept), *((k, v) for k, v in self.cfg.headers().items()
+                                          if not k.startswith("Impersonate-"))]
+        return [("Accept", accept), *self.cfg.headers().items(), *self.cfg.impersonation_groups()]
 
     def connection_problem(self, exc: BaseException) -> ConnectionProblem:
         """What a failed connection means for the user (TLS, timed out, unreachable), with its exit code."""
@@ -137,9 +140,10 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | None = None,
         accept: str = "application/json",
+        as_self: bool = False,
     ) -> bytes:
         return (await self._request(method, path, params=params, body=body, content_type=content_type,
-                                    timeout=timeout, accept=accept))[1]
+                                    timeout=timeout, accept=accept, as_self=as_self))[1]
 
     async def _request(
         self,
@@ -151,10 +155,11 @@ class KubeClient:
         content_type: str = "application/json",
         timeout: float | None = None,
         accept: str = "application/json",
+        as_self: bool = False,
     ) -> tuple[str, bytes]:
         """(the answer's content type, its body); an error status raises `ApiProblem`."""
         session = self.session()
-        headers = self.headers(accept)
+        headers = self.headers(accept, as_self)
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)

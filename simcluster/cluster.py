@@ -107,7 +107,8 @@ class SimCluster:
         impersonator_token = self.authz.add_user(
             IMPERSONATOR,
             groups=("system:authenticated",),
-            rules=(Rule.of(["impersonate"], ["users", "groups", "serviceaccounts"], [""]),),
+            rules=(Rule.of(["impersonate"], ["users", "groups", "serviceaccounts"], [""]),
+                   Rule.of(["list"], ["namespaces"], [""])),
         )
         # (context `ranks-sim-ranks-ssh` in every kubeconfig: the identity `ranks serve --ssh` runs as)
         self.user_tokens: dict[str, str] = {ADMIN_USER: self.admin_token, IMPERSONATOR: impersonator_token}

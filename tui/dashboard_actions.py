@@ -18,6 +18,7 @@ from monitors.humanize import plural
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
 from sessions import convert, lifecycle
+from sessions.action_log import report
 from sessions.errors import SessionError
 from sessions.exec_all import run_on_ranks
 from sessions.exec_bridge import ExecError, ExecOutcome
@@ -101,6 +102,7 @@ class DashboardActions:
     async def _shell(self: RanksApp, wl: WorkloadView, r: RankView) -> tuple[ExecOutcome, str]:
         client = self._client()
         target = await shell_target(client, wl, r)
+        report(f"shell {wl.namespace}/{r.pod} container={target.container}")
         outcome = await run_shell_session(client, target, LocalTerminal())
         return outcome, await explain_end(client, target, outcome)
 
@@ -121,6 +123,7 @@ class DashboardActions:
             self.notify("not running: " + ("; ".join(stopped) or "no pods"), severity="warning", markup=False)
             return
         argv = ["/bin/sh", "-c", command]
+        report(f"exec {wl.kind.lower()}/{wl.namespace}/{wl.name} ranks={len(wl.ranks)} command={command}")
         screen = ExecScreen(wl.key, [command])
         self.push_screen(screen)
         self._run_exec(screen, wl, argv)
@@ -188,11 +191,14 @@ class DashboardActions:
             else:
                 await lifecycle.set_suspended(client, target, verb == "suspend")
 
+        what = f"{verb} {wl.kind.lower()}/{wl.namespace}/{wl.name}"
         try:
             await self._on_data(go())
         except Exception as exc:
+            report(f"{what}: failed: {_message(exc)}")
             self.notify(_message(exc), severity="error", markup=False)
             return
+        report(f"{what}: ok")
         self.notify(f"{wl.name}: {verb}{'d' if verb.endswith('e') else 'ed'}", markup=False)
 
     # -- convert ----------------------------------------------------------------------------------------------
@@ -252,11 +258,15 @@ class DashboardActions:
                 await lifecycle.delete(client, source)
             return created
 
+        what = f"convert {wl.kind.lower()}/{wl.namespace}/{wl.name} to {new['metadata']['name']}" + \
+            (" deleting the session" if delete_interactive else "")
         try:
             created = await self._on_data(go())
         except Exception as exc:
+            report(f"{what}: failed: {_message(exc)}")
             self.notify(_message(exc), severity="error", markup=False)
             return
+        report(f"{what}: ok")
         self.notify(f"{created.ref} created" + (f"; {wl.name} deleted" if delete_interactive else ""), markup=False)
         self.go_back()
         self.open_workload((created.namespace, created.kind, created.name))
@@ -291,16 +301,20 @@ class DashboardActions:
         async def go() -> dict[str, Any]:
             return await submit(self._client(), spec)
 
+        what = f"submit {spec.framework} {spec.namespace}/{spec.name}"
         try:
             created = await self._on_data(go())
         except SessionError as exc:
+            report(f"{what}: failed: {exc.message}")
             screen = self.screen
             if isinstance(screen, NewSessionScreen):
                 screen.show_problems([("", exc.message)])
             return
         except Exception as exc:
+            report(f"{what}: failed: {_message(exc)}")
             self.notify(_message(exc), severity="error", markup=False)
             return
+        report(f"{what}: ok")
         self.notify(f"{created['kind'].lower()}/{spec.name} submitted", markup=False)
         self.go_back()
         self.open_workload((spec.namespace, created["kind"], spec.name))

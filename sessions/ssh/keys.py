@@ -9,13 +9,18 @@
   `namespace` is what the user's own kubeconfig context would say: a user who may not list
   namespaces sees that one (and the Run:ai ones they can read).
 
-Lines with options (`from=...`, `command=...`) are skipped with a warning: they are not honoured,
-so they must not grant more than they say. The login name a client sends is never used.
+OpenSSH key options are honoured: `from=` (the client's address must match), `expiry-time=`,
+`command=` (that read-only command runs whatever the client asks), `no-pty` and `restrict` (no
+dashboard; `pty` gives it back); the forwarding ones restrict what is refused anyway. A line with
+an option that would mean more than ranks does (`cert-authority`, `principals`, `permitopen`,
+`environment`, `tunnel`) is skipped with a warning. The login name a client sends is never used.
 """
 
 from __future__ import annotations
 
+import calendar
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,11 @@ from sessions.errors import SessionError
 
 _USER = re.compile(r"[A-Za-z0-9._@-][A-Za-z0-9._@:-]{0,252}")
 _KEY_TYPES = ("ssh-", "ecdsa-", "sk-")
+# options that only take away what the server refuses anyway, or that `Grant` honours
+_HARMLESS = {"no-port-forwarding", "no-agent-forwarding", "no-X11-forwarding", "no-user-rc",
+             "port-forwarding", "agent-forwarding", "X11-forwarding", "user-rc", "touch-required",
+             "no-touch-required", "verify-required"}
+_HONOURED = {"from", "command", "no-pty", "pty", "restrict", "expiry-time"}
 
 
 @dataclass(frozen=True)
@@ -41,33 +51,121 @@ class Identity:
         return self.user or "(server)"
 
 
+@dataclass(frozen=True)
+class Grant:
+    """What one authorized-keys line lets its key do: the identity, and the line's options."""
+
+    identity: Identity
+    entry: asyncssh.SSHAuthorizedKeys | None = None  # the line itself, when it has options (`from=`)
+    command: str | None = None  # command="...": the only thing this key runs
+    pty: bool = True  # False: no-pty, or restrict without pty
+    expires: float | None = None  # expiry-time, epoch seconds
+
+    def admits(self, key: asyncssh.SSHKey, host: str, addr: str) -> bool:
+        if self.expires is not None and time.time() >= self.expires:
+            return False
+        if self.entry is not None:
+            try:
+                return self.entry.validate(key.convert_to_public(), host, addr) is not None
+            except ValueError:  # (an address asyncssh cannot parse)
+                return False
+        return True
+
+
 @dataclass
 class KeyRing:
-    identities: dict[str, Identity] = field(default_factory=dict)  # fingerprint -> identity
+    grants: dict[str, list[Grant]] = field(default_factory=dict)  # fingerprint -> its lines
     warnings: list[str] = field(default_factory=list)
 
-    def lookup(self, key: asyncssh.SSHKey) -> Identity | None:
-        return self.identities.get(key.get_fingerprint("sha256"))
+    @property
+    def identities(self) -> dict[str, Identity]:
+        return {fp: g[0].identity for fp, g in self.grants.items()}
+
+    def lookup(self, key: asyncssh.SSHKey, host: str = "", addr: str = "") -> Grant | None:
+        """The first line of this key that admits a client at `addr` (`from=`), else None."""
+        for grant in self.grants.get(key.get_fingerprint("sha256"), ()):
+            if grant.admits(key, host, addr):
+                return grant
+        return None
 
 
-def _keys_of(path: Path, warnings: list[str]) -> list[asyncssh.SSHKey]:
+def _expiry(value: str) -> float:
+    """OpenSSH's expiry-time: YYYYMMDD[HHMM[SS]] local time, or with a Z suffix UTC."""
+    utc = value.endswith(("Z", "z"))
+    digits = value.rstrip("Zz")
+    fmt = {8: "%Y%m%d", 12: "%Y%m%d%H%M", 14: "%Y%m%d%H%M%S"}.get(len(digits))
+    if fmt is None or not digits.isdigit():
+        raise ValueError(f"expiry-time {value!r} is not YYYYMMDD[HHMM[SS]][Z]")
+    t = time.strptime(digits, fmt)
+    return float(calendar.timegm(t)) if utc else time.mktime(t)
+
+
+def _grant_of(line: str, identity: Identity) -> tuple[asyncssh.SSHKey, Grant]:
+    """One authorized-keys line -> (its key, its grant); ValueError says why it cannot be used."""
+    if line.startswith(_KEY_TYPES):
+        try:
+            return asyncssh.import_public_key(" ".join(line.split()[:2])), Grant(identity)
+        except (asyncssh.KeyImportError, ValueError):
+            raise ValueError("not a public key") from None
+    opts, rest = _options(line)
+    try:
+        key = asyncssh.import_public_key(" ".join(rest.split()[:2]))
+        entry = asyncssh.import_authorized_keys(line)  # (it checks `from=` at login)
+    except (asyncssh.KeyImportError, ValueError) as exc:
+        raise ValueError(f"not an authorized-keys line ({exc})") from None
+    unknown = sorted(set(opts) - _HONOURED - _HARMLESS)
+    if unknown:
+        raise ValueError(f"the option {unknown[0]} is not supported")
+    expiry = opts.get("expiry-time")
+    return key, Grant(identity, entry if "from" in opts else None, command=opts.get("command"),
+                      pty="no-pty" not in opts and ("restrict" not in opts or "pty" in opts),
+                      expires=_expiry(expiry) if expiry else None)
+
+
+def _options(line: str) -> tuple[dict[str, str], str]:
+    """The options before the key of an authorized-keys line (`a,b="x, y",c`) and the rest."""
+    opts: dict[str, str] = {}
+    word, quoted, escaped, end = "", False, False, len(line)
+    for at, ch in enumerate(line):
+        if escaped:
+            word, escaped = word + ch, False
+        elif ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+        elif not quoted and ch in " \t,":
+            name, _, value = word.partition("=")
+            opts[name] = value
+            word = ""
+            if ch != ",":
+                end = at
+                break
+        else:
+            word += ch
+    if quoted:
+        raise ValueError("unbalanced quote in the options")
+    return opts, line[end:]
+
+
+def _grants_of(path: Path, identity_of: Any, warnings: list[str]) -> list[tuple[str, Grant]]:
+    """(fingerprint, grant) of each usable line of `path`; `identity_of(fp)` decides who it is."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise SessionError(f"cannot read authorized keys {path}: {exc.strerror or exc}", 2) from None
-    keys = []
+    out = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        if not line.startswith(_KEY_TYPES):
-            warnings.append(f"{path}:{n}: key options are not supported; line skipped")
-            continue
         try:
-            keys.append(asyncssh.import_public_key(" ".join(line.split()[:2])))
-        except (asyncssh.KeyImportError, ValueError):
-            warnings.append(f"{path}:{n}: not a public key; line skipped")
-    return keys
+            key, grant = _grant_of(line, Identity(None))
+        except ValueError as exc:
+            warnings.append(f"{path}:{n}: {exc}; line skipped")
+            continue
+        fp = key.get_fingerprint("sha256")
+        out.append((fp, Grant(identity_of(fp), grant.entry, grant.command, grant.pty, grant.expires)))
+    return out
 
 
 def _user_map(path: Path) -> dict[str, Identity]:
@@ -131,19 +229,18 @@ def load_keyring(authorized: str, users: str | None = None, default_user: str | 
             entries = sorted(path.iterdir())
         except OSError as exc:
             raise SessionError(f"cannot read authorized keys {path}: {exc.strerror or exc}", 2) from None
+        found: list[tuple[str, Grant]] = []
         for entry in entries:
             if entry.name.startswith(".") or not entry.is_file():
                 continue
             if not _USER.fullmatch(entry.name):
                 ring.warnings.append(f"{entry}: not a user name; file skipped")
                 continue
-            for key in _keys_of(entry, ring.warnings):
-                fp = key.get_fingerprint("sha256")
-                ring.identities[fp] = mapped.get(fp, Identity(entry.name))
+            found += _grants_of(entry, lambda fp, u=entry.name: mapped.get(fp, Identity(u)), ring.warnings)
     elif path.is_file():
-        for key in _keys_of(path, ring.warnings):
-            fp = key.get_fingerprint("sha256")
-            ring.identities[fp] = mapped.get(fp, Identity(default_user))
+        found = _grants_of(path, lambda fp: mapped.get(fp, Identity(default_user)), ring.warnings)
     else:
         raise SessionError(f"authorized keys {path} does not exist", 2)
+    for fp, grant in found:
+        ring.grants.setdefault(fp, []).append(grant)
     return ring

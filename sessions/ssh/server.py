@@ -28,10 +28,12 @@ from typing import Any
 
 import asyncssh
 
+from sessions.action_log import ENV as ACTION_FD_ENV
 from sessions.errors import SessionError
 
 from .audit import Audit
-from .keys import Identity, KeyRing, load_keyring, signature
+from .keys import Grant, Identity, KeyRing, load_keyring, signature
+from .zygote_client import Child, Zygote
 
 READ_ONLY_COMMANDS = ("projects", "list", "get", "top", "logs")
 # flags a remote user may not pass: they would pick another cluster, identity or endpoint
@@ -42,9 +44,12 @@ KEEPALIVE = 30
 KILL_GRACE = 2.0
 MAX_UNAUTHENTICATED = 64  # connections still logging in at once; more are dropped at once (floods)
 RELOAD_EVERY = 2.0  # seconds between looks at the authorized keys and the user map
+TEMPLATE_RETRY = 2.0  # seconds before the dashboard template is started again after it died
 # the child gets the pty as its controlling terminal (so shells from the dashboard get job control)
-_CTTY = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-         "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])")
+# (and is titled for `ps`: `ranks: USER PEER`; argv: TITLE ARGS...)
+_CTTY = ("import fcntl, runpy, sys, termios, setproctitle; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+         "setproctitle.setproctitle(sys.argv[1]); sys.argv = ['ranks', *sys.argv[2:]]; "
+         "runpy.run_module('tui.cli', run_name='__main__', alter_sys=True)")
 
 
 @dataclass
@@ -62,6 +67,7 @@ class ServeConfig:
     kubeconfig: str | None = None
     context: str | None = None
     request_timeout: float | None = None
+    prometheus: str | None = None  # every session's GPU metrics from here (else found as the user)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
@@ -72,6 +78,7 @@ class Server:
         self.cfg, self.ring, self.audit = cfg, ring, audit
         self.sessions: set[Session] = set()
         self.unauthenticated = 0
+        self.zygote: Zygote | None = None  # dashboards forked warm (tui.cli.zygote); None: fresh processes
 
     def count(self, user: str) -> int:
         return sum(1 for s in self.sessions if s.conn_server.identity and s.conn_server.identity.name == user)
@@ -84,6 +91,8 @@ class Server:
             argv += ["--context", self.cfg.context]
         if self.cfg.request_timeout is not None:
             argv += ["--request-timeout", f"{self.cfg.request_timeout}s"]
+        if self.cfg.prometheus:
+            argv += ["--prometheus", self.cfg.prometheus]
         if ident.user:
             argv += ["--as", ident.user]
         for g in ident.groups:
@@ -109,8 +118,10 @@ class Connection(asyncssh.SSHServer):
     def __init__(self, server: Server) -> None:
         self.server = server
         self.identity: Identity | None = None
-        self._candidate: Identity | None = None
+        self.grant: Grant | None = None
+        self._candidate: Grant | None = None
         self.peer = "?"
+        self.addr = ""
         self.conn: asyncssh.SSHServerConnection | None = None
         self._counted = False
 
@@ -118,6 +129,7 @@ class Connection(asyncssh.SSHServer):
         self.conn = conn
         addr = conn.get_extra_info("peername")
         self.peer = f"{addr[0]}:{addr[1]}" if addr else "?"
+        self.addr = addr[0] if addr else ""
         if self.server.unauthenticated >= MAX_UNAUTHENTICATED:
             conn.disconnect(asyncssh.DISC_TOO_MANY_CONNECTIONS, "too many connections logging in; try again")
             return
@@ -147,13 +159,14 @@ class Connection(asyncssh.SSHServer):
         return True
 
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
-        ident = self.server.ring.lookup(key)
-        self._candidate = ident  # the signed request comes last, right before auth_completed
-        return ident is not None
+        grant = self.server.ring.lookup(key, self.addr, self.addr)  # (from= patterns: the address)
+        self._candidate = grant  # the signed request comes last, right before auth_completed
+        return grant is not None
 
     def auth_completed(self) -> None:
         self._uncount()
-        self.identity = self._candidate
+        self.grant = self._candidate
+        self.identity = self.grant.identity if self.grant is not None else None
         if self.identity is not None:
             self.server.audit.log("login", user=self.identity.name, peer=self.peer)
 
@@ -188,10 +201,12 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self.term: str | None = None
         self.size: tuple[int, int] = (80, 24)
         self.command: str | None = None
-        self.proc: asyncio.subprocess.Process | None = None
+        self.proc: Child | None = None
+        self.stdin: asyncio.StreamWriter | None = None  # a command on pipes: its stdin
         self.master: int | None = None
         self.task: asyncio.Task[None] | None = None
         self._pending = bytearray()
+        self._audit_buf = bytearray()
         self._closed = False
         self._farewell: str | None = None  # said after the child is gone (SIGTERM: server shutting down)
 
@@ -231,12 +246,12 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         if self.master is not None:
             self._pending += data
             self._flush()
-        elif self.proc is not None and self.proc.stdin is not None:
-            self.proc.stdin.write(data)
+        elif self.stdin is not None:  # (a command on pipes)
+            self.stdin.write(data)
 
     def eof_received(self) -> bool:
-        if self.proc is not None and self.proc.stdin is not None and self.master is None:
-            self.proc.stdin.close()
+        if self.stdin is not None:
+            self.stdin.close()
         return True
 
     def terminal_size_changed(self, width: int, height: int, pixwidth: int, pixheight: int) -> None:
@@ -272,6 +287,9 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         if self.server.count(ident.name) >= cfg.max_sessions_per_user:
             return self._refuse(f"ranks: {ident.name} has {cfg.max_sessions_per_user} sessions open already; "
                                 "close one first", "session (per-user limit)")
+        grant = self.conn_server.grant
+        if grant is not None and grant.command is not None:  # command="...": that, whatever was asked
+            self.command = grant.command
         if self.command is not None:
             try:
                 args = shlex.split(self.command)
@@ -284,35 +302,39 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
                 return self._refuse(f"ranks: error: {why}", f"exec {self.command}", 2)
             self.server.sessions.add(self)
             self.server.audit.log("exec", user=ident.name, peer=self.conn_server.peer, what=self.command)
+            if self.term and (grant is None or grant.pty):  # ssh -t: on a pty, as OpenSSH's sshd does
+                return await self._on_pty(self.server.child_argv(ident, args))
             return await self._exec(self.server.child_argv(ident, args))
         if self.term is None:
             return self._refuse(NO_PTY, "session without a pty")
+        if grant is not None and not grant.pty:
+            return self._refuse("ranks: this key may not open the dashboard (no-pty); it runs read-only commands",
+                                "session (key has no-pty)")
         self.server.sessions.add(self)
         self.server.audit.log("dashboard", user=ident.name, peer=self.conn_server.peer)
-        await self._dashboard(self.server.child_argv(ident, []))
+        await self._on_pty(self.server.child_argv(ident, []))
 
     async def _exec(self, argv: list[str]) -> None:
         assert self.chan is not None
         env = self.server.child_env(None)
         env["NO_COLOR"] = "1"
-        self.proc = await asyncio.create_subprocess_exec(
+        proc = self.proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=env, start_new_session=True)
-        assert self.proc.stdout is not None and self.proc.stderr is not None
+        assert proc.stdout is not None and proc.stderr is not None
+        self.stdin = proc.stdin
 
         async def pump(reader: asyncio.StreamReader, stderr: bool) -> None:
             while chunk := await reader.read(65536):
                 if self._closed:
                     continue
-                if self.term:  # (ssh -t: the client's terminal is raw)
-                    chunk = chunk.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")
                 if stderr:
                     self.chan.write_stderr(chunk)  # type: ignore[union-attr]
                 else:
                     self.chan.write(chunk)  # type: ignore[union-attr]
 
-        await asyncio.gather(pump(self.proc.stdout, False), pump(self.proc.stderr, True))
-        rc = await self.proc.wait()
+        await asyncio.gather(pump(proc.stdout, False), pump(proc.stderr, True))
+        rc = await proc.wait()
         self._finish(rc)
 
     def _finish(self, rc: int) -> None:
@@ -328,27 +350,58 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         if self.master is not None:
             fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
 
-    async def _dashboard(self, argv: list[str]) -> None:
+    def _audit_pipe(self) -> tuple[int, int]:
+        """A pipe whose write end the dashboard gets (`RANKS_AUDIT_FD`): each line it writes there is
+        a mutating action, logged with this session's user and address (`sessions.action_log`)."""
+        loop = asyncio.get_running_loop()
+        rd, wr = os.pipe()
+        os.set_blocking(rd, False)
+
+        def readable() -> None:
+            data = _read_some(rd, 4096)
+            if data is None:
+                return
+            if not data:
+                loop.remove_reader(rd)
+            self._audit_feed(data)
+
+        loop.add_reader(rd, readable)
+        return rd, wr
+
+    def _audit_feed(self, data: bytes) -> None:
+        self._audit_buf += data
+        while (nl := self._audit_buf.find(b"\n")) >= 0:
+            line = bytes(self._audit_buf[:nl]).decode("utf-8", "replace")
+            del self._audit_buf[:nl + 1]
+            ident = self.conn_server.identity
+            self.server.audit.log("action", user=ident.name if ident else "?", peer=self.conn_server.peer, what=line)
+        del self._audit_buf[:-4096]  # (a line that never ends stays bounded)
+
+    async def _on_pty(self, argv: list[str]) -> None:
+        """`argv` on a pty of the client's size, made its controlling terminal; its bytes both ways."""
         loop = asyncio.get_running_loop()
         master, slave = os.openpty()
         self.master = master
         os.set_blocking(master, False)
         self._set_size()
+        audit_rd, audit_wr = self._audit_pipe()
+        env = self.server.child_env(self.term)
+        env[ACTION_FD_ENV] = str(audit_wr)
         try:
-            self.proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-c", _CTTY, *argv[1:], stdin=slave, stdout=slave, stderr=slave,
-                env=self.server.child_env(self.term), start_new_session=True)
+            self.proc = await self._spawn_on(slave, audit_wr, argv, env)
+        except BaseException:
+            loop.remove_reader(audit_rd)
+            os.close(audit_rd)
+            raise
         finally:
             os.close(slave)
+            os.close(audit_wr)
         done = loop.create_future()
 
         def readable() -> None:
-            try:
-                data = os.read(master, 65536)
-            except BlockingIOError:
+            data = _read_some(master, 65536)
+            if data is None:
                 return
-            except OSError:
-                data = b""
             if not data:
                 loop.remove_reader(master)
                 if not done.done():
@@ -366,7 +419,28 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
             loop.remove_writer(master)
             self.master = None
             os.close(master)
+            with contextlib.suppress(OSError):  # the last actions, written just before the end
+                while data := os.read(audit_rd, 65536):
+                    self._audit_feed(data)
+            loop.remove_reader(audit_rd)
+            os.close(audit_rd)
         self._finish(rc)
+
+    async def _spawn_on(self, tty: int, audit_fd: int, argv: list[str], env: dict[str, str]) -> Child:
+        """The session's process on the terminal `tty`: forked from the warm template when there is
+        one (`argv` is `python -m tui.cli ARGS`), else a fresh process."""
+        zygote = self.server.zygote
+        ident = self.conn_server.identity
+        title = f"ranks: {ident.name if ident else '?'} {self.conn_server.peer}"
+        assert argv[1:3] == ["-m", "tui.cli"]
+        if zygote is not None and zygote.alive:
+            try:
+                return await zygote.spawn(argv[3:], env, tty, audit_fd, title)
+            except OSError:
+                pass  # (it died: a fresh process, same behaviour)
+        return await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _CTTY, title, *argv[3:], stdin=tty, stdout=tty, stderr=tty,
+            env=env, start_new_session=True, pass_fds=(audit_fd,))
 
     def _flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -406,6 +480,16 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         await proc.wait()
 
 
+def _read_some(fd: int, n: int) -> bytes | None:
+    """What a non-blocking fd has: None when nothing yet, b"" at its end (or once it failed)."""
+    try:
+        return os.read(fd, n)
+    except BlockingIOError:
+        return None
+    except OSError:
+        return b""
+
+
 def parse_listen(text: str) -> tuple[str, int]:
     """`[HOST:]PORT` (IPv6 as `[::1]:PORT`); ValueError with the rule."""
     host, sep, port = text.rpartition(":")
@@ -439,6 +523,11 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
         audit.close()
         raise SessionError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}", 1) from None
     port = acceptor.sockets[0].getsockname()[1]
+    template: asyncio.Task[None] | None = None
+    if os.environ.get("RANKS_SSH_TEMPLATE", "1") != "0":  # (0: every session a fresh process)
+        started = asyncio.get_running_loop().create_future()
+        template = asyncio.get_running_loop().create_task(_keep_template(server, started))
+        await started
     reloader = asyncio.get_running_loop().create_task(_reload(server, seen))
     ready(f"{cfg.host}:{port}")
     loop = asyncio.get_running_loop()
@@ -451,14 +540,41 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
         reloader.cancel()
+        if template is not None:
+            template.cancel()
         acceptor.close()
         await asyncio.gather(*(s.terminate("ranks: server shutting down") for s in list(server.sessions)),
                              return_exceptions=True)
         await asyncio.sleep(0.1)  # the exit statuses go out before the connections close
+        if server.zygote is not None:
+            await server.zygote.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(acceptor.wait_closed(), 5)
         audit.close()
     return 0
+
+
+async def _keep_template(server: Server, started: asyncio.Future[None]) -> None:
+    """The warm dashboard template, started again (after a pause) whenever it dies; meanwhile
+    sessions start as fresh processes. `started` is set after the first attempt."""
+    warned = False
+    while True:
+        zygote = Zygote()
+        ok = await zygote.start(server.child_env(None))
+        if not started.done():
+            started.set_result(None)
+        if ok:
+            server.zygote = zygote
+            warned = False
+            assert zygote.proc is not None
+            await zygote.proc.wait()
+            server.zygote = None
+            await zygote.close()
+        elif not warned:
+            warned = True
+            print("ranks: warning: no warm dashboard template; sessions start as fresh processes (slower)",
+                  file=sys.stderr, flush=True)
+        await asyncio.sleep(TEMPLATE_RETRY)
 
 
 async def _reload(server: Server, last: tuple[object, ...]) -> None:

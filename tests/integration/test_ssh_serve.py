@@ -85,7 +85,10 @@ def ranks_local(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str
 
 
 @pytest.fixture
-def served(simcluster, tmp_path: Path) -> Iterator[Served]:
+def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
+    """`ranks serve --ssh` on simcluster; `{"template": False}` (indirect): every session a fresh
+    process instead of one forked from the warm template."""
+    template = getattr(request, "param", {}).get("template", True)
     ssh_binary()
     d = tmp_path / "ssh"
     d.mkdir(mode=0o700)
@@ -97,7 +100,9 @@ def served(simcluster, tmp_path: Path) -> Iterator[Served]:
     (keys / "alice").write_text((d / "alice.pub").read_text())
     (keys / "alice").chmod(0o600)
     users = d / "users.yaml"
-    users.write_text(f"{alice_fp}: {{user: alice, namespace: runai-team-a}}\n")
+    # no namespace: alice may not list namespaces; her projects are found (the server's identity
+    # lists the names, each is checked as alice)
+    users.write_text(f"{alice_fp}: {{user: alice}}\n")
     users.chmod(0o600)
     kubeconfig = simcluster.sim.kubeconfig_path
     err = tmp_path / "serve.err"
@@ -106,7 +111,8 @@ def served(simcluster, tmp_path: Path) -> Iterator[Served]:
             [sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key", str(d / "host"),
              "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "2",
              "--kubeconfig", str(kubeconfig), "--context", CONTEXT],
-            stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, env=env(), stdin=subprocess.DEVNULL)
+            stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
+            env={**env(), "RANKS_SSH_TEMPLATE": "1" if template else "0"})
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 30)
@@ -133,8 +139,8 @@ def without_ages(text: str) -> list[dict]:
 def test_list_over_ssh_is_the_local_cli_as_that_user(served: Served) -> None:
     def same() -> list[dict] | None:  # (the demo's ranks start meanwhile: the two agree once settled)
         r = served.run("list", "-A", "-o", "json")
-        local = ranks_local("list", "-A", "-o", "json", "--context", CONTEXT, "--as", "alice", "--namespace",
-                           "runai-team-a", kubeconfig=served.kubeconfig)
+        local = ranks_local("list", "-A", "-o", "json", "--context", CONTEXT, "--as", "alice",
+                           kubeconfig=served.kubeconfig)
         assert r.returncode == 0 and local.returncode == 0, (r.stderr, local.stderr)
         ours = without_ages(r.stdout)
         return ours if ours and ours == without_ages(local.stdout) else None
@@ -210,6 +216,8 @@ def test_forwarding_and_subsystems_are_refused(served: Served) -> None:
     assert "remote forwarding" in audit and "subsystem sftp" in audit
 
 
+@pytest.mark.parametrize("served", [{"template": True}, {"template": False}], indirect=True,
+                         ids=["forked", "fresh"])
 def test_the_dashboard_shows_alice_s_projects_only_and_q_exits_0(served: Served, tmp_path: Path) -> None:
     e = clean_env(tmp_path)
     cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
@@ -235,8 +243,10 @@ def test_the_dashboard_shows_alice_s_projects_only_and_q_exits_0(served: Served,
         tmux.kill()
 
 
+@pytest.mark.parametrize("served", [{"template": True}, {"template": False}], indirect=True,
+                         ids=["forked", "fresh"])
 def test_a_client_that_disappears_leaves_no_process(served: Served) -> None:
-    marker = f"{served.kubeconfig} --context {CONTEXT} --as alice"
+    marker = "ranks: alice 127.0.0.1:"  # (each session's process is titled USER PEER)
     client = subprocess.Popen(served.ssh(opts=("-tt",)), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env={**env(), "TERM": "xterm-256color"})
     try:
@@ -253,13 +263,45 @@ def test_a_client_that_disappears_leaves_no_process(served: Served) -> None:
             client.wait()
 
 
+def test_a_dead_template_is_replaced_and_its_sessions_live_on(served: Served) -> None:
+    def templates() -> list[int]:
+        return processes_matching("ranks: dashboard template")
+
+    first = wait_for(templates, 30, "the warm template")
+    marker = "ranks: alice 127.0.0.1:"
+    client = dashboard_client(served)
+    try:
+        before = wait_for(lambda: processes_matching(marker), 30, "a dashboard")
+        os.kill(first[0], signal.SIGKILL)
+        # a new template comes up, and new sessions work meanwhile (fresh processes)
+        r = served.run("projects")
+        assert r.returncode == 0, r.stderr
+        wait_for(lambda: templates() and templates() != first, 30, "a new template")
+        second = dashboard_client(served)
+        try:
+            wait_for(lambda: len(processes_matching(marker)) >= 2, 30, "a second dashboard")
+        finally:
+            second.kill()
+            second.wait()
+        assert processes_matching(marker)[:1] == before[:1]  # the first session lives on
+        client.stdin.write(b"q")  # and ends as asked
+        client.stdin.flush()
+        client.wait(timeout=20)
+        wait_for(lambda: not processes_matching(marker), 15, "no dashboard left",
+                 detail=lambda: processes_matching(marker))
+    finally:
+        if client.poll() is None:
+            client.kill()
+            client.wait()
+
+
 def dashboard_client(served: Served) -> subprocess.Popen[bytes]:
     return subprocess.Popen(served.ssh(opts=("-tt",)), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env={**env(), "TERM": "xterm-256color"})
 
 
 def test_per_user_session_limit_then_sigterm_drains_with_a_message(served: Served) -> None:
-    marker = f"{served.kubeconfig} --context {CONTEXT} --as alice"
+    marker = "ranks: alice 127.0.0.1:"  # (each session's process is titled USER PEER)
     clients = [dashboard_client(served) for _ in range(2)]
     try:
         wait_for(lambda: len(processes_matching(marker)) >= 2, 30, "two dashboards")
@@ -340,8 +382,32 @@ def test_a_shell_into_the_launcher_over_ssh_runs_commands_and_returns(served: Se
         tmux.keys("q")
         screen = tmux.wait_for("EXIT=", timeout=20, why="ssh to end after q")
         assert "EXIT=0" in screen, screen
+        # the dashboard told the server's audit log what alice did, and from where
+        audit = [ln for ln in served.audit().splitlines() if " action " in ln]
+        assert len(audit) == 1 and "action user=alice from=127.0.0.1:" in audit[0], audit
+        assert "what='shell runai-team-a/hvd-interactive-launcher" in audit[0], audit
     finally:
         tmux.kill()
+
+
+def test_key_options_are_honoured(served: Served) -> None:
+    keys = served.dir / "authorized"
+    keygen(served.dir / "carol")
+    # bob's key runs one read-only command, whatever is asked, never the dashboard
+    (keys / "bob").write_text('restrict,command="projects -o json" ' + (served.dir / "stranger.pub").read_text())
+    # carol's key only from 10.0.0.0/8: refused from loopback
+    (keys / "carol").write_text('from="10.0.0.0/8" ' + (served.dir / "carol.pub").read_text())
+    wait_for(lambda: served.run("list", key="stranger").returncode != 255, 20, "bob's key accepted")
+    local = ranks_local("projects", "-o", "json", "--context", CONTEXT, "--as", "bob", kubeconfig=served.kubeconfig)
+    for remote, opts in ((("list", "-A"), ()), ((), ("-tt",))):
+        r = served.run(*remote, key="stranger", opts=opts)
+        assert (r.returncode, r.stdout) == (local.returncode, local.stdout), (r, local)  # (text: \r\n -> \n)
+    r = served.run("projects", key="carol")
+    assert r.returncode == 255 and "Permission denied" in r.stderr, r.stderr
+    # a command with -tt runs on a terminal of the client's size (as OpenSSH's sshd does)
+    raw = subprocess.run(served.ssh("get", "llama-finetune", "-p", "team-a", opts=("-tt",)), capture_output=True,
+                         stdin=subprocess.DEVNULL, timeout=60, env=env())
+    assert raw.returncode == 0 and b"llama-finetune\r\n" in raw.stdout, (raw.returncode, raw.stderr)
 
 
 def test_garbage_and_a_flood_of_connections_leave_the_server_serving(served: Served) -> None:
@@ -361,6 +427,7 @@ def test_garbage_and_a_flood_of_connections_leave_the_server_serving(served: Ser
     finally:
         for c in flood:
             c.close()
-    r = served.run("projects")
-    assert r.returncode == 0, r.stderr
+    # the flood's connections are let go as their closes are read: a real login gets in right after
+    wait_for(lambda: served.run("projects").returncode == 0, 20, "a login after the flood",
+             detail=lambda: served.run("projects").stderr)
     assert served.proc.poll() is None

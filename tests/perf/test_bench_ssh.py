@@ -1,6 +1,7 @@
 """#14: the SSH front door with the real OpenSSH client, 20 dashboards at once on 2 cores.
 
-simcluster (`ranks sim`, a quiet cluster: a few interactive sessions, nothing changing) and
+simcluster (`ranks sim --scenario scale --pods 300`: a quiet cluster of hours-old workloads, nothing
+changing, no processes) and
 `ranks serve --ssh` run as their own processes; each client is `ssh -tt` on its own pty of
 120x40, read by one thread here. Figures:
 
@@ -9,8 +10,9 @@ simcluster (`ranks sim`, a quiet cluster: a few interactive sessions, nothing ch
 2. keys with 20 sessions open: Down in one session -> the first bytes of its repaint, 10 rounds
    over every session                                                         p99 reported
 3. idle, 30 s after every session settled: CPU of each session's dashboard process (% of a core)
-   and the bytes each client received (the screen's own repaints; keepalives are not on the pty:
-   the workloads are minutes old, so their ages still tick every second)      goal <= 0.5 % (p50)
+   and the bytes each client received (keepalives are not on the pty, so this is all the screen
+   sent: ages of workloads younger than 8 h move once a minute, as kubectl's do)
+                                                                         goal <= 0.5 % (every one)
 """
 
 from __future__ import annotations
@@ -81,16 +83,27 @@ def cpu_seconds(pid: int) -> float:
 
 
 def dashboards(serve_pid: int) -> list[int]:
-    """The server's children: one dashboard process per session."""
-    out = []
+    """One dashboard process per session: the server's descendants titled `ranks: USER PEER` (forked
+    from its warm template, or started fresh), not the template itself."""
+    parent: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                stat = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+                parent[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
             except OSError:
                 continue
-            if int(stat[1]) == serve_pid:
-                out.append(int(entry))
+    out = []
+    for pid in parent:
+        up = parent.get(pid)
+        while up is not None and up != serve_pid and up > 1:
+            up = parent.get(up)
+        if up == serve_pid and pid != serve_pid:
+            try:
+                title = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if title.startswith(b"ranks: ") and b"template" not in title:
+                out.append(pid)
     return out
 
 
@@ -100,12 +113,8 @@ def pct(values: list[float], p: float) -> float:
 
 
 def test_twenty_ssh_dashboards(sim_process, tmp_path):
-    sim = sim_process("--scenario", "empty")
+    sim = sim_process("--scenario", "scale", "--pods", "300")
     ranks = [sys.executable, "-m", "tui.cli"]
-    env = {**os.environ, "KUBECONFIG": str(sim.kubeconfig)}
-    for i in range(3):
-        subprocess.run([*ranks, "submit", f"s{i}", "--framework", "pytorch", "-i", "img", "--workers", "1",
-                        "--interactive", "-p", "default"], check=True, env=env, capture_output=True, cwd=ROOT)
     for name in ("host", "user"):
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / name)], check=True)
     serve = subprocess.Popen([*ranks, "serve", "--ssh", "127.0.0.1:0", "--host-key", str(tmp_path / "host"),
@@ -177,7 +186,9 @@ def test_twenty_ssh_dashboards(sim_process, tmp_path):
           f"idle bytes/s per client p50 {pct(idle_bytes, 50):.0f}, max {max(idle_bytes):.0f}; "
           f"server process CPU {serve_cpu:.1f} s in all ({len(pids)} dashboards)")
     assert frames[0] <= 1.0  # the issue's goal: one session, on loopback
-    assert pct(idle_cpu, 50) <= 0.5
+    assert len(pids) == SESSIONS
+    assert max(idle_cpu) <= 0.5
+    assert max(idle_bytes) <= 100  # a minute's age ticks at most, never a repaint loop
 
 
 def with_suppress_kill(proc: subprocess.Popen) -> None:

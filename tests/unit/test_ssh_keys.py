@@ -28,23 +28,47 @@ def test_a_directory_names_each_user_by_file_and_the_map_overrides(tmp_path: Pat
     (d / "bob").write_text(pub(keys["bob"]))
     (d / ".hidden").write_text(pub(keys["stranger"]))
     (d / "bad name!").write_text(pub(keys["stranger"]))
-    (d / "ops").write_text('from="10.0.0.0/8" ' + pub(keys["ops"]))  # options: not honoured, skipped
+    (d / "ops").write_text('from="10.0.0.0/8" ' + pub(keys["ops"]))  # honoured: only from 10/8
     users = tmp_path / "users.yaml"
     users.write_text(f"{keys['bob'].get_fingerprint('sha256')}: {{user: robert, groups: [ml], namespace: runai-ml}}\n")
     ring = load_keyring(str(d), str(users), default_user="ignored")
-    assert ring.lookup(keys["alice"]) == Identity("alice")
-    assert ring.lookup(keys["bob"]) == Identity("robert", ("ml",), "runai-ml")
-    assert ring.lookup(keys["ops"]) is None and ring.lookup(keys["stranger"]) is None
-    assert any("key options are not supported" in w for w in ring.warnings)
+    assert ring.lookup(keys["alice"]).identity == Identity("alice")
+    assert ring.lookup(keys["bob"]).identity == Identity("robert", ("ml",), "runai-ml")
+    assert ring.lookup(keys["ops"], "127.0.0.1", "127.0.0.1") is None
+    assert ring.lookup(keys["ops"], "10.1.2.3", "10.1.2.3").identity == Identity("ops")
+    assert ring.lookup(keys["stranger"]) is None
     assert any("not a user name" in w for w in ring.warnings)
+
+
+def test_key_options_are_honoured_or_the_line_is_skipped(tmp_path: Path, keys) -> None:
+    f = tmp_path / "authorized_keys"
+    f.write_text("\n".join([
+        'restrict,command="list -A -o json" ' + pub(keys["alice"]),
+        'no-pty,no-port-forwarding,from="192.168.0.0/16,127.0.0.1" ' + pub(keys["bob"]),
+        'restrict,pty,expiry-time="20000101" ' + pub(keys["ops"]),
+        'cert-authority ' + pub(keys["stranger"]),
+        'environment="A=b" ' + pub(keys["stranger"]),
+        'command="unbalanced ' + pub(keys["stranger"]),
+    ]))
+    ring = load_keyring(str(f), default_user="oncall")
+    alice = ring.lookup(keys["alice"], "10.0.0.1", "10.0.0.1")
+    assert alice.command == "list -A -o json" and not alice.pty  # restrict: no dashboard
+    bob = ring.lookup(keys["bob"], "127.0.0.1", "127.0.0.1")
+    assert bob.command is None and not bob.pty and ring.lookup(keys["bob"], "10.0.0.1", "10.0.0.1") is None
+    assert ring.lookup(keys["ops"]) is None  # expired in 2000
+    assert ring.lookup(keys["stranger"]) is None
+    said = "\n".join(ring.warnings)
+    assert "option cert-authority is not supported" in said and "option environment is not supported" in said
+    assert "unbalanced quote" in said
 
 
 def test_a_single_file_acts_as_the_given_user_or_the_server(tmp_path: Path, keys) -> None:
     f = tmp_path / "authorized_keys"
     f.write_text(pub(keys["alice"]) + "\n" + pub(keys["bob"]) + "\nnot a key at all\n")
-    assert load_keyring(str(f), default_user="oncall").lookup(keys["bob"]) == Identity("oncall")
+    assert load_keyring(str(f), default_user="oncall").lookup(keys["bob"]).identity == Identity("oncall")
     ring = load_keyring(str(f))
-    assert ring.lookup(keys["alice"]) == Identity(None) and ring.lookup(keys["alice"]).name == "(server)"
+    alice = ring.lookup(keys["alice"]).identity
+    assert alice == Identity(None) and alice.name == "(server)" and ring.lookup(keys["alice"]).pty
     assert ring.lookup(keys["stranger"]) is None
 
 

@@ -36,7 +36,8 @@ def serve_command(ctx: click.Context, listen: str, host_key: str, authorized_key
 
     Public-key logins only. A terminal session (ssh -t) gets the dashboard; `ssh HOST list -A`
     runs a read-only command. `--as USER` gives the identity of keys of a single authorized-keys
-    file. Runs until SIGINT/SIGTERM.
+    file. `--prometheus URL` gives every session GPU metrics from there (else each user's own
+    access decides). Runs until SIGINT/SIGTERM.
     """
     from sessions.errors import SessionError
     from sessions.ssh.server import ServeConfig, parse_listen, serve
@@ -52,7 +53,7 @@ def serve_command(ctx: click.Context, listen: str, host_key: str, authorized_key
                       as_user=opts.get("as_user"), read_only=bool(opts.get("read_only")),
                       max_sessions=max_sessions, max_sessions_per_user=max_sessions_per_user, audit_log=audit_log,
                       kubeconfig=opts.get("kubeconfig"), context=opts.get("context"),
-                      request_timeout=opts.get("request_timeout"))
+                      request_timeout=opts.get("request_timeout"), prometheus=opts.get("prometheus"))
 
     def ready(where: str) -> None:
         print(f"ready: ssh={where}", flush=True)
