@@ -21,11 +21,13 @@ import concurrent.futures
 import contextlib
 import random
 import threading
+import time
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem, ExitCode
+from .flight_recorder import FlightRecorder
 from .kube import ApiProblem
 from .logs import LogEngine, LogLine, LogOptions
 from .model_views import ModelDiff
@@ -48,6 +50,7 @@ class DataOptions:
     backoff: tuple[float, float] = (0.5, 30.0)
     project: str | None = None  # the project the dashboard opens on: checked against the cluster
     waiting_after: float = 3.0  # seconds without an answer before the status says "waiting"
+    record_failures: bool = True  # the flight recorder (failing ranks written down, `flight_recorder`)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,14 @@ class DataUpdate:
     events: tuple[Any, ...] | None = None  # the focused workload's events (None: unchanged)
     reset: bool = False  # a new model starts (connected, or reconnected from scratch): forget the old one
     synced: bool = False  # every kind has been listed: the picture is complete
+    # the focused workload's diagnostics (None: unchanged): `diagnostics.why.Diagnosis`, and for a
+    # finished one whose pods are gone (first failure from the flight recorder, what happened)
+    diagnosis: Any = None
+    postmortem: tuple[Any, Any, tuple[str, ...]] | None = None  # (workload key, first failure, story)
+    # training progress of the focused workload from its followed logs (None: unchanged):
+    # (key, {label: RankProgress summary + "spark": loss values}, ETA seconds or None, total steps)
+    progress: tuple[Any, Mapping[str, Any], float | None, int | None] | None = None
+    health: Mapping[Any, Any] | None = None  # workload key -> diagnostics.hangs.JobHealth (None: unchanged)
 
 
 class LogHandle:
@@ -99,7 +110,13 @@ class LogHandle:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            self._loop.run_coroutine(self.engine.stop())
+            self._loop.run_coroutine(self._stop())
+
+    async def _stop(self) -> None:
+        await self.engine.stop()
+        key = self.engine.key
+        if self._loop._engines.get(key) is self.engine:
+            del self._loop._engines[key]
 
 
 class DataLoop:
@@ -127,6 +144,20 @@ class DataLoop:
         self._synced = False
         self._project_checked = not self.options.project
         self.updates = 0
+        self._engines: dict[WorkloadKey, LogEngine] = {}  # open log views: their last lines, for the recorder
+        # the focused workload's logs, followed for its training progress (and its ranks' last lines)
+        self._progress_engine: LogEngine | None = None
+        self._board: Any = None  # diagnostics.progress.ProgressBoard of the focused workload
+        self._board_key: WorkloadKey | None = None
+        self._board_dirty = False
+        self._board_pushed = 0.0
+        self._follow_lock: asyncio.Lock | None = None  # (made on the data loop)
+        self.progress_patterns: tuple[Any, ...] = ()  # the user's (settings), compiled
+        self.health: dict[WorkloadKey, Any] = {}
+        self._health_sign: dict[WorkloadKey, Any] = {}
+        self.thresholds: Any = None  # diagnostics.hangs.Thresholds (None: the defaults)
+        self.clock: Callable[[], float] = time.time  # what "ago" is measured from (the app's clock)
+        self.recorder: FlightRecorder | None = None
 
     # -- lifecycle (any thread) --------------------------------------------------------------------
     def start(self) -> None:
@@ -158,11 +189,62 @@ class DataLoop:
         return self.run_coroutine(run())
 
     def focus(self, key: WorkloadKey | None) -> None:
-        """The workload on screen: its ranks' GPU histories and last-log times ride along."""
+        """The workload on screen: its ranks' GPU histories and last-log times ride along, and its
+        logs are followed for its training progress while it is shown."""
         self._focus = key
-        if self.loop is not None and self._synced:
+        if self.loop is not None:
             with contextlib.suppress(RuntimeError):
-                self.loop.call_soon_threadsafe(self._push_focus)
+                self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self._follow_progress(key)))  # type: ignore[union-attr]
+                if self._synced:
+                    self.loop.call_soon_threadsafe(self._push_focus)
+
+    async def _follow_progress(self, key: WorkloadKey | None) -> None:
+        """Follow the focused workload's logs (the last 100 lines first): each line goes through the
+        progress patterns; the board is pushed at most once a second. One change of focus at a
+        time; a focus that moved on meanwhile is not followed."""
+        if self._follow_lock is None:
+            self._follow_lock = asyncio.Lock()
+        async with self._follow_lock:
+            await self._refollow(key)
+
+    async def _refollow(self, key: WorkloadKey | None) -> None:
+        if key == self._board_key and self._progress_engine is not None:
+            return
+        old, self._progress_engine = self._progress_engine, None
+        if old is not None:
+            if self._engines.get(old.key) is old:
+                del self._engines[old.key]
+            await old.stop()
+        self._board_key = key
+        monitor = self.monitor
+        if key is None or key != self._focus or monitor is None or key not in monitor.model.workloads:
+            self._board, self._board_key = None, None
+            return
+        from .diagnostics.progress import ProgressBoard
+
+        board = self._board = ProgressBoard(self.progress_patterns)
+
+        def on_lines(lines: list[LogLine]) -> None:
+            took = False
+            for ln in lines:
+                if ln.kind == "line" and board.feed(ln.label, ln.ts / 1e9 if ln.ts else time.time(), ln.text):
+                    took = True
+            if took and board is self._board:
+                self._board_dirty = True
+                now = time.monotonic()
+                if now - self._board_pushed >= 1.0:
+                    self._board_pushed = now
+                    self._push_focus(refocus=False)
+
+        engine = LogEngine(monitor.client, key, monitor.model, monitor=monitor,
+                           options=LogOptions(follow=True, tail=100, failure_notices=False))
+        engine.subscribe(on_lines)
+        self._progress_engine = engine
+        self._engines.setdefault(key, engine)
+        try:
+            await engine.start()
+        except Exception:  # (no logs to read yet, or none readable: no progress, nothing else lost)
+            return
 
     @property
     def status(self) -> DataStatus:
@@ -243,6 +325,8 @@ class DataLoop:
         self._emit(ModelDiff(*_empty_diffs(), status_changed=True), reset=True)
         live = False
 
+        recorder = self._recorder(monitor)
+
         def on_diff(d: ModelDiff) -> None:
             self._refresh_status(monitor, live)
             self._emit(d)
@@ -253,7 +337,13 @@ class DataLoop:
             # A first sync that is slow (a huge cluster) still ends: informers retry inside.
             await monitor.wait_synced()
             silence.cancel()
+            if recorder is not None:
+                recorder.prime(monitor.model)
+                recorder.watch(monitor.model)
             live = self._synced = True
+            if self._focus is not None:
+                self._board_key = None  # (a new monitor: follow again)
+                asyncio.get_running_loop().create_task(self._follow_progress(self._focus))
             self._refresh_status(monitor, live)
             self._emit(ModelDiff(*_empty_diffs(), status_changed=True), synced=True)
             if self.options.metrics:
@@ -266,7 +356,27 @@ class DataLoop:
                 metrics.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await metrics
+            if recorder is not None:
+                await recorder.drain(2.0)  # (a failure seen just before the end is kept)
+            engine, self._progress_engine, self._board_key = self._progress_engine, None, None
+            if engine is not None:
+                with contextlib.suppress(Exception):
+                    await engine.stop()
             await monitor.stop()
+
+    def _recorder(self, monitor: Monitor) -> FlightRecorder | None:
+        if not self.options.record_failures:
+            return None
+        from .flight_recorder import store_for
+
+        def tail_of(key: WorkloadKey, label: str) -> list[str] | None:
+            engine = self._engines.get(key)
+            if engine is None or engine.stopping:
+                return None
+            return [ln.text for ln in engine.last_lines(label, 50)]
+
+        self.recorder = FlightRecorder(store_for(self.cfg), monitor.client, tail_of)
+        return self.recorder
 
     async def _watch_silence(self, monitor: Monitor) -> None:
         """Until the first LIST is in: a server that took the request and does not answer is
@@ -339,10 +449,37 @@ class DataLoop:
                     != (self._status.metrics_note, self._status.metrics_problem, self._status.metrics_forbidden))
                 if not monitor.flush() and self._focus is not None:
                     self._push_focus(refocus=False)  # the focused ranks' GPU history grew
+                health = self._assess(model)
+                if health is not None:
+                    self._emit(ModelDiff(*_empty_diffs(), status_changed=False), health=health)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), gm.interval)
         finally:
             await gm.aclose()
+
+    def _assess(self, model: Any) -> dict[WorkloadKey, Any] | None:
+        """Hangs and stragglers of every running job (`diagnostics.hangs`), after each metrics
+        refresh: the flagged ones when what is flagged changed, else None. The focused workload's
+        progress (steps per second per rank, from its followed logs) names stragglers by rate."""
+        from .diagnostics.hangs import DEFAULT, assess_all
+
+        board, bkey = self._board, self._board_key
+
+        def progress_of(key: WorkloadKey) -> dict[str, float] | None:
+            if board is None or key != bkey:
+                return None
+            rates = {label: rp.rate() for label, rp in board.ranks.items()}
+            return {label: r for label, r in rates.items() if r is not None} or None
+
+        found = assess_all(model, time.time(), self.thresholds or DEFAULT, progress_of)
+        flagged = {k: h for k, h in found.items() if not h.ok}
+        sign = {k: (h.marker, h.hung, tuple((r.label, r.flags) for r in h.flagged)) for k, h in flagged.items()}
+        if sign == self._health_sign:
+            self.health = flagged
+            return None
+        self._health_sign = sign
+        self.health = flagged
+        return flagged
 
     # -- updates -----------------------------------------------------------------------------------
     def _set_status(self, **changes: Any) -> None:
@@ -363,10 +500,51 @@ class DataLoop:
             metrics_forbidden=monitor.metrics_forbidden,
         )
 
-    def _emit(self, d: ModelDiff, *, reset: bool = False, synced: bool = False, refocus: bool = False) -> None:
+    def _emit(self, d: ModelDiff, *, reset: bool = False, synced: bool = False, refocus: bool = False,
+              health: Mapping[Any, Any] | None = None) -> None:
         histories, last_logs, events = self._focus_extras(d, refocus or synced)
+        diagnosis, postmortem = self._focus_diagnostics(d, refocus or synced, events is not None)
+        progress = self._progress_update(refocus or synced)
         self.updates += 1
-        self.on_update(DataUpdate(d, self._status, histories, last_logs, events, reset, synced))
+        self.on_update(DataUpdate(d, self._status, histories, last_logs, events, reset, synced, diagnosis,
+                                  postmortem, progress, health))
+
+    def _progress_update(self, refocus: bool) -> tuple[Any, Mapping[str, Any], float | None, int | None] | None:
+        board, key = self._board, self._board_key
+        if board is None or key is None or key != self._focus:
+            return (self._focus, {}, None, None) if refocus else None
+        if not (self._board_dirty or refocus):
+            return None
+        self._board_dirty = False
+        ranks = {label: {**summary, "spark": tuple(board.ranks[label].sparkline_values())}
+                 for label, summary in board.summary().items()}
+        return key, ranks, board.eta(time.time()), board.total()
+
+    def _focus_diagnostics(self, d: ModelDiff, refocus: bool, events_changed: bool) -> tuple[Any, Any]:
+        """Why the focused workload waits or what is wrong with it, again when it or its events
+        changed; and, once it finished with its pods gone, its recorded first failure and what
+        happened (a small file read: on this loop, never the UI's)."""
+        monitor, key = self.monitor, self._focus
+        if monitor is None or key is None:
+            return None, None
+        wl = monitor.model.workloads.get(key)
+        if wl is None or not (refocus or events_changed or key in d.workloads.added or key in d.workloads.changed):
+            return None, None
+        from .diagnostics.postmortem import first_failure_of, what_happened
+        from .diagnostics.why import explain
+
+        try:
+            diagnosis = explain(monitor.model, key, cluster_pods=monitor.status.cluster_wide)
+        except KeyError:
+            diagnosis = None
+        post: tuple[Any, Any, tuple[str, ...]] = (key, None, ())
+        if not wl.ranks and wl.status in ("Failed", "Succeeded"):
+            recording = None
+            if self.recorder is not None:
+                recording = self.recorder.store.load(wl.namespace, wl.kind, wl.name, wl.uid)
+            story = what_happened(wl, monitor.model.events_for(wl, 10_000), recording, now=self.clock())
+            post = (key, first_failure_of(wl, recording), tuple(story))
+        return diagnosis, post
 
     def _focus_extras(self, d: ModelDiff, refocus: bool
                       ) -> tuple[dict[str, tuple[float, ...]], dict[str, float], tuple[Any, ...] | None]:
@@ -416,6 +594,7 @@ class DataLoop:
             engine.subscribe(on_lines)
             engine.on_notice(on_notice)
             await engine.start()
+            self._engines[key] = engine
             return LogHandle(self, engine)
         return self.run_coroutine(open_())
 

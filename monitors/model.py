@@ -93,6 +93,13 @@ class LiveModel:
         self.node_gpu: dict[str, tuple[float | None, float | None]] = {}
         self.gpu_history: dict[PodKey, deque[tuple[float, float]]] = {}
         self.last_log: dict[PodKey, float] = {}
+        # told of each pod whose containers' terminations changed, as it is applied (before the
+        # coalesced diff: a pod that fails and is deleted at once is seen here, not in a diff)
+        self.exit_listeners: list[Callable[[PodRec], None]] = []
+        # the time of each pod's latest GPU reading at or above `busy_threshold` (%): how long a GPU
+        # has been idle, without scanning its history (diagnostics.hangs, per refresh, every pod)
+        self.busy_threshold = 5.0
+        self.busy_at: dict[PodKey, float] = {}
         self.status_changed = False
         self._events_touched: set[tuple[str, str]] = set()
         self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
@@ -131,12 +138,16 @@ class LiveModel:
                 self.pods.pop(pk, None)
                 self._rank_cache.pop(pk, None)
                 self.gpu_history.pop(pk, None)
+                self.busy_at.pop(pk, None)
                 self.last_log.pop(pk, None)
             else:
                 self.pods[pk] = rec
                 for h in _hints(rec):
                     self._by_hint.setdefault(h, set()).add(pk)
             self._regroup(pk, old_wl)
+            if rec is not None and rec.exits and self.exit_listeners and (prev is None or prev.exits != rec.exits):
+                for listener in self.exit_listeners:
+                    listener(rec)
 
     def _account(self, p: PodRec | None, sign: int) -> None:
         if p is None:
@@ -244,6 +255,8 @@ class LiveModel:
             if reading.util is not None and reading.state == "ok":
                 hist = self.gpu_history.setdefault(pk, deque(maxlen=HISTORY))
                 hist.append((now, reading.util))
+                if reading.util >= self.busy_threshold:
+                    self.busy_at[pk] = now
         for pk in changed:
             wl = self.pod_workload.get(pk)
             if wl is not None:
@@ -449,6 +462,10 @@ class LiveModel:
     def events_for(self, wl: WorkloadView, limit: int = 20) -> list[EventRec]:
         uids = {wl.uid} if wl.uid else set()
         names = {wl.name} | {r.pod for r in wl.ranks}
+        for e in self.events.values():  # the pods the operator deleted: their events outlive them
+            if e.namespace == wl.namespace and e.reason == "SuccessfulDeletePod" and e.object_name == wl.name \
+                    and e.message.startswith("Deleted pod: "):
+                names.add(e.message[len("Deleted pod: "):].strip())
         out = [
             e for e in self.events.values()
             if e.namespace == wl.namespace and (e.object_uid in uids or e.object_name in names)

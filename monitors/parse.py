@@ -17,6 +17,8 @@ from .records import (
     PodRec,
     QuotaRec,
     ReplicaSpec,
+    Taint,
+    Toleration,
     flat_labels,
     parse_time,
 )
@@ -91,6 +93,31 @@ def _command(c: dict[str, Any] | None) -> tuple[str, ...]:
     return tuple(str(x) for x in (c.get("command") or [])) + tuple(str(x) for x in (c.get("args") or []))
 
 
+_TOLERATIONS: dict[tuple[Toleration, ...], tuple[Toleration, ...]] = {}
+
+
+def _tolerations(items: Any) -> tuple[Toleration, ...]:
+    """spec.tolerations as (key, operator, value, effect) tuples; the few distinct sets a cluster has
+    (every pod gets the same not-ready/unreachable pair) are shared, as interned strings are."""
+    if not isinstance(items, list):
+        return ()
+    out = tuple(
+        (_intern(str(t.get("key") or "")), _intern(str(t.get("operator") or "Equal")),
+         _intern(str(t.get("value") or "")), _intern(str(t.get("effect") or "")))
+        for t in items if isinstance(t, dict)
+    )
+    if len(_TOLERATIONS) < 1024:
+        return _TOLERATIONS.setdefault(out, out)
+    return _TOLERATIONS.get(out, out)
+
+
+def _taints(items: Any) -> tuple[Taint, ...]:
+    if not isinstance(items, list):
+        return ()
+    return tuple((_intern(str(t.get("key") or "")), _intern(str(t.get("value") or "")),
+                  _intern(str(t.get("effect") or ""))) for t in items if isinstance(t, dict))
+
+
 def _pod_reason(obj: dict[str, Any], status: dict[str, Any]) -> tuple[str, str]:
     """kubectl's STATUS column logic, reduced to a reason (and a message where there is one)."""
     meta = obj["metadata"]
@@ -156,6 +183,8 @@ def parse_pod(obj: dict[str, Any]) -> PodRec:
         if cond.get("type") == "PodScheduled" and cond.get("status") == "False":
             unsched = cond.get("message") or cond.get("reason") or "Unschedulable"
     reason, message = _pod_reason(obj, status)
+    selector = spec.get("nodeSelector")
+    tolerations = spec.get("tolerations")
     return PodRec(
         namespace=_intern(meta.get("namespace", "")),
         name=meta.get("name", ""),
@@ -179,6 +208,8 @@ def parse_pod(obj: dict[str, Any]) -> PodRec:
         containers=tuple(_intern(c.get("name", "")) for c in containers),
         exits=tuple(exits),
         annotations=flat_labels({k: v for k, v in annotations.items() if k in KEPT_ANNOTATIONS}),
+        node_selector=flat_labels(selector) if isinstance(selector, dict) else (),
+        tolerations=_tolerations(tolerations) if tolerations else (),
     )
 
 
@@ -330,6 +361,7 @@ def parse_node(obj: dict[str, Any]) -> NodeRec:
         name=meta.get("name", ""), labels=flat_labels(labels), gpus=quantity(alloc.get(GPU)), ready=ready,
         unschedulable=bool((obj.get("spec") or {}).get("unschedulable")), pool=_intern(pool),
         product=_intern(labels.get("nvidia.com/gpu.product", "")),
+        taints=_taints((obj.get("spec") or {}).get("taints")),
     )
 
 

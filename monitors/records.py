@@ -14,6 +14,8 @@ from typing import Any
 _intern = sys.intern
 
 Labels = tuple[str, ...]  # flat and sorted by key: (k0, v0, k1, v1, ...): one tuple per object, not one per pair
+Taint = tuple[str, str, str]  # (key, value, effect)
+Toleration = tuple[str, str, str, str]  # (key, operator, value, effect); "" key with Exists: every taint
 
 
 def parse_time(value: str | None) -> float | None:
@@ -88,6 +90,8 @@ class PodRec:
     containers: tuple[str, ...]
     exits: tuple[Exit, ...]  # terminated states: current and last, per container
     annotations: Labels
+    node_selector: Labels = ()  # spec.nodeSelector, flat as labels
+    tolerations: tuple[Toleration, ...] = ()
 
     @property
     def key(self) -> tuple[str, str]:
@@ -188,6 +192,7 @@ class NodeRec:
     unschedulable: bool
     pool: str
     product: str
+    taints: tuple[Taint, ...] = ()
 
     def label(self, key: str, default: str = "") -> str:
         return lookup(self.labels, key, default)

@@ -272,6 +272,8 @@ def _container(spec: SubmitSpec, command: Sequence[str] | None, gpus: bool) -> d
     c: dict[str, Any] = {"name": spec.fw.container, "image": spec.image.strip()}
     if command is not None:
         c["command"] = list(command)
+    # a failing rank's last lines stay in its pod status after its log is gone (or unreadable)
+    c["terminationMessagePolicy"] = "FallbackToLogsOnError"
     env, _ = parse_env(spec.env)
     if env:
         c["env"] = [{"name": k, "value": v} for k, v in env]

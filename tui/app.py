@@ -143,6 +143,12 @@ class RanksApp(DashboardActions, App[int]):
         )
         self.data = DataLoop(cfg, opts, on_update=lambda u: self.post_message(DataArrived(u)),
                              on_problem=lambda m, c: self.post_message(DataProblem(m, c)))
+        from monitors.diagnostics.hangs import Thresholds
+        from monitors.diagnostics.progress import compile_patterns
+
+        self.data.thresholds = Thresholds(hang_after=self.settings.hang_after_minutes * 60)
+        self.data.clock = clock
+        self.data.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
         self.exit_message = ""
         self._age_timer: Timer | None = None
         self.age_due: float | None = None  # when (by `clock`) the age ticker wakes next; None: asleep

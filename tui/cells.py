@@ -6,8 +6,9 @@ Every string that came from the cluster goes through `monitors.sanitize.clean` f
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from rich.style import Style
 from rich.text import Text
@@ -169,14 +170,28 @@ def workload_reason(w: WorkloadView) -> str:
     return w.reason
 
 
+def health_note(h: Any) -> str:
+    """`hung 12m`, `straggler worker-2`, `silent worker-1`: a job's health in a few words."""
+    if h is None or h.ok:
+        return ""
+    if h.hung:
+        return "hung" + (f" {age(h.hung_for)}" if h.hung_for else "")
+    r = h.flagged[0] if h.flagged else None
+    return f"{r.flags[0]} {clean(r.label, limit=20)}" if r is not None and r.flags else h.marker
+
+
 def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float,
-                 util_width: int = UTIL_BAR) -> tuple[Text, ...]:
+                 util_width: int = UTIL_BAR, health: Any = None) -> tuple[Text, ...]:
     ready = Text(f"{w.ranks_ready}/{w.ranks_total}", justify="right",
                  style="" if w.ranks_ready == w.ranks_total else "dim")
+    status = status_cell(look, w.status, "" if health is not None and not health.ok else workload_reason(w))
+    if health is not None and not health.ok:
+        status.append(f" {look.glyphs.warning} {health_note(health)}",
+                      style=f"bold {look.status_style('Degraded')}")
     cells = [
         plain(w.name, 253),
         Text(kind_text(w), no_wrap=True, overflow="ellipsis"),
-        status_cell(look, w.status, workload_reason(w)),
+        status,
         Text(look.glyphs.bullet if w.interactive else "", justify="center"),
         ready,
         gpu_pair(w.gpus_requested, w.gpus_allocated),
@@ -188,27 +203,59 @@ def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float,
     return tuple(cells)
 
 
+RANK_FLAG_WORDS = {"straggler": "slow", "silent": "silent", "idle": "idle"}
+
+
 def rank_row(look: Look, r: RankView, index: int, history: Iterable[float], *, with_pod: bool = True,
-             spark: int = SPARK) -> tuple[Text, ...]:
+             spark: int = SPARK, progress: Mapping[str, Any] | None = None, flags: Sequence[str] = (),
+             with_progress: bool = False) -> tuple[Text, ...]:
+    """One rank of the detail table; `flags` (silent, idle, straggler) highlight it; `progress`
+    (the rank's training progress from its log: step, loss, and the loss history) fills STEP and
+    LOSS when `with_progress`."""
+    flagged = look.status_style("Degraded") if flags else None
     label = Text(("" if not r.lead else look.glyphs.lead + " ") + clean(r.label, limit=40),
-                 style=look.rank_style(index), no_wrap=True)
+                 style=f"bold {flagged}" if flagged else look.rank_style(index), no_wrap=True)
     mem = "-"
     if r.gpu_mem_used_mib is not None:
         mem = mib(r.gpu_mem_used_mib) + (f"/{mib(r.gpu_mem_total_mib)}" if r.gpu_mem_total_mib else "")
+    status = status_cell(look, r.status, "" if r.exit_code is None else str(r.exit_code))
+    if flags:  # (short: the panel above says why)
+        status.append(f" {look.glyphs.warning} " + " ".join(RANK_FLAG_WORDS.get(f, f) for f in flags),
+                      style=f"bold {flagged}")
     cells = [
         label,
         Text("-" if r.rank is None else str(r.rank), justify="right"),
         plain(r.pod, 253),
-        status_cell(look, r.status, "" if r.exit_code is None else str(r.exit_code)),
+        status,
         Text(str(r.restarts), justify="right", style=look.status_style("Failed") if r.restarts else ""),
         plain(r.node or "-", 253),
         util_cell(look, r.gpu_util, r.gpu_state if r.gpus > 0 else "no GPU"),
         spark_cell(look, history, spark),
         Text(mem, no_wrap=True),
     ]
+    if with_progress:
+        cells += progress_cells(look, progress)
     if not with_pod:
         del cells[2]
     return tuple(cells)
+
+
+def progress_cells(look: Look, p: Mapping[str, Any] | None) -> list[Text]:
+    """STEP (the latest step) and LOSS (the latest value, then its history as a sparkline scaled to
+    its own range)."""
+    if not p:
+        return [Text("-", justify="right"), Text("-")]
+    step = Text("-" if p.get("step") is None else str(p["step"]), justify="right", no_wrap=True)
+    values = [v for v in p.get("spark") or () if v is not None][-5:]
+    loss = Text(no_wrap=True)
+    if p.get("loss") is not None:
+        loss.append(f"{p['loss']:.4g} ")
+    elif p.get("throughput") is not None:
+        loss.append(f"{p['throughput']:.4g}{clean(p.get('unit') or '', limit=12)} ")
+    if values:
+        lo, hi = min(values), max(values)
+        loss.append(sparkline(look.glyphs, values, lo, hi if hi > lo else lo + 1), style="dim")
+    return [step, loss or Text("-")]
 
 
 def node_row(look: Look, n: NodeView, *, narrow: bool = False) -> tuple[Text, ...]:

@@ -21,6 +21,9 @@ Example::
     namespaces = ["runai-team-a", "runai-team-b"]   # watched when namespaces cannot be listed
     ascii = false                 # ASCII glyphs instead of Unicode
     coalesce = 0.05               # seconds to gather model changes before a redraw
+    idle_threshold_percent = 5    # an interactive session's GPUs all under this % are idle
+    hang_after_minutes = 10       # a running job silent with every GPU idle this long is hung
+    progress_patterns = ['epoch (?P<step>\\d+)/(?P<total>\\d+) .* loss (?P<loss>[\\d.]+)']  # your log's steps
 
     [metrics]                     # Prometheus metric names (keys as in monitors.promql)
     util = "DCGM_FI_DEV_GPU_UTIL"
@@ -123,6 +126,17 @@ class Settings(_Strict):
     ascii: bool = False
     coalesce: float = 0.05
     """Seconds to gather model changes before subscribers see them."""
+    idle_threshold_percent: float = 5.0
+    """GPU utilisation (%) under which an interactive session's GPUs count as idle (`ranks idle`,
+    the cluster-load view); more than 0, at most 100."""
+
+    hang_after_minutes: float = 10.0
+    """A running job whose ranks are all silent and whose GPUs are all idle this long is hung
+    (the workloads list's marker, the detail, `ranks get`, `ranks why`); more than 0."""
+    progress_patterns: list[str] = []
+    """Regexes with named groups step, total, loss, throughput (any of them) that read training
+    progress from your logs, tried before the built-in ones (tqdm, Lightning, Hugging Face, Keras,
+    Horovod/TensorFlow, key=value, JSON)."""
 
     _path: Path | None = PrivateAttr(default=None)
     _text: str = PrivateAttr(default="")
@@ -150,6 +164,28 @@ class Settings(_Strict):
         if not 0 <= value <= 2:
             raise ValueError(f"must be between 0 and 2 seconds (got {value:g})")
         return float(value)
+
+    @field_validator("idle_threshold_percent")
+    @classmethod
+    def _idle_threshold(cls, value: float) -> float:
+        if not 0 < value <= 100:
+            raise ValueError(f"must be more than 0 and at most 100 (got {value:g})")
+        return float(value)
+
+    @field_validator("hang_after_minutes")
+    @classmethod
+    def _hang_after(cls, value: float) -> float:
+        if not value > 0:
+            raise ValueError(f"must be more than 0 minutes (got {value:g})")
+        return float(value)
+
+    @field_validator("progress_patterns")
+    @classmethod
+    def _progress_patterns(cls, value: list[str]) -> list[str]:
+        from monitors.diagnostics.progress import compile_patterns
+
+        compile_patterns(value)  # (a bad one: ValueError naming it)
+        return value
 
     @field_validator("theme")
     @classmethod
@@ -197,6 +233,8 @@ class Settings(_Strict):
         if "keymap" in values and (problems := _keymap_problems(out.keymap, source, "")):
             raise SettingsError(problems)
         out._path, out._text = self._path, self._text
+        # what was set stays what the file (or a flag) set, not every field the copy carried over
+        object.__setattr__(out, "__pydantic_fields_set__", set(self.model_fields_set) | set(values))
         return out
 
 

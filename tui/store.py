@@ -7,6 +7,7 @@ changed so the visible screen can update only those rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from monitors.dataloop import DataStatus, DataUpdate
 from monitors.model_views import ModelDiff, NodeView, ProjectView, WorkloadView
@@ -27,6 +28,11 @@ class ViewStore:
     histories: dict[str, tuple[float, ...]] = field(default_factory=dict)
     last_logs: dict[str, float] = field(default_factory=dict)
     events: tuple[EventRec, ...] = ()  # of the focused workload
+    diagnosis: Any = None  # of the focused workload (`monitors.diagnostics.why.Diagnosis`)
+    postmortem: tuple[Any, Any, tuple[str, ...]] = (None, None, ())  # (key, first failure, what happened)
+    # the focused workload's training progress: (key, {label: step/loss/throughput/rate/spark}, ETA, total)
+    progress: tuple[Any, Any, float | None, int | None] = (None, {}, None, None)
+    health: dict[Any, Any] = field(default_factory=dict)  # workload key -> diagnostics.hangs.JobHealth (flagged)
     synced: bool = False
     generation: int = 0  # bumped on every applied update (screens compare to skip work)
 
@@ -49,6 +55,13 @@ class ViewStore:
         self.last_logs = dict(update.last_logs)
         if update.events is not None:
             self.events = tuple(update.events)
+        if update.progress is not None:
+            self.progress = update.progress
+        if update.health is not None:
+            self.health = dict(update.health)
+        if update.diagnosis is not None or update.postmortem is not None:
+            self.diagnosis = update.diagnosis
+            self.postmortem = update.postmortem or (None, None, ())
         self.generation += 1
         return d
 

@@ -589,3 +589,70 @@ def test_cluster_nodes_80x24(snap_compare: SnapCompare, cluster: ThreadedSimClus
                       what="the nodes table")
 
     snap(snap_compare, make_app(cluster, "dark"), run_before, SMALL)
+
+
+# -- diagnostics (#15) ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [SIZE, SMALL], ids=["100x30", "80x24"])
+def test_workload_why_pending(snap_compare: SnapCompare, cluster: ThreadedSimCluster, size: tuple[int, int]) -> None:
+    """The gang that cannot fit: the scheduler's words whole, then why in plain words (gang, fit)."""
+    async def run_before(pilot: Pilot[Any]) -> None:
+        await open_workload(pilot, "big-pretrain")
+        d = lambda: pilot.app.store.diagnosis  # noqa: E731
+        await settled(pilot, lambda: d() is not None and d().name == "big-pretrain" and "gang" in d().kinds(),
+                      what="why it is pending")
+
+    snap(snap_compare, make_app(cluster, "dark"), run_before, size)
+
+
+def recorded_objects() -> list[dict[str, Any]]:
+    """A PyTorchJob the operator gave up on: its pods deleted (their events are left), Failed."""
+    ns, cmd = "runai-team-a", ["python", "-u", "train.py"]
+    out: list[dict[str, Any]] = [
+        gpu_node("h100-node-01", 8, pool="h100", product="NVIDIA-H100-80GB-HBM3"),
+        namespace(ns, {"runai/queue": "team-a"}),
+    ]
+    gone = kf_job("PyTorchJob", "gone-crash", ns, {"Master": (1, 1, cmd), "Worker": (2, 1, cmd)}, user="alice",
+                  created=30 * 60, conditions=[("Created", 30 * 60, "PyTorchJob gone-crash is created."),
+                                               ("Failed", 10 * 60, "Job gone-crash has failed because it has "
+                                                                   "reached the specified backoff limit")])
+    out.append(gone)
+    for pod in ("gone-crash-master-0", "gone-crash-worker-0", "gone-crash-worker-1"):
+        out.append(event(ns, "PyTorchJob", "gone-crash", "SuccessfulDeletePod", f"Deleted pod: {pod}", 10 * 60,
+                         api_version="kubeflow.org/v1"))
+        out[-1]["metadata"]["name"] = f"gone-crash.delete.{pod}"
+    for pod in ("gone-crash-master-0", "gone-crash-worker-0"):
+        out.append(event(ns, "Pod", pod, "Killing", "Stopping container pytorch", 10 * 60))
+    return out
+
+
+@pytest.fixture(scope="module")
+def recorded_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
+    with sim_in_thread(components=(), workdir=tmp_path_factory.mktemp("recsim")) as t:
+        t.call(load, t.sim, recorded_objects())
+        yield t
+
+
+def test_workload_recorded_failure(snap_compare: SnapCompare, recorded_cluster: ThreadedSimCluster,
+                                   tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pods are gone: the first failure as the flight recorder kept it (saying so and when), and
+    what happened, from the events that are left."""
+    from monitors.flight_recorder import RecordedFailure, store_for
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    cfg = load_cluster_config(str(recorded_cluster.sim.kubeconfig_path))
+    store_for(cfg).add(
+        "runai-team-a", "PyTorchJob", "gone-crash", uid("runai-team-a/gone-crash"),
+        RecordedFailure("worker-1", "worker", 2, "gone-crash-worker-1", "h100-node-01", "pytorch", 3, "Error",
+                        NOW - 10 * 60 - 5, lines=("step 41 loss=2.1", "Traceback (most recent call last):",
+                                                  "RuntimeError: CUDA error: an illegal memory access"),
+                        recorded_at=NOW - 10 * 60 - 4, source="log"))
+
+    async def run_before(pilot: Pilot[Any]) -> None:
+        app = await synced(pilot, workloads=1, nodes=1, projects=1)
+        await pilot.press("enter")
+        await settled(pilot, lambda: isinstance(app.screen, WorkloadScreen)
+                      and app.screen.query_one("#failure").has_class("-shown"), what="the recorded failure")
+
+    snap(snap_compare, make_app(recorded_cluster, "dark"), run_before)

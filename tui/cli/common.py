@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from monitors.connection import ClusterConfig, ExitCode
@@ -179,7 +179,8 @@ def confirm(question: str) -> bool:
 
 async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tuple[str, ...] | None,
                        *, nodes: bool = True, events: bool = False, metrics_for: str = "pods",
-                       metrics: bool = True) -> Monitor:
+                       metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None
+                       ) -> Monitor:
     """List everything needed once, then read GPU metrics once.
 
     `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
@@ -219,7 +220,10 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
         _check_readable(monitor, project)
         if gm is not None:
             await source
-            await _read_metrics(gm, monitor, metrics_for)
+            await asyncio.gather(read_metrics(gm, monitor, metrics_for),
+                                 *([alongside(monitor)] if alongside is not None else []))
+        elif alongside is not None:
+            await alongside(monitor)
     except BaseException:
         await monitor.stop()
         raise
@@ -243,14 +247,34 @@ def _check_readable(monitor: Monitor, project: str | None) -> None:
     raise UserError(f"forbidden: {clean(name)} may not read {what} (cannot list pods in {ns})", ExitCode.FORBIDDEN)
 
 
-async def _read_metrics(gm: Any, monitor: Monitor, what: str) -> None:
+def seed_history(gm: Any, model: Any, pods: Iterable[tuple[str, str]], before: float) -> None:
+    """The utilisation history a refresh brought (Prometheus' range query) as the model's GPU
+    history of those pods, before the readings of now are applied (the one-shot commands judge
+    idleness and hangs over time, not from one reading)."""
+    from collections import deque
+
+    from monitors.model import HISTORY
+
+    for ns, pod in pods:
+        series = [(t, v) for t, v in gm.history(ns, pod) if t < before]
+        if series:
+            model.gpu_history[(ns, pod)] = deque(series, maxlen=HISTORY)
+
+
+async def read_metrics(gm: Any, monitor: Monitor, what: str = "pods",
+                       only: Callable[[WorkloadView], bool] | None = None) -> None:
+    """One GPU metrics refresh for the running GPU pods (of the workloads `only` keeps; nothing is
+    sent when there are none), its history seeding the model's, then its readings applied."""
     from monitors.gpu_feed import apply_snapshot
 
     model = monitor.model
-    pods = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
-            if r.gpus > 0 and r.node and r.phase == "Running"]
+    pods = sorted({(r.namespace, r.pod) for w in model.workloads.values() if only is None or only(w)
+                   for r in w.ranks if r.gpus > 0 and r.node and r.phase == "Running"})
+    if not pods and only is not None:
+        return
     gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=(what == "nodes"))
     snap = await gm.refresh()
+    seed_history(gm, model, pods, snap.at)
     apply_snapshot(model, snap)
     monitor.flush()
     monitor.metrics_note = snap.source.description if snap.source else ""
@@ -258,17 +282,18 @@ async def _read_metrics(gm: Any, monitor: Monitor, what: str) -> None:
 
 
 async def locate(cfg: ClusterConfig, opts: dict[str, Any], ref: str, project: str | None, *,
-                 events: bool = False, metrics: bool = False) -> tuple[Monitor, WorkloadView]:
-    """The workload `ref` and a monitor that listed its namespace. With -p, in that project;
-    without, in the context's namespace, else in the one project (among those the user may read)
-    that has a workload of that name; several such projects are listed (exit 2)."""
+                 events: bool = False, metrics: bool = False, nodes: bool = False,
+                 alongside: Callable[[Monitor], Awaitable[None]] | None = None) -> tuple[Monitor, WorkloadView]:
+    """The workload `ref` and a monitor that listed its namespace (and the nodes, `nodes`). With -p,
+    in that project; without, in the context's namespace, else in the one project (among those the
+    user may read) that has a workload of that name; several such projects are listed (exit 2)."""
     from monitors.names import LookupProblem
     from sessions.locate import pick_workload, search_namespace
 
     kinds = None
     try:
-        monitor = await load_monitor(cfg, opts, project or (cfg.namespace,), nodes=False, events=events,
-                                     metrics=metrics)
+        monitor = await load_monitor(cfg, opts, project or (cfg.namespace,), nodes=nodes, events=events,
+                                     metrics=metrics, alongside=alongside)
     except UserError as exc:
         if project or exc.code != ExitCode.FORBIDDEN:
             raise  # the context's namespace may not be read: look where the user may
@@ -281,7 +306,8 @@ async def locate(cfg: ClusterConfig, opts: dict[str, Any], ref: str, project: st
             if project or exc.code != ExitCode.NOT_FOUND:
                 raise
     ns = await search_namespace(cfg, ref, kinds)
-    monitor = await load_monitor(cfg, opts, (ns,), nodes=False, events=events, metrics=metrics)
+    monitor = await load_monitor(cfg, opts, (ns,), nodes=nodes, events=events, metrics=metrics,
+                                 alongside=alongside)
     try:
         return monitor, pick_workload(monitor.model.workloads.values(), ref)
     except BaseException:
@@ -379,7 +405,8 @@ def event_order(e: EventRec) -> tuple[float, int, str]:
 
 
 def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note: str, *,
-              events_forbidden: str = "", max_events: int = 20) -> None:
+              events_forbidden: str = "", max_events: int = 20, failure: Any = None,
+              story: list[str] | None = None, diag: Any = None) -> None:
     now = time.time()
     out = sys.stdout
     pods_running = sum(1 for r in w.ranks if r.phase == "Running")
@@ -403,24 +430,42 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
         out.write("  " + table(["TYPE", "STATUS", "REASON", "AGE"], [
             [c.type, c.status, c.reason or "-", age(now - c.at if c.at else None)] for c in w.conditions
         ]).replace("\n", "\n  ") + "\n")
-    if w.first_failure is not None:
+    if failure is not None:
+        print_failure(failure, now)
+    elif w.first_failure is not None:
         f = w.first_failure
         out.write(clean(f"First failure: {f.label} (pod {f.pod}, container {f.container}) exited {f.exit_code}"
                         f" ({f.reason})") + "\n")
+    if story:
+        out.write("What happened:\n")
+        for line in story:
+            out.write(f"  - {clean(line, limit=500)}\n")
+    health = diag.health if diag is not None else None
+    if health is not None and not health.ok:
+        out.write(f"Health: {clean(health.summary, limit=500)}\n" if health.hung else "Health:\n")
+        for r in health.flagged:
+            for flag, why in zip(r.flags, r.why, strict=False):
+                out.write(f"  - {flag} {clean(r.label)}: {clean(why, limit=300)}\n")
     out.write("\n")
-    headers = ["ROLE", "RANK", "POD", "STATUS", "RESTARTS", "NODE", "GPU%", "GPU MEM", "AGE"]
+    headers = ["ROLE", "RANK", "POD", "STATUS", "RESTARTS", "NODE", "GPU%", "GPU MEM", "LAST LOG", "STEP", "LOSS",
+               "AGE"]
     if output == "wide":
         headers += ["IP", "GPUS", "LEAD"]
     rows = []
     for r in w.ranks:
         mem = "-" if r.gpu_mem_used_mib is None else (
             f"{mib(r.gpu_mem_used_mib)}/{mib(r.gpu_mem_total_mib)}" if r.gpu_mem_total_mib else mib(r.gpu_mem_used_mib))
+        last = diag.last_at(r.label) if diag is not None else None
+        p = (diag.progress(r.label) if diag is not None else None) or {}
+        loss = "-" if p.get("loss") is None else f"{p['loss']:.4g}"
         row = [r.label + (" *" if r.lead else ""), "-" if r.rank is None else str(r.rank), r.pod, r.status,
-               str(r.restarts), r.node or "-", percent(r.gpu_util), mem, age(now - r.created if r.created else None)]
+               str(r.restarts), r.node or "-", percent(r.gpu_util), mem, age(now - last) if last else "-",
+               "-" if p.get("step") is None else str(p["step"]), loss, age(now - r.created if r.created else None)]
         if output == "wide":
             row += [r.pod_ip or "-", gpus(r.gpus), "yes" if r.lead else ""]
         rows.append(row)
-    out.write((table(headers, rows, colour_col=3) if rows else "No pods yet.") + "\n")
+    none = "No pods: they are gone (see What happened)." if story else "No pods yet."
+    out.write((table(headers, rows, colour_col=3) if rows else none) + "\n")
     if metrics_note:
         out.write(f"\nGPU metrics: {clean(metrics_note)}\n")
     events = sorted(events, key=event_order)[-max_events:]  # the newest, oldest first
@@ -433,6 +478,27 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
         rows = [[age(now - e.last if e.last else None), e.type, e.reason, f"{e.kind}/{e.object_name}", e.message]
                 for e in events]
         out.write("  " + table(["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows).replace("\n", "\n  ") + "\n")
+
+
+def print_failure(f: Any, now: float, indent: str = "") -> None:
+    """The first failure's section: who, where, how, when; whether it is a recording; last lines."""
+    out = sys.stdout
+    rank = f" rank {f.rank}," if f.rank is not None else ""
+    node = f" on node {f.node}" if f.node else ""
+    when = f" {age(now - f.finished_at)} ago" if f.finished_at else ""
+    out.write(clean(f"{indent}First failure: {f.label} ({f.role or 'rank'}{rank} pod {f.pod}{node}, container "
+                    f"{f.container}) exited {f.exit_code}{' (' + f.reason + ')' if f.reason else ''}{when}",
+                    limit=500) + "\n")
+    if f.recorded_at is not None:
+        out.write(f"{indent}  a recording made by ranks {age(now - f.recorded_at)} ago, while it watched "
+                  "(the pods are gone)\n")
+    if f.lines:
+        source = " (its termination message)" if f.source == "termination message" else ""
+        out.write(f"{indent}  last {len(f.lines)} lines{source}:\n")
+        for line in f.lines:
+            out.write(f"{indent}    {clean(line, limit=1000)}\n")
+    elif f.recorded_at is None:
+        out.write(f"{indent}  its log cannot be read (the pod is gone or restarted since)\n")
 
 
 def print_nodes(nodes: list[NodeView], output: str) -> None:

@@ -192,6 +192,9 @@ def _wait_for_exporters(sim_thread: Any, sim: Any, timeout: float = 10.0) -> Non
         time.sleep(0.05)
 
 
+DEMO_HANG_AFTER = 1.0  # minutes: the demo's gpt-hung is marked hung about a minute after it stalls
+
+
 def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: str | None,
              workdir: str | None = None) -> int:
     import tempfile
@@ -210,8 +213,11 @@ def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: s
             fail(f"cannot start the demo cluster: {exc.strerror or exc}", ExitCode.ERROR)
         cfg = configure(load_cluster_config(str(kubeconfig), None), opts)
         settings = prepared.settings
+        if "hang_after_minutes" not in settings.model_fields_set:  # (the demo's job hangs within a minute)
+            settings = settings.with_overrides(hang_after_minutes=DEMO_HANG_AFTER)
         if url and not settings.prometheus_url:
-            prepared.settings = settings.with_overrides(prometheus_url=url)
+            settings = settings.with_overrides(prometheus_url=url)
+        prepared.settings = settings
         return run_app(cfg, prepared)
 
 

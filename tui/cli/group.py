@@ -18,6 +18,7 @@ from monitors.connection import ExitCode
 
 from .common import fail
 from .dashboard import demo_command, run_dashboard, sim_command
+from .idle import idle_command
 from .logs import logs_command
 from .options import GLOBAL_KEYS, dashboard_options, global_options
 from .read import get_command, list_command, projects_command, top_command
@@ -31,9 +32,10 @@ from .sessions import (
     submit_command,
     suspend_command,
 )
+from .why import why_command
 
 PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
-                    "convert")
+                    "convert", "why", "idle")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
@@ -63,6 +65,7 @@ def cli(ctx: click.Context, theme: str | None, ascii: bool, project: str | None,
 
 SUBCOMMANDS = (
     projects_command, list_command, get_command, top_command,  # read
+    why_command, idle_command,  # diagnostics
     logs_command,  # logs
     submit_command, shell_cmd, exec_cmd, convert_command, delete_command, suspend_command,  # sessions
     resume_command,

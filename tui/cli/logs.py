@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -27,6 +28,7 @@ from .common import colour_enabled, error, locate, run
 from .options import PROJECT, global_options, group_project, merge_globals, workload_argument
 
 if TYPE_CHECKING:
+    from monitors.flight_recorder import FlightRecorder, Recording
     from monitors.logs.engine import LogEngine
     from monitors.logs.filters import LineFilter
     from monitors.logs.first_failure import FailureReport
@@ -227,11 +229,12 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
 
     async def body(cfg: ClusterConfig) -> int:
         # the workload: in -p's project, else the context's namespace, else the one project that has it
-        monitor, wl = await locate(cfg, opts, ref, project)
+        monitor, wl = await locate(cfg, opts, ref, project, events=first_failure and not follow)
         if follow:  # the follow needs watches: the same namespace, listed and watched
             await monitor.stop()
             monitor = Monitor(cfg, events=False, nodes=False, scope=(wl.namespace,))
         engine: LogEngine | None = None
+        recorder: FlightRecorder | None = None
         try:
             if follow:
                 await monitor.start()
@@ -239,7 +242,15 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
                 wl = pick_workload(monitor.model.workloads.values(), f"{wl.kind}/{wl.name}")
             if first_failure:
                 report = await first_failure_report(monitor.client, wl, lines=tail if tail is not None else 20)
-                _print_failure(wl, report, output, colour)
+                recording, story = None, []
+                if report is None and wl.status in ("Failed", "Succeeded"):  # the pods are gone: a recording?
+                    from monitors.diagnostics.postmortem import what_happened
+                    from monitors.flight_recorder import store_for
+
+                    store = store_for(cfg)
+                    recording = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
+                    story = what_happened(wl, monitor.model.events_for(wl, 10_000), recording)
+                _print_failure(wl, report, output, colour, recording, story)
                 return ExitCode.OK
             for name in flt.unknown_ranks(wl.ranks):
                 Printer.notice(f'no rank "{name}" in {wl.kind.lower()}/{wl.name} (yet)')
@@ -250,6 +261,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
             engine.on_notice(Printer.notice)
             if follow:
                 monitor.subscribe(lambda _d: _refresh_ranks(engine, printer, monitor))
+                recorder = _flight_recorder(cfg, monitor, engine)
             await engine.start()
             done = asyncio.ensure_future(engine.wait())
             broken = asyncio.ensure_future(printer.broken.wait())
@@ -272,11 +284,25 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
                 return ExitCode.UNREACHABLE
             return ExitCode.OK
         finally:
+            if recorder is not None:
+                await recorder.drain()
             if engine is not None:
                 await engine.stop()
             await monitor.stop()
 
     return run(opts, body)
+
+
+def _flight_recorder(cfg: ClusterConfig, monitor: Monitor, engine: LogEngine) -> FlightRecorder:
+    """While following, each rank that fails is written down with its last lines (as the engine
+    received them): the record outlives the pods (`monitors.flight_recorder`)."""
+    from monitors.flight_recorder import FlightRecorder, store_for
+
+    recorder = FlightRecorder(store_for(cfg), monitor.client,
+                              lambda _key, label: [ln.text for ln in engine.last_lines(label, 50)])
+    recorder.prime(monitor.model)
+    recorder.watch(monitor.model)
+    return recorder
 
 
 def _containers(monitor: Monitor, wl: WorkloadView) -> dict[str, tuple[str, ...]]:
@@ -302,17 +328,41 @@ def _when(at: float | None) -> str:
     return text[:19] + "Z" if text.endswith(".000000000Z") else text
 
 
-def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, colour: bool) -> None:
+def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, colour: bool,
+                   recording: Recording | None = None, story: list[str] | None = None) -> None:
+    recorded = recording.first() if recording is not None else None
     if output == "json":
         doc: dict[str, Any] = {"workload": wl.name, "namespace": wl.namespace, "kind": wl.kind, "failure": None}
         if report is not None:
             doc["failure"] = report.as_json()
-            doc["lines"] = [{"ts": ln.iso, "line": ln.text} for ln in report.lines]
+            lines = [{"ts": ln.iso, "line": ln.text} for ln in report.lines]
+            if not lines and report.failure.message:
+                lines = [{"ts": None, "line": t} for t in report.failure.message.splitlines()]
+                doc["failure"]["source"] = "termination message"
+            doc["lines"] = lines
+        elif recorded is not None:
+            doc["failure"] = recorded.to_json()
+            doc["lines"] = [{"ts": None, "line": t} for t in recorded.lines]
+        if story:
+            doc["what_happened"] = story
         import orjson
 
         sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
         return
+    if report is None and recorded is not None:
+        from .common import print_failure
+
+        print_failure(recorded, time.time())
+        for line in story or ():
+            sys.stdout.write(f"  - {clean(line, limit=500)}\n")
+        return
     if report is None:
+        if story:
+            sys.stdout.write(f"{wl.kind.lower()}/{clean(wl.name)} {wl.status.lower()}, and its pods are gone; "
+                             "no ranks process recorded a failing rank. What is left:\n")
+            for line in story:
+                sys.stdout.write(f"  - {clean(line, limit=500)}\n")
+            return
         sys.stdout.write(f"No rank of {wl.kind.lower()}/{clean(wl.name)} has failed.\n")
         return
     f = report.failure
@@ -335,6 +385,9 @@ def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, 
         for ln in report.lines:
             body = ln.safe.to_ansi() if colour else ln.text
             out.append(f"{bold}[{clean(f.label)}]{reset} {body}")
+    elif f.message:  # the log cannot be read: the termination message (FallbackToLogsOnError) holds its end
+        out.append(f"\n({clean(report.note)}; its termination message:)")
+        out.extend(f"[{clean(f.label)}] {clean(t, limit=1000)}" for t in f.message.splitlines())
     else:
         out.append(f"\n({clean(report.note)})")
     sys.stdout.write("\n".join(out) + "\n")

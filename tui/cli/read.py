@@ -7,6 +7,7 @@ code. Cluster text is sanitised (monitors.sanitize) and printed as plain text.
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -19,7 +20,6 @@ from .common import (
     error,
     event_order,
     load_monitor,
-    locate,
     print_get,
     print_nodes,
     print_projects,
@@ -133,22 +133,81 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
 
 def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
-        monitor, wl = await locate(cfg, opts, ref, project, events=True, metrics=True)
+        from .diagnose import located_with_tails
+
+        monitor, wl, diag = await located_with_tails(cfg, opts, ref, project, events=True)
         try:
             _note_forbidden(monitor)
-            events = sorted(monitor.model.events_for(wl, 10_000), key=event_order)[-20:]  # the newest 20
+            all_events = monitor.model.events_for(wl, 10_000)
+            events = sorted(all_events, key=event_order)[-20:]  # the newest 20
+            failure, story = await postmortem(cfg, monitor, wl, all_events, diag=diag)
             if output in ("json", "yaml"):
                 from monitors.export import get_json
 
-                emit_structured(get_json(wl, events), output)
+                doc = get_json(wl, events)
+                doc["first_failure"] = failure.to_json() if failure is not None else None
+                doc["what_happened"] = story
+                doc["health"] = diag.health.to_json() if diag.health is not None else None
+                flags = {h.label: list(h.flags) for h in diag.health.ranks} if diag.health is not None else {}
+                for r, rank in zip(wl.ranks, doc["ranks"], strict=True):
+                    label = r.label
+                    at = diag.last_at(label)
+                    p = diag.progress(label) or {}
+                    rank.update(last_log=_iso(at), silent_seconds=None if at is None else round(time.time() - at, 1),
+                                step=p.get("step"), loss=p.get("loss"), flags=flags.get(label, []))
+                emit_structured(doc, output)
             else:
                 print_get(wl, events, output, monitor.metrics_note,
-                          events_forbidden=monitor.status.forbidden.get(f"events in {wl.namespace}", ""))
+                          events_forbidden=monitor.status.forbidden.get(f"events in {wl.namespace}", ""),
+                          failure=failure, story=story, diag=diag)
             return ExitCode.OK
         finally:
             await monitor.stop()
 
     return run(opts, body)
+
+
+async def postmortem(cfg: ClusterConfig, monitor: Monitor, wl: Any, events: list[Any],
+                     lines: int = 10, diag: Any = None) -> tuple[Any, list[str]]:
+    """The first failure with its last lines (the pods' log, as `diag` read it alongside the
+    metrics: the rank's tail when the failed container never restarted, else its previous
+    instance; else their termination message; else the flight recorder's recording when the pods
+    are gone) and what happened to a finished workload whose pods are gone."""
+    import asyncio
+    import dataclasses
+
+    from monitors.diagnostics.postmortem import first_failure_of, what_happened
+    from monitors.flight_recorder import store_for
+    from monitors.logs.first_failure import first_failure_report
+
+    recording = None
+    if wl.first_failure is None and wl.status in ("Failed", "Succeeded"):
+        store = store_for(cfg)
+        recording = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
+    failure = first_failure_of(wl, recording)
+    if failure is not None and failure.recorded_at is None:
+        rank = next((r for r in wl.ranks if r.pod == failure.pod), None)
+        tail = diag.tails.get(failure.label) if diag is not None else None
+        read: tuple[str, ...] | None = None
+        if diag is not None and diag.failure_lines:
+            read = diag.failure_lines
+        elif rank is not None and rank.restarts == 0 and tail is not None and tail.lines:
+            read = tuple(t for _, t in tail.lines[-lines:])
+        elif diag is None:
+            report = await first_failure_report(monitor.client, wl, lines=lines)
+            read = tuple(ln.text for ln in report.lines) if report is not None and report.lines else None
+        if read:
+            failure = dataclasses.replace(failure, lines=read, source="log")
+        elif failure.message:  # the log cannot be read: what FallbackToLogsOnError kept
+            failure = dataclasses.replace(failure, lines=tuple(failure.message.splitlines()[-lines:]),
+                                          source="termination message")
+    return failure, what_happened(wl, events, recording)
+
+
+def _iso(t: float | None) -> str | None:
+    from monitors.logs.lines import format_ts
+
+    return format_ts(int(t * 1e9)) if t else None
 
 
 def run_top(opts: dict[str, Any], what: str, output: str) -> int:

@@ -3,6 +3,7 @@ quota use per project, pending workloads with their reasons, interactive session
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 from collections.abc import Hashable, Iterable
 from typing import ClassVar
@@ -11,8 +12,10 @@ from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
+from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 
+from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions, idle_sessions_of
 from monitors.humanize import age, gpus, percent
 from monitors.model_views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
 from monitors.sanitize import clean
@@ -31,12 +34,11 @@ NARROW_NODE_COLUMNS: list[Column] = [
 PENDING_COLUMNS: list[Column] = [
     Column("WORKLOAD", None, 14), Column("GPUS", 5), Column("WAITING", 7), Column("WHY", None, 10, 1)]
 IDLE_COLUMNS: list[Column] = [
-    Column("WORKLOAD", None, 14), Column("USER", None, 5, 1), Column("GPUS", 5), Column("UTIL", 10),
-    Column("HELD", 6), Column("GPU-HOURS", 9)]
+    Column("SESSION", None, 14), Column("PROJECT", None, 7, 2), Column("USER", None, 5, 1), Column("GPUS", 5),
+    Column("IDLE FOR", 8), Column("GPU-HOURS", 9)]
 POD_COLUMNS: list[Column] = [
     Column("WORKLOAD", None, 14), Column("RANK", None, 8), Column("STATUS", None, 9, 1), Column("GPUS", 5),
     Column("UTIL", 10), Column("AGE", 5)]
-IDLE_UTIL = 5.0  # % below which an interactive session's GPUs count as idle
 WorkloadKey = tuple[str, str, str]
 
 
@@ -96,11 +98,24 @@ def pending_detail(look: Look, w: WorkloadView | None, count: int, now: float) -
     return t
 
 
-def idle_row(look: Look, w: WorkloadView, now: float) -> Cells:
-    held = (now - w.created) / 3600 if w.created else 0.0
-    return (workload_label(w), plain(w.user or "-", 40), Text(gpus(w.gpus_allocated), justify="right"),
-            util_cell(look, w.gpu_util), Text(age(now - w.created, live=True) if w.created else "-", justify="right"),
-            Text(f"~{held * w.gpus_allocated:.1f}", justify="right"))
+def idle_row(s: IdleSession, now: float) -> Cells:
+    """A session idle since `s.idle_since`, as it reads at `now` (idle for, GPU-hours so far)."""
+    return (plain(s.name, 100), plain(s.project, 40), plain(s.user or "-", 40), Text(gpus(s.gpus), justify="right"),
+            Text(age(now - s.idle_since, live=True), justify="right"),
+            Text(format_gpu_hours(s.gpu_hours_at(now)), justify="right"))
+
+
+def idle_note(sessions: list[IdleSession], threshold: float, now: float) -> Text:
+    note = Text(style="dim")
+    if not sessions:
+        note.append(f"no interactive session holds idle GPUs (util < {threshold:g}%)")
+        return note
+    n = len(sessions)
+    held = gpus(sum(s.gpus for s in sessions))
+    hours = sum(s.gpu_hours_at(now) for s in sessions)
+    note.append(f"{'1 interactive session holds' if n == 1 else f'{n} interactive sessions hold'} {held} GPUs "
+                f"all under {threshold:g}% use, {format_gpu_hours(hours)} GPU-hours idle so far (Enter opens one)")
+    return note
 
 
 def pod_row(look: Look, w: WorkloadView, r: RankView, now: float) -> Cells:
@@ -114,17 +129,25 @@ def plural_gpus(n: float) -> str:
     return f"{gpus(n)} GPU" if n == 1 else f"{gpus(n)} GPUs"
 
 
-def idle_sessions(workloads: list[WorkloadView]) -> list[WorkloadView]:
-    return sorted(
-        (w for w in workloads if w.interactive and w.gpus_allocated > 0
-         and w.gpu_util is not None and w.gpu_util < IDLE_UTIL),
-        key=lambda w: -w.gpus_allocated)
+class IdleComputed(Message):
+    """`idle_sessions` computed on the data thread (where the model and its GPU history live)."""
+
+    def __init__(self, result: concurrent.futures.Future[list[IdleSession]]) -> None:
+        super().__init__()
+        self.result = result
 
 
 class ClusterScreen(RanksScreen):
     """Four tabs (←/→ switch them). Nodes: Enter lists a node's pods, d its YAML. Pending and idle
     sessions: Enter opens the workload, d its YAML; under the pending table, the whole of why the
-    workload under the cursor waits."""
+    workload under the cursor waits.
+
+    Idle sessions (`monitors.diagnostics.idle`): interactive sessions whose GPUs all read under
+    `idle_threshold_percent` (settings) now, since when and the GPU-hours idle so far, most first.
+    The GPU history they need lives with the model on the data thread: each draw of the tab asks
+    the data loop to run `idle_sessions` there (no request to the cluster; one at a time, a draw
+    meanwhile asks again once it is answered) and the answer comes back as `IdleComputed`. Without
+    a data loop, the store's views are used without history (idle since the ranks' start)."""
 
     crumb = "cluster load"
     BINDINGS: ClassVar[list[BindingType]] = bindings("table", ("open", "describe", "next_tab", "previous_tab"))
@@ -144,6 +167,9 @@ class ClusterScreen(RanksScreen):
         self.narrow = False
         self._texts: dict[str, Text] = {}  # what each panel shows: redrawn only when it changes
         self._had_rows: bool | None = None
+        self._idle: list[IdleSession] | None = None  # the last answer (None: none yet)
+        self._idle_asked = False  # a computation is under way on the data thread
+        self._idle_again = False  # ... and the screen drew meanwhile: ask again when it answers
 
     def _update(self, selector: str, text: Text) -> None:
         if self._texts.get(selector) != text:
@@ -241,20 +267,55 @@ class ClusterScreen(RanksScreen):
             self._show_pending_detail()
             self.dashboard.ages_shown([w.created for w in pending if w.created], now)
         elif active == "tab-idle":
-            idle = idle_sessions(wls)
-            table = self.query_one("#idle-table", KeyedTable)
-            table.sync([w.key for w in idle], {w.key: idle_row(look, w, now) for w in idle})
-            table.display = bool(idle)
-            self.dashboard.ages_shown([w.created for w in idle if w.created], now)
-            note = Text(style="dim")
-            if idle:
-                sessions = "1 interactive session holds" if len(idle) == 1 else f"{len(idle)} interactive sessions hold"
-                note.append(f"{sessions} {gpus(sum(w.gpus_allocated for w in idle))} GPUs at under {IDLE_UTIL:g}% "
-                            "use (Enter opens one)")
-            else:
-                note.append(f"no interactive session holds idle GPUs (util < {IDLE_UTIL:g}%)")
-            self._update("#idle", note)
+            self._ask_idle()
+            if self._idle is not None:
+                self._show_idle(self._idle, now)
         self._rows_shown()
+
+    # -- idle sessions ------------------------------------------------------------------------------
+    @property
+    def idle_threshold(self) -> float:
+        return self.dashboard.settings.idle_threshold_percent
+
+    def _ask_idle(self) -> None:
+        """`idle_sessions` over the live model, on the data thread; answered by `IdleComputed`."""
+        if self._idle_asked:
+            self._idle_again = True
+            return
+        data, clock, threshold = self.dashboard.data, self.dashboard.clock, self.idle_threshold
+
+        def compute() -> list[IdleSession]:
+            monitor = data.monitor
+            if monitor is None:
+                raise LookupError("not connected")
+            return idle_sessions(monitor.model, clock(), threshold)
+
+        self._idle_asked = True
+        data.call(compute).add_done_callback(lambda f: self.post_message(IdleComputed(f)))
+
+    @on(IdleComputed)
+    def _idle_computed(self, msg: IdleComputed) -> None:
+        msg.stop()
+        self._idle_asked = False
+        now = self.dashboard.clock()
+        try:
+            self._idle = msg.result.result()
+        except Exception:  # no data loop (or not connected): the views, without GPU history
+            self._idle = idle_sessions_of(self.dashboard.store.workloads.values(), {}, now, self.idle_threshold)
+        if self._idle_again:
+            self._idle_again = False
+            self._ask_idle()
+        # (a hidden screen draws when it comes back: `resync`)
+        if self.is_mounted and self.app.screen is self and self.query_one(TabbedContent).active == "tab-idle":
+            self._show_idle(self._idle, now)
+            self._rows_shown()
+
+    def _show_idle(self, sessions: list[IdleSession], now: float) -> None:
+        table = self.query_one("#idle-table", KeyedTable)
+        table.sync([s.key for s in sessions], {s.key: idle_row(s, now) for s in sessions})
+        table.display = bool(sessions)
+        self.dashboard.ages_shown([s.idle_since for s in sessions], now)
+        self._update("#idle", idle_note(sessions, self.idle_threshold, now))
 
     def tick_ages(self, now: float) -> list[float]:
         """The app's age ticker: the rows of the pending or idle table whose age (or GPU-hours held)
@@ -263,17 +324,25 @@ class ClusterScreen(RanksScreen):
         if active not in ("tab-pending", "tab-idle"):
             return []
         table = self.query_one("#pending-table" if active == "tab-pending" else "#idle-table", KeyedTable)
-        make = pending_row if active == "tab-pending" else idle_row
         workloads = self.dashboard.store.workloads
         look = self.dashboard.look
+        idle = {s.key: s for s in self._idle or ()}
         cells, changed, since = {}, [], []
         for key in table.order:
-            w = workloads.get(key)  # type: ignore[call-overload]
-            if w is None:
-                continue
-            cells[key] = row = make(look, w, now)
-            if w.created:
-                since.append(w.created)
+            row: Cells
+            if active == "tab-idle":
+                s = idle.get(key)  # type: ignore[call-overload]
+                if s is None:
+                    continue
+                cells[key] = row = idle_row(s, now)
+                since.append(s.idle_since)
+            else:
+                w = workloads.get(key)  # type: ignore[call-overload]
+                if w is None:
+                    continue
+                cells[key] = row = pending_row(look, w, now)
+                if w.created:
+                    since.append(w.created)
             old = table.shown.get(key)
             if old is None or any(a.plain != b.plain for a, b in zip(old, row, strict=False)):
                 changed.append(key)

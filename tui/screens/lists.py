@@ -446,6 +446,7 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
     def __init__(self, namespace: str | None) -> None:
         super().__init__()
         self.namespace = namespace
+        self._health_shown: dict[Any, Any] = {}
 
     @property
     def crumb(self) -> str:  # type: ignore[override]
@@ -479,7 +480,24 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
 
     def row(self, item: WorkloadView, now: float) -> Cells:
         return workload_row(self.dashboard.look, item, show_project=self.namespace is None, now=now,
-                            util_width=3 if self.narrow else 5)
+                            util_width=3 if self.narrow else 5, health=self.dashboard.store.health.get(item.key))
+
+    def model_changed(self, diff: ModelDiff) -> None:
+        super().model_changed(diff)
+        health = self.dashboard.store.health
+        if health is not self._health_shown:  # hangs and stragglers are judged after each metrics refresh
+            old, self._health_shown = self._health_shown, health
+            keys = [k for k in set(old) | set(health) if old.get(k) != health.get(k)]
+            items = self.items()
+            now = self.dashboard.clock()
+            changed = []
+            for k in keys:
+                item = items.get(k)
+                if item is not None and self.in_scope(item):
+                    self._cells[k] = self.row(item, now)
+                    changed.append(k)
+            if changed:
+                self._show(changed)
 
     def search_texts(self, item: WorkloadView) -> Iterable[str]:
         return (item.name, item.kind, item.status, item.reason, item.project, item.user)

@@ -6,7 +6,7 @@ import asyncio
 import math
 import time
 from collections.abc import Hashable, Sequence
-from typing import ClassVar, Self
+from typing import Any, ClassVar, Self
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -27,11 +27,13 @@ from ..cells import Cells, Look, rank_row, status_cell
 from ..widgets.keyed_table import Column, KeyedTable
 from .base import RanksScreen, bindings
 
-# too wide for the view: the pod name gives way first (the rank says which one it is), then the
-# node, then the status; the rank, numbers and bars keep their width
+# too wide for the view: GPU memory's total gives way first, then the pod name (the rank says which
+# one it is), the node, the loss's history, the step, then the status; the rank, numbers and bars
+# keep their width
 RANK_COLUMNS: list[Column] = [
-    Column("RANK", None, 8), Column("#", 3), Column("POD", None, 10, 3), Column("STATUS", None, 9, 1),
-    Column("RST", 3), Column("NODE", None, 10, 2), Column("GPU", 10), Column("TREND", 12), Column("MEM", None)]
+    Column("RANK", None, 8), Column("#", 3), Column("POD", None, 10, 6), Column("STATUS", None, 9, 1),
+    Column("RST", 3), Column("NODE", None, 10, 5), Column("GPU", 10), Column("TREND", 8), Column("MEM", None, 6, 7),
+    Column("STEP", None, 4, 3), Column("LOSS", None, 6, 4)]
 NARROW_RANK_COLUMNS: list[Column] = [
     Column("RANK", None, 8), Column("#", 3), Column("STATUS", None, 9, 1), Column("RST", 3),
     Column("NODE", None, 10, 2), Column("GPU", 10), Column("TREND", 6), Column("MEM", None)]
@@ -60,8 +62,21 @@ def pending_text(look: Look, w: WorkloadView) -> Text | None:
     return t
 
 
-def header_text(look: Look, w: WorkloadView, now: float) -> Text:
-    """Four lines at most, each cut to the width: what, status, conditions, command."""
+def progress_line(progress: tuple[Any, Any, float | None, int | None], key: Any) -> str:
+    """`step 420/1000 (slowest rank) · ETA 12m` from the followed logs; "" when nothing parsed."""
+    pkey, ranks, eta, total = progress
+    steps = [r["step"] for r in ranks.values() if r.get("step") is not None] if pkey == key else []
+    if not steps:
+        return ""
+    out = f"step {min(steps)}" + (f"/{total}" if total else "") + (" (slowest rank)" if len(set(steps)) > 1 else "")
+    if eta is not None:
+        out += f" · ETA {age(eta)}"
+    return out
+
+
+def header_text(look: Look, w: WorkloadView, now: float, progress: str = "") -> Text:
+    """Four lines at most, each cut to the width: what, status (and training progress), conditions,
+    command."""
     t = Text(no_wrap=True, overflow="ellipsis")
     t.append(clean(w.kind, limit=30), style="bold")
     if w.framework and w.framework.lower() not in w.kind.lower():
@@ -75,6 +90,8 @@ def header_text(look: Look, w: WorkloadView, now: float) -> Text:
         t.append(f"  user {clean(w.user, limit=40)}", style="dim")
     t.append("\n")
     t.append_text(status_cell(look, w.status))
+    if progress:
+        t.append("  " + progress, style="bold")
     if w.reason and w.reason != w.status:
         t.append("  " + clean(w.reason, limit=300), style="dim")
     t.append("\n")
@@ -93,18 +110,81 @@ def header_text(look: Look, w: WorkloadView, now: float) -> Text:
     return t
 
 
+def why_text(look: Look, w: WorkloadView, diagnosis: Any, health: Any = None) -> Text | None:
+    """Why a pending workload waits, or what is wrong with one that runs (`diagnostics.why`, and
+    its hang or flagged ranks from `diagnostics.hangs`): a one-line summary, then each finding (the
+    panel shows as many as fit)."""
+    if w.status in ("Failed", "Succeeded", "Suspended"):
+        return None  # (the failure banner and the header say it)
+    ours = diagnosis is not None and (diagnosis.namespace, diagnosis.kind, diagnosis.name) == w.key
+    findings = [(f.kind, f.text) for f in diagnosis.findings if f.kind != "failed"] if ours else []
+    if health is not None and not health.ok:
+        if health.hung:
+            findings.append(("hang", health.summary))
+        findings += [(flag, f"{r.label}: {why}") for r in health.flagged
+                     for flag, why in zip(r.flags, r.why, strict=False)]
+    if not findings:
+        return None
+    t = Text(no_wrap=False)
+    head = "why it is pending" if w.status == "Pending" else "what is wrong"
+    t.append(f"{look.glyphs.phase_marker('Pending') if w.status == 'Pending' else look.glyphs.warning} {head}: ",
+             style="bold")
+    raw = pending_reasons(w) if w.status == "Pending" else []
+    if raw:  # the scheduler's own words first, whole; then what ranks makes of them
+        t.append("\n".join(raw[:2]))
+        t.append("\n")
+    if ours and not diagnosis.ok:
+        t.append(clean(diagnosis.summary, limit=400))
+    else:  # (the first finding says it)
+        t.append(f"{clean(findings[0][0], limit=20)} ", style="bold")
+        t.append(clean(findings[0][1], limit=400))
+        findings = findings[1:]
+    for kind, text in findings:
+        t.append(f"\n{clean(kind, limit=20)}: ", style="dim")
+        t.append(clean(text, limit=400))
+    return t
+
+
+def _exited(t: Text, label: str, rank: int | None, code: int, reason: str) -> None:
+    """`worker-1 (rank 2) exited 3 Error`, onto `t`."""
+    t.append(clean(label, limit=60), style="bold")
+    if rank is not None:
+        t.append(f" (rank {rank})")
+    t.append(f" exited {code}")
+    if reason:
+        t.append(f" {clean(reason, limit=40)}")
+
+
+def recorded_failure_text(look: Look, w: WorkloadView, postmortem: tuple[Any, Any, tuple[str, ...]]) -> Text | None:
+    """A finished workload whose pods are gone: its first failure as the flight recorder kept it
+    (saying so, and when), its last line, and what happened."""
+    key, failure, story = postmortem
+    if key != w.key or w.ranks or w.first_failure is not None or not (failure or story):
+        return None
+    t = Text(no_wrap=False)
+    if failure is not None:
+        t.append(f"{look.glyphs.cross} first failure (recorded by ranks at "
+                 f"{time.strftime('%H:%M:%S', time.localtime(failure.recorded_at or 0))}; the pods are gone): ",
+                 style="bold")
+        _exited(t, failure.label, failure.rank, failure.exit_code, failure.reason)
+        if failure.lines:
+            t.append("\n" + clean(failure.lines[-1], limit=300), style="dim")
+    else:
+        t.append(f"{look.glyphs.cross} what happened: ", style="bold")
+        t.append(clean(story[0], limit=300))
+        story = story[1:]
+    for line in story:
+        t.append("\n" + clean(line, limit=300), style="dim")
+    return t
+
+
 def failure_text(look: Look, w: WorkloadView) -> Text | None:
     ff = w.first_failure
     if ff is None or w.status not in ("Failed", "Degraded", "Restarting"):
         return None
     t = Text(no_wrap=False)
     t.append(f"{look.glyphs.cross} first failure: ", style="bold")
-    t.append(clean(ff.label, limit=60), style="bold")
-    if ff.rank is not None:
-        t.append(f" (rank {ff.rank})")
-    t.append(f" exited {ff.exit_code}")
-    if ff.reason:
-        t.append(f" {clean(ff.reason, limit=40)}")
+    _exited(t, ff.label, ff.rank, ff.exit_code, ff.reason)
     if ff.at:
         t.append(" at " + time.strftime("%H:%M:%S", time.localtime(ff.at)))
     if ff.message:
@@ -215,9 +295,9 @@ class WorkloadScreen(RanksScreen):
                   "previous_tab"))
     DEFAULT_CSS = """
     WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
-    WorkloadScreen #failure { height: auto; max-height: 3; padding: 0 1; background: $error 20%; display: none; }
+    WorkloadScreen #failure { height: auto; max-height: 6; padding: 0 1; background: $error 20%; display: none; }
     WorkloadScreen #failure.-shown { display: block; }
-    WorkloadScreen #pending { height: auto; max-height: 5; padding: 0 1; background: $warning 15%; display: none; }
+    WorkloadScreen #pending { height: auto; max-height: 7; padding: 0 1; background: $warning 15%; display: none; }
     WorkloadScreen #pending.-shown { display: block; }
     WorkloadScreen TabbedContent { height: 1fr; }
     WorkloadScreen TabPane { padding: 0; }
@@ -229,6 +309,8 @@ class WorkloadScreen(RanksScreen):
         self.key = key
         self.focus_key = key
         self.last: WorkloadView | None = None
+        self._diag_shown: tuple[Any, Any] = (None, None)
+        self._progress_shown: tuple[Any, Any] = (None, None)
         self.gone = False
         self._cells: dict[Hashable, Cells] = {}
         self.narrow = False
@@ -273,10 +355,15 @@ class WorkloadScreen(RanksScreen):
             self.show_status()
             self._draw(None)
             return
+        store = self.dashboard.store
         if self.key in wd.added or self.key in wd.changed:
             self.gone = False
             self.resync()
-        elif self.dashboard.store.histories != self._hist_shown:
+        elif (store.diagnosis, store.postmortem) != self._diag_shown:
+            self.resync()  # its diagnosis changed (its events did)
+        elif (store.progress, store.health.get(self.key)) != self._progress_shown:
+            self.resync()  # its training progress moved, or its ranks' health changed
+        elif store.histories != self._hist_shown:
             self.resync()  # the ranks' GPU history grew
         elif diff.events_changed or diff.status_changed:
             self._draw_side()
@@ -312,20 +399,29 @@ class WorkloadScreen(RanksScreen):
             return
         self._draw_header(shown, now)
         failure = self.query_one("#failure", Static)
-        ftext = failure_text(look, shown)
+        store = self.dashboard.store
+        ftext = failure_text(look, shown) or recorded_failure_text(look, shown, store.postmortem)
         failure.set_class(ftext is not None, "-shown")
         if ftext is not None:
             failure.update(ftext)
         pending = self.query_one("#pending", Static)
-        ptext = pending_text(look, shown)
+        ptext = why_text(look, shown, store.diagnosis, store.health.get(self.key)) or pending_text(look, shown)
         pending.set_class(ptext is not None, "-shown")
         if ptext is not None and ptext != self._pending_shown:
             pending.update(ptext)
         self._pending_shown = ptext
+        self._diag_shown = (store.diagnosis, store.postmortem)
         hist = self.dashboard.store.histories
         self._hist_shown = dict(hist)
-        spark = 6 if self.narrow else 12
-        cells = {r.pod: rank_row(look, r, i, hist.get(r.pod, ()), with_pod=not self.narrow, spark=spark)
+        spark = 6 if self.narrow else 8
+        pkey, per_rank, _eta, _total = store.progress
+        per_rank = per_rank if pkey == self.key else {}
+        health = store.health.get(self.key)
+        flags = {h.label: h.flags for h in health.flagged} if health is not None else {}
+        self._progress_shown = (store.progress, health)
+        cells = {r.pod: rank_row(look, r, i, hist.get(r.pod, ()), with_pod=not self.narrow, spark=spark,
+                                 progress=per_rank.get(r.label), flags=flags.get(r.label, ()),
+                                 with_progress=not self.narrow)
                  for i, r in enumerate(shown.ranks)}
         changed = [k for k, v in cells.items() if self._cells.get(k) != v]
         self._cells = cells
@@ -348,7 +444,7 @@ class WorkloadScreen(RanksScreen):
 
     def _draw_header(self, w: WorkloadView, now: float, *, tick: bool = False) -> None:
         """The header; when its age ticks, only the cells from the age on are repainted."""
-        text = header_text(self.dashboard.look, w, now)
+        text = header_text(self.dashboard.look, w, now, progress_line(self.dashboard.store.progress, self.key))
         header = self.query_one("#header", LiveStatic)
         first, old = text.plain.split("\n", 1)[0], self._header_first
         if tick and old:
