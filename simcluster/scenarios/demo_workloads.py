@@ -82,12 +82,12 @@ def demo_workloads() -> list[dict[str, Any]]:
         # PyTorch (every replica sleeps; torchrun is started on each node by hand)
         session("MPIJob", "hvd-interactive", a, 2, user="alice", project="team-a", pool="a100"),
         session("PyTorchJob", "pt-interactive", a, 2, user="alice", project="team-a", pool="a100"),
-        # a training run with realistic rank logs; worker-2 is a straggler
+        # a training run with realistic rank logs (step N/5000: an ETA); worker-2 is a straggler
         job("PyTorchJob", "llama-finetune", a, {
-            "Master": replica("PyTorchJob", train("--interval", "1.5", "--straggler-rank", "3"), gpus=2,
-                              util="noisy:88:5", pool="h100"),
-            "Worker": replica("PyTorchJob", train("--interval", "1.5", "--straggler-rank", "3"), replicas=3,
-                              gpus=2, util="noisy:86:6,noisy:85:6", pool="h100"),
+            "Master": replica("PyTorchJob", train("--interval", "1.5", "--straggler-rank", "3", "--total", "5000"),
+                              gpus=2, util="noisy:88:5", pool="h100"),
+            "Worker": replica("PyTorchJob", train("--interval", "1.5", "--straggler-rank", "3", "--total", "5000"),
+                              replicas=3, gpus=2, util="noisy:86:6,noisy:85:6", pool="h100"),
         }, user="alice"),
         job("TFJob", "resnet-tf", b, {
             "Chief": replica("TFJob", train("--interval", "2.5"), util="72"),

@@ -5,6 +5,7 @@ shown from the flight recorder's recording."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,9 @@ async def test_hung_marker_straggler_progress_and_why_pending(live: ThreadedSimC
         step = cols.index("STEP")
         steps = {k: ranks.shown[k][step].plain for k in ranks.order}
         assert all(v.isdigit() for v in steps.values()), steps
-        assert "step " in text_of(detail.query_one("#header", Static))
+        header = detail.query_one("#header", Static)
+        await pilot_wait(pilot, lambda: re.search(r"step \d+/5000 \(slowest rank\) · ETA \S+", text_of(header)),
+                         timeout=20, what="the slowest rank's step of 5000 and the ETA in the header")
         assert "straggler worker-2" in text_of(detail.query_one("#pending", Static))
 
         # why the gang waits

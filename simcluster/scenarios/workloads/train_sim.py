@@ -35,6 +35,7 @@ def rank_and_world() -> tuple[int, int]:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=0, help="0: run forever")
+    ap.add_argument("--total", type=int, default=0, help="the run's planned steps, printed with each (step 42/5000)")
     ap.add_argument("--interval", type=float, default=2.0, help="seconds between steps")
     ap.add_argument("--straggler-rank", type=int, default=-1)
     ap.add_argument("--fail-rank", type=int, default=-1)
@@ -55,7 +56,8 @@ def main() -> int:
         time.sleep(interval)
         loss = 2.5 * math.exp(-step / 400) + rng.uniform(-0.03, 0.03)
         tput = args.batch / interval * rng.uniform(0.93, 1.04)
-        print(f"[rank {rank}] step {step} loss={loss:.4f} lr=3.0e-04 throughput={tput:.1f} samples/s", flush=True)
+        of = f"/{args.total}" if args.total else ""
+        print(f"[rank {rank}] step {step}{of} loss={loss:.4f} lr=3.0e-04 throughput={tput:.1f} samples/s", flush=True)
         if step % 25 == 0:
             print(f"[rank {rank}] checkpoint saved: /ckpt/step-{step}.pt", flush=True)
         if rank == args.fail_rank and step >= args.fail_at:
