@@ -79,6 +79,9 @@ def what_happened(wl: WorkloadView, events: list[EventRec], recording: Recording
     else:
         story.say("its pods are gone (no deletion events are left; events are kept about an hour)")
 
+    if wl.status == "Succeeded":
+        story.say("its logs went with the pods")
+        return story.lines
     failed_first = recording.first() if recording is not None else None
     if recording is not None and recording.failures:
         for f in recording.failures:

@@ -243,7 +243,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
             if first_failure:
                 report = await first_failure_report(monitor.client, wl, lines=tail if tail is not None else 20)
                 recording, story = None, []
-                if report is None and wl.status in ("Failed", "Succeeded"):  # the pods are gone: a recording?
+                if report is None and wl.status == "Failed":  # the pods are gone: a recording?
                     from monitors.diagnostics.postmortem import what_happened
                     from monitors.flight_recorder import store_for
 
