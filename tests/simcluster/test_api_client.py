@@ -31,18 +31,6 @@ def pod(name: str, ns: str = "default", labels: dict | None = None) -> dict:
     }
 
 
-@pytest.fixture
-def core(k8s):
-    client, api = k8s
-    return client.CoreV1Api(api)
-
-
-@pytest.fixture
-def custom(k8s):
-    client, api = k8s
-    return client.CustomObjectsApi(api)
-
-
 def test_version_and_discovery(k8s):
     client, api = k8s
     info = client.VersionApi(api).get_code()

@@ -104,12 +104,6 @@ def read_frames(ws: websocket.WebSocket) -> list[tuple[int, bytes]]:
 # -- the official Python client ---------------------------------------------------------------------
 
 
-@pytest.fixture
-def core(k8s):
-    client, api = k8s
-    return client.CoreV1Api(api)
-
-
 def test_env_cwd_and_stderr_without_tty(simcluster, core):
     start_pod(simcluster, core, "env")
     ws = exec_ws(core, "env", ["sh", "-c", "echo $WORLD_SIZE $RANK; pwd; echo oops >&2; echo $HOME"])

@@ -45,18 +45,6 @@ wait_for = partial(waiting.wait_for, ignore=not_found)
 
 
 @pytest.fixture
-def core(k8s):
-    client, api = k8s
-    return client.CoreV1Api(api)
-
-
-@pytest.fixture
-def custom(k8s):
-    client, api = k8s
-    return client.CustomObjectsApi(api)
-
-
-@pytest.fixture
 def nodes(simcluster):
     for node in gpu_nodes(3, 8):
         simcluster.call(simcluster.sim.apply, node)

@@ -91,24 +91,6 @@ def mpijob(name: str, workers: int = 2, launcher_cmd: list[str] | None = None, *
 
 
 @pytest.fixture
-def core(k8s):
-    client, api = k8s
-    return client.CoreV1Api(api)
-
-
-@pytest.fixture
-def custom(k8s):
-    client, api = k8s
-    return client.CustomObjectsApi(api)
-
-
-@pytest.fixture
-def batch(k8s):
-    client, api = k8s
-    return client.BatchV1Api(api)
-
-
-@pytest.fixture
 def nodes(simcluster):
     add_nodes(simcluster)
 

@@ -35,12 +35,6 @@ SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # -- helpers --------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def core(k8s):
-    client, api = k8s
-    return client.CoreV1Api(api)
-
-
 def namespaces_or_skip(simcluster) -> None:
     """Skip where the kernel (or the machine's policy) gives no namespaces: the fallback is tested below."""
     kubelet = simcluster.sim.kubelet

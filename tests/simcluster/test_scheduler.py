@@ -17,18 +17,6 @@ GPU = "nvidia.com/gpu"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 
 
-@pytest.fixture
-def core(k8s):
-    client, api = k8s
-    return client.CoreV1Api(api)
-
-
-@pytest.fixture
-def custom(k8s):
-    client, api = k8s
-    return client.CustomObjectsApi(api)
-
-
 def apply(simcluster, *objs: dict[str, Any]) -> None:
     for obj in objs:
         simcluster.call(simcluster.sim.apply, obj)
