@@ -34,8 +34,13 @@ test: $(TEST_STAMP) system-deps
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -m "not perf" tests
 
+# every benchmark (fresh records in bench-results.jsonl), then the report even if one failed:
+# bench-results.json, docs/performance.md and its chart; the exit status is non-zero if either failed
 bench: $(TEST_STAMP) system-deps
-	$(BIN)/python -m pytest -q -s -m perf tests/perf
+	rm -f bench-results.jsonl
+	status=0; $(BIN)/python -m pytest -q -s -m perf tests/perf || status=$$?; \
+	$(BIN)/python scripts/bench_report.py || { [ $$status -ne 0 ] || status=1; }; \
+	exit $$status
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

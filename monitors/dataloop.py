@@ -36,6 +36,7 @@ from .monitor import Monitor
 T = TypeVar("T")
 WorkloadKey = tuple[str, str, str]
 FATAL = (ExitCode.NO_CONFIG, ExitCode.TLS)
+ASSESS_EVERY = 15.0  # s: hangs and stragglers judged at most this often
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,7 @@ class DataLoop:
         self.progress_patterns: tuple[Any, ...] = ()  # the user's (settings), compiled
         self.health: dict[WorkloadKey, Any] = {}
         self._health_sign: dict[WorkloadKey, Any] = {}
+        self._assessed_at = -1e9  # (monotonic) when hangs and stragglers were last judged
         self.thresholds: Any = None  # diagnostics.hangs.Thresholds (None: the defaults)
         self.clock: Callable[[], float] = time.time  # what "ago" is measured from (the app's clock)
         self.recorder: FlightRecorder | None = None
@@ -198,6 +200,13 @@ class DataLoop:
                 if self._synced:
                     self.loop.call_soon_threadsafe(self._push_focus)
 
+    def show_node(self, node: str) -> None:
+        """The pods of `node` are on screen: read them whole (the list has them as Table rows)."""
+        monitor = self.monitor
+        if self.loop is not None and monitor is not None:
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(lambda: self.loop.create_task(monitor.load_node_pods(node)))  # type: ignore[union-attr]
+
     async def _follow_progress(self, key: WorkloadKey | None) -> None:
         """Follow the focused workload's logs (the last 100 lines first): each line goes through the
         progress patterns; the board is pushed at most once a second. One change of focus at a
@@ -222,6 +231,7 @@ class DataLoop:
             return
         from .diagnostics.progress import ProgressBoard
 
+        await monitor.load_full_pods(key)  # the list has its pods as Table rows: no containers, no exits
         board = self._board = ProgressBoard(self.progress_patterns)
 
         def on_lines(lines: list[LogLine]) -> None:
@@ -268,7 +278,7 @@ class DataLoop:
         while not self._stop.is_set():
             monitor = self._monitor_factory() if self._monitor_factory else Monitor(
                 self.cfg, namespaces=self.options.namespaces, scope=self.options.scope,
-                coalesce=self.options.coalesce, backoff=self.options.backoff)
+                coalesce=self.options.coalesce, backoff=self.options.backoff, pod_rows=True)
             try:
                 await self._until_stopped(self._serve(monitor))
                 await monitor.stop()  # again if it ended normally: a no-op
@@ -449,13 +459,27 @@ class DataLoop:
                     != (self._status.metrics_note, self._status.metrics_problem, self._status.metrics_forbidden))
                 if not monitor.flush() and self._focus is not None:
                     self._push_focus(refocus=False)  # the focused ranks' GPU history grew
-                health = self._assess(model)
+                health = self._assess(model) if self._assess_due() else None
                 if health is not None:
                     self._emit(ModelDiff(*_empty_diffs(), status_changed=False), health=health)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), gm.interval)
         finally:
             await gm.aclose()
+
+    def _assess_due(self) -> bool:
+        """Whether hangs and stragglers are judged after this refresh: at most every 15 s (a
+        quarter of the shortest threshold when that is less). Judging every running job costs
+        ~30 ms per 1,000 jobs; after every refresh that was most of an idle dashboard's CPU, for
+        verdicts that count in minutes."""
+        from .diagnostics.hangs import DEFAULT
+
+        t = self.thresholds or DEFAULT
+        now = time.monotonic()
+        if now - self._assessed_at < min(ASSESS_EVERY, t.hang_after / 4, t.silent_after / 4):
+            return False
+        self._assessed_at = now
+        return True
 
     def _assess(self, model: Any) -> dict[WorkloadKey, Any] | None:
         """Hangs and stragglers of every running job (`diagnostics.hangs`), after each metrics
@@ -590,6 +614,7 @@ class DataLoop:
             monitor = self.monitor
             if monitor is None:
                 raise ConnectionProblem("not connected", ExitCode.UNREACHABLE)
+            await monitor.load_full_pods(key)  # its containers (the list has its pods as Table rows)
             engine = LogEngine(monitor.client, key, monitor.model, monitor=monitor, options=options)
             engine.subscribe(on_lines)
             engine.on_notice(on_notice)

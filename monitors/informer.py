@@ -16,7 +16,8 @@ import asyncio
 import enum
 import gc
 import random
-from collections.abc import Callable, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -47,6 +48,18 @@ class Change(Generic[R]):
 
 class Expired(Exception):
     pass
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC off while a burst of acyclic objects is built (a parsed page)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 class Informer(Generic[R]):
@@ -185,36 +198,46 @@ class Informer(Generic[R]):
 
     async def _relist(self) -> None:
         fresh: dict[Hashable, R] = {}
-        token: str | None = None
         rv = ""
-        path = self.kind.path(self.namespace)
+        async for doc in self._pages(self.kind.path(self.namespace), self._params()):
+            rv = rv or (doc.get("metadata") or {}).get("resourceVersion", "")
+            for rec in self._parse_items(doc.get("items") or ()):
+                fresh[self.key(rec)] = rec
+        self._install(fresh, rv)
+
+    async def _pages(self, path: str, params: dict[str, Any], accept: str = "application/json",
+                     page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Each page of a paginated LIST (`limit`, then `continue` until the server has no more)."""
+        token: str | None = None
         while True:
-            params = {**self._params(), "limit": self.page_size}
+            page = {**params, "limit": page_size or self.page_size}
             if token:
-                params["continue"] = token
-            raw = await self.client.request("GET", path, params=params)
+                page["continue"] = token
+            raw = await self.client.request("GET", path, params=page, accept=accept)
             self.lists += 1
             # A page builds ~100k objects at once: pause the cyclic GC, which would otherwise rescan
             # the whole heap several times per page (it cost 10x the parse itself).
-            gc_was_enabled = gc.isenabled()
-            gc.disable()
-            try:
+            with gc_paused():
                 doc = orjson.loads(raw)
-                del raw
-                for item in doc.get("items") or ():
-                    try:
-                        rec = self.parse(item)
-                    except Exception:  # one malformed object must not stop the informer
-                        continue
-                    fresh[self.key(rec)] = rec
-            finally:
-                if gc_was_enabled:
-                    gc.enable()
-            meta = doc.get("metadata") or {}
-            token = meta.get("continue")
-            rv = rv or meta.get("resourceVersion", "")
+            del raw
+            yield doc
+            token = (doc.get("metadata") or {}).get("continue")
             if not token:
-                break
+                return
+
+    def _parse_items(self, items: Iterable[dict[str, Any]]) -> list[R]:
+        out: list[R] = []
+        with gc_paused():
+            for item in items:
+                try:
+                    out.append(self.parse(item))
+                except Exception:  # one malformed object must not stop the informer
+                    continue
+        return out
+
+    def _install(self, fresh: dict[Hashable, R], rv: str) -> None:
+        """A complete LIST's records as the cache, told to the sink as changes against the old one
+        (a relist after 410 shows no ghost and no duplicate)."""
         old = self.cache
         changes: list[Change[R]] = []
         for k, rec in fresh.items():

@@ -27,6 +27,7 @@ from .model_views import (
     WorkloadView,
     diff,
 )
+from .pod_rows import infer, name_prefixes
 from .records import EventRec, JobRec, NamespaceRec, NodeRec, PodRec, QuotaRec, pairs
 from .workloads import ROLE_ORDER, Placement, WorkloadKey, framework_of, lead_order, placement, workload_of
 
@@ -101,8 +102,12 @@ class LiveModel:
         self.busy_threshold = 5.0
         self.busy_at: dict[PodKey, float] = {}
         self.status_changed = False
+        # a one-shot command's model: every workload arrives before its pods and none changes after,
+        # so no pod is ever regrouped (no hints kept) and no rank view is rebuilt (none cached)
+        self.one_shot = False
         self._events_touched: set[tuple[str, str]] = set()
         self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
+        self._children: dict[str, set[WorkloadKey]] = {}  # owner uid -> the jobs it owns
         self._rank_cache: dict[PodKey, tuple[PodRec, JobRec | None, GpuReading | None, float | None,
                                              Placement, RankView]] = {}
         self._dirty: set[WorkloadKey] = set()
@@ -125,9 +130,11 @@ class LiveModel:
             pk: PodKey = key  # type: ignore[assignment]
             old_wl = self.pod_workload.get(pk)
             prev = self.pods.get(pk)
+            if rec is not None and rec.partial:  # a Table row: its workload read from its name
+                rec = infer(rec, lambda name, ns=pk[0]: self._jobs_named(ns, name))
             self._account(prev, -1)
             self._account(rec, +1)
-            if prev is not None:
+            if prev is not None and not self.one_shot:
                 for h in _hints(prev):
                     members = self._by_hint.get(h)
                     if members is not None:
@@ -142,9 +149,10 @@ class LiveModel:
                 self.last_log.pop(pk, None)
             else:
                 self.pods[pk] = rec
-                for h in _hints(rec):
-                    self._by_hint.setdefault(h, set()).add(pk)
-            self._regroup(pk, old_wl)
+                if not self.one_shot:
+                    for h in _hints(rec):
+                        self._by_hint.setdefault(h, set()).add(pk)
+            self._regroup(pk, old_wl, inferred=True)
             if rec is not None and rec.exits and self.exit_listeners and (prev is None or prev.exits != rec.exits):
                 for listener in self.exit_listeners:
                     listener(rec)
@@ -160,8 +168,14 @@ class LiveModel:
                 self._ns_alloc[p.namespace] = self._ns_alloc.get(p.namespace, 0.0) + sign * p.gpus
         self._dirty_ns.add(p.namespace)
 
-    def _regroup(self, pk: PodKey, old_wl: WorkloadKey | None) -> None:
+    def _regroup(self, pk: PodKey, old_wl: WorkloadKey | None, inferred: bool = False) -> None:
         rec = self.pods.get(pk)
+        if rec is not None and rec.partial and not inferred:  # a row whose workload may have changed
+            inferred = infer(rec, lambda name: self._jobs_named(pk[0], name))
+            if inferred is not rec:
+                self._account(rec, -1)
+                self._account(inferred, +1)
+                self.pods[pk] = rec = inferred
         new_wl = workload_of(rec, self.jobs_by_uid, self.job_names) if rec is not None else None
         if old_wl is not None and old_wl != new_wl:
             members = self.workload_pods.get(old_wl)
@@ -176,6 +190,12 @@ class LiveModel:
             self._dirty.add(new_wl)
         if old_wl is not None:
             self._dirty.add(old_wl)
+
+    def _jobs_named(self, namespace: str, name: str) -> list[JobRec]:
+        kinds = self.job_names.get((namespace, name))
+        if not kinds:
+            return []
+        return [j for k in sorted(kinds) if (j := self.jobs.get((namespace, k, name))) is not None]
 
     def apply_jobs(self, changes: Iterable[tuple[Hashable, JobRec | None]]) -> None:
         affected: set[PodKey] = set()
@@ -194,7 +214,20 @@ class LiveModel:
                 if j is not None and (prev is None or rec is None or prev.uid != rec.uid or prev.owner != rec.owner):
                     for h in ((j.namespace, j.name), (j.namespace, j.uid)):
                         affected |= self._by_hint.get(h, set())
+            if prev is not None and prev.owner is not None:
+                kids = self._children.get(prev.owner.uid)
+                if kids is not None:
+                    kids.discard(prev.key)
+                    if not kids:
+                        del self._children[prev.owner.uid]
+            # a child Job (MPI launcher, JobSet child) shows as its own workload only while its
+            # owner is unknown: the owner coming or going rebuilds it
+            for j in (prev, rec):
+                if j is not None:
+                    self._dirty |= self._children.get(j.uid, set())
             if rec is not None:
+                if rec.owner is not None:
+                    self._children.setdefault(rec.owner.uid, set()).add(rec.key)
                 self.jobs[rec.key] = rec
                 self.jobs_by_uid[rec.uid] = rec
                 self.job_names.setdefault((rec.namespace, rec.name), set()).add(rec.kind)
@@ -409,7 +442,8 @@ class LiveModel:
             gpu_mem_total_mib=g.mem_total_mib if g else None,
             gpu_state=g.state if g else "unknown", last_log=last, exit_code=_exit_code(p),
         )
-        self._rank_cache[p.key] = (p, job, g, last, pl, rv)
+        if not self.one_shot:
+            self._rank_cache[p.key] = (p, job, g, last, pl, rv)
         return pl, rv, p
 
     def _build_projects(self, only: set[str] | None) -> dict[str, ProjectView]:
@@ -492,6 +526,8 @@ def _hints(p: PodRec) -> list[tuple[str, str]]:
             out.append((p.namespace, v))
     if p.owner is not None:
         out.append((p.namespace, p.owner.uid))
+    if p.partial:  # grouped by its name: any workload named like the start of it may claim it
+        out += [(p.namespace, prefix) for prefix in name_prefixes(p.name)]
     return out
 
 

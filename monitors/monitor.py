@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import gc
 from collections.abc import Callable, Coroutine, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -26,6 +27,9 @@ from .kube import ApiProblem, Kind, KubeClient, seg
 from .model import LiveModel
 from .model_views import ModelDiff
 from .parse import parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
+from .pod_rows import TABLE_ROWS
+from .records import PodRec
+from .row_informer import PodRowsInformer
 
 # (group, plural, kind) of the workload kinds watched when the server offers them
 WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -40,6 +44,9 @@ WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
     ("run.ai", "distributedworkloads", "DistributedWorkload"),
     ("batch", "jobs", "Job"),
 )
+
+
+ONE_ROW = {"limit": 1, "includeObject": "None"}  # "may I list pods here?", asked as cheaply as possible
 
 
 @dataclass
@@ -69,10 +76,18 @@ class Monitor:
         backoff: tuple[float, float] = (0.5, 30.0),
         client: KubeClient | None = None,
         scope: tuple[str, ...] | None = None,
+        pod_rows: bool = False,
+        unsettled: bool = True,
     ) -> None:
+        """`pod_rows`: list pods as the rows `kubectl get pods` prints (`row_informer`), for views
+        that show workloads, projects and nodes but no pod's spec; the watch stays full objects.
+        `unsettled` (with `pod_rows`): then the full objects of the failed and the restarted pods
+        (exit codes); watching, each pending workload's scheduler message is read before the first
+        picture (`explain_pending`, which one-shot commands call when they show it)."""
         self.cfg = cfg
         self.client = client or KubeClient(cfg)
         self.model = LiveModel()
+        self.model.one_shot = once
         self.once = once
         self.coalesce = coalesce
         self.want_events = events
@@ -81,6 +96,8 @@ class Monitor:
         self.backoff = backoff
         self.extra_namespaces = tuple(dict.fromkeys(n for n in namespaces if n))
         self.scope = scope  # watch only these namespaces, even when cluster-wide is allowed
+        self.pod_rows = pod_rows
+        self.unsettled = unsettled
         self.metrics_note = ""  # which GPU metrics source is in use, for display
         self.metrics_problem = ""
         self.metrics_forbidden = ""  # GPU metrics are forbidden to this identity: why
@@ -90,6 +107,8 @@ class Monitor:
         self._subscribers: list[Callable[[ModelDiff], None]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
         self._early: dict[str, asyncio.Task[Any]] = {}  # requests started before start() needs them
+        self._gc_paused = False
+        self._listed: list[tuple[Callable[[Any], None], list[tuple[Hashable, Any]]]] = []  # once: to apply
 
     # -- lifecycle -----------------------------------------------------------------------------
     def prefetch(self) -> None:
@@ -112,6 +131,9 @@ class Monitor:
     async def start(self) -> None:
         """Discovery, the access check and the namespaces to watch, all at once (one round trip,
         two for a user who may not list cluster-wide), then every informer's first LIST."""
+        if gc.isenabled():  # the first LISTs build only acyclic records: no cyclic GC until they
+            gc.disable()    # are in (`wait_synced`)
+            self._gc_paused = True
         self.prefetch()
         try:
             if self.scope is None:
@@ -129,7 +151,7 @@ class Monitor:
         self.status.cluster_wide = cluster_wide
         scopes: list[str | None]
         if cluster_wide:
-            self._cancel_early()
+            self._cancel_early(keep=("namespaces",) if self.pod_rows else ())
             scopes = [None]
         else:
             scopes = list(self.scope) if self.scope is not None else list(await self._visible_namespaces())
@@ -140,7 +162,12 @@ class Monitor:
         if self.want_nodes:
             self._add(core("nodes"), None, parse_node, lambda r: r.name, self.model.apply_nodes)
         for ns in scopes:
-            self._add(core("pods"), ns, parse_pod, lambda r: r.key, self.model.apply_pods)
+            if self.pod_rows:
+                self._add(core("pods"), ns, parse_pod, lambda r: r.key, self.model.apply_pods,
+                          factory=functools.partial(PodRowsInformer, namespaces=self._namespace_names,
+                                                    unsettled=self.unsettled))
+            else:
+                self._add(core("pods"), ns, parse_pod, lambda r: r.key, self.model.apply_pods)
             self._add(core("resourcequotas"), ns, parse_quota, lambda r: (r.namespace, r.name),
                       self.model.apply_quotas)
             if self.want_events:
@@ -156,15 +183,19 @@ class Monitor:
             await self._early["scope"]
 
     def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], Any],
-             key: Callable[[Any], Hashable], apply: Callable[[Iterable[tuple[Hashable, Any]]], None]) -> None:
+             key: Callable[[Any], Hashable], apply: Callable[[Iterable[tuple[Hashable, Any]]], None],
+             factory: Callable[..., Informer[Any]] = Informer) -> None:
         if kind is None:
             return
 
         def sink(inf: Informer[Any], changes: list[Change[Any]]) -> None:
+            if self.once:  # applied together once every LIST is in, workloads before their pods
+                self._listed.append((apply, [(c.key, c.new) for c in changes]))
+                return
             apply([(c.key, c.new) for c in changes])
             self._schedule_flush()
 
-        inf = Informer(
+        inf = factory(
             self.client, kind, parse, key, sink, namespace=ns, watch=not self.once,
             read_timeout=self.read_timeout, backoff_min=self.backoff[0], backoff_max=self.backoff[1],
             on_state=self._on_state, give_up_after=self.cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT,
@@ -173,15 +204,17 @@ class Monitor:
 
     async def _can_list_cluster_wide(self) -> bool:
         try:
-            await self.client.request("GET", "/api/v1/pods", params={"limit": 1})
+            await self.client.request("GET", "/api/v1/pods", params=ONE_ROW, accept=TABLE_ROWS)
             return True
         except ApiProblem as exc:
             if exc.status == 403:
                 return False
             raise
 
-    def _cancel_early(self) -> None:
-        for task in self._early.values():
+    def _cancel_early(self, keep: tuple[str, ...] = ()) -> None:
+        for name, task in self._early.items():
+            if name in keep:
+                continue
             task.cancel()
             task.add_done_callback(_retrieve)  # a speculative request that failed is not an error
 
@@ -200,6 +233,13 @@ class Monitor:
                 return None
         return list(doc.get("items") or [])
 
+    async def _namespace_names(self) -> list[str] | None:
+        """The names of every namespace (the pods informer's LIST, namespace by namespace); the
+        first time from the request sent at start."""
+        early = self._early.pop("namespaces", None)
+        items = await early if early is not None and not early.cancelled() else await self._namespace_list()
+        return None if items is None else [str(i["metadata"]["name"]) for i in items]
+
     async def _visible_namespaces(self) -> list[str]:
         """Namespaces to watch when the user may not list cluster-wide: ours (the context's and the
         configured ones) and the Run:ai ones, where a LIST of one pod is allowed."""
@@ -216,7 +256,8 @@ class Monitor:
 
         async def readable(n: str) -> bool:
             try:
-                await self.client.request("GET", f"/api/v1/namespaces/{seg(n)}/pods", params={"limit": 1})
+                await self.client.request("GET", f"/api/v1/namespaces/{seg(n)}/pods", params=ONE_ROW,
+                                          accept=TABLE_ROWS)
             except ApiProblem as exc:
                 if exc.status in (403, 404):
                     return False  # cannot read inside it: not one of ours
@@ -285,8 +326,115 @@ class Monitor:
         finally:
             for w in waits:
                 w.cancel()
+            if not self.once:
+                self._resume_gc()
+        self._apply_listed()
         self.flush()
-        release_memory()
+        if self.pod_rows and not self.once:  # the first picture says why each pending job waits
+            await self.explain_pending()
+        if self.once:  # what was listed lives until the command exits: never scan it again
+            self._resume_gc()
+            gc.freeze()
+        else:  # (not frozen: a long-lived process would keep cyclic garbage of the moment forever)
+            release_memory()
+
+    def _resume_gc(self) -> None:
+        if self._gc_paused:
+            gc.enable()
+            self._gc_paused = False
+
+    async def explain_pending(self, limit: int = 32) -> None:
+        """Each pending workload's scheduler message, where its pods are Table rows (which carry
+        none): one pod per workload is read whole (`limit` at a time), as `derive_status` needs only
+        the first unscheduled pod's message."""
+        pods_kind = self.kinds.get(("", "pods"))
+        wanted = []
+        for w in self.model.workloads.values():
+            if w.status != "Pending":
+                continue
+            first = next((r for r in w.ranks if r.phase == "Pending" and not r.node), None)
+            rec = self.model.pods.get((w.namespace, first.pod)) if first is not None else None
+            if rec is not None and rec.partial:
+                wanted.append(rec.key)
+        if pods_kind is None or not wanted:
+            return
+        gate = asyncio.Semaphore(limit)
+
+        async def one(key: tuple[str, str]) -> tuple[tuple[str, str], PodRec | None]:
+            async with gate:  # gone (404) or not ours to read: the row stays
+                return key, await self._read_pod(pods_kind, key)
+
+        self._adopt([rec for _, rec in await asyncio.gather(*(one(k) for k in wanted)) if rec is not None])
+        self.flush()
+
+    async def load_full_pods(self, key: tuple[str, str, str]) -> None:
+        """The full objects of one workload's pods, where they are Table rows (the workload shown
+        in detail: commands, exits, scheduler messages, tolerations). One label-selected LIST by
+        the label its operator sets, else each pod read. Later changes come whole with the watch."""
+        pods_kind = self.kinds.get(("", "pods"))
+        wl = self.model.workloads.get(key)
+        if pods_kind is None or wl is None or not self.pod_rows:
+            return
+        partial = [(wl.namespace, r.pod) for r in wl.ranks
+                   if (p := self.model.pods.get((wl.namespace, r.pod))) is not None and p.partial]
+        if not partial:
+            return
+        selector = workload_selector(wl.kind, wl.name)
+        try:
+            if selector:
+                raw = await self.client.request("GET", pods_kind.path(wl.namespace),
+                                                params={"labelSelector": selector})
+                recs = [parse_pod(item) for item in orjson.loads(raw).get("items") or ()]
+            else:
+                recs = [r for r in await asyncio.gather(*(self._read_pod(pods_kind, k) for k in partial[:256]))
+                        if r is not None]
+        except (ApiProblem, ConnectionProblem):
+            return  # the rows stay; the watch brings each pod whole when it changes
+        self._adopt(recs)
+        self._schedule_flush()
+
+    async def load_node_pods(self, node: str) -> None:
+        """The full objects of the pods on `node`, where they are Table rows (the node's pods
+        shown: their creation times, commands): one field-selected LIST per pods informer."""
+        if not self.pod_rows:
+            return
+        recs: list[PodRec] = []
+        for inf in [i for i in self.informers if i.kind.plural == "pods" and not i.kind.group]:
+            try:
+                raw = await self.client.request("GET", inf.kind.path(inf.namespace),
+                                                params={"fieldSelector": f"spec.nodeName={node}"})
+            except (ApiProblem, ConnectionProblem):
+                continue  # the rows stay
+            recs += [parse_pod(item) for item in orjson.loads(raw).get("items") or ()]
+        self._adopt(recs)
+        self._schedule_flush()
+
+    def _adopt(self, recs: list[PodRec]) -> None:
+        """Full objects read for pods the model holds as rows: in the pods informer's cache (so a
+        later event or relist compares with them) and in the model."""
+        known = [r for r in recs if (p := self.model.pods.get(r.key)) is not None and p.partial]
+        for r in known:
+            inf = next((i for i in self.informers if i.kind.plural == "pods" and not i.kind.group
+                        and i.namespace in (None, r.namespace)), None)
+            if inf is not None:
+                inf.cache[r.key] = r
+        self.model.apply_pods([(r.key, r) for r in known])
+
+    async def _read_pod(self, kind: Kind, key: tuple[str, str]) -> PodRec | None:
+        try:
+            return parse_pod(orjson.loads(await self.client.request("GET", kind.path(key[0], key[1]))))
+        except ApiProblem:
+            return None
+
+    def _apply_listed(self) -> None:
+        """A one-shot command's LISTs into the model in the order that builds each view once:
+        namespaces, quotas and nodes, then the workloads, then their pods (no pod is grouped
+        before its workload is known, no workload rebuilt for each of its pods' arrival)."""
+        m = self.model
+        order = {m.apply_namespaces: 0, m.apply_quotas: 1, m.apply_nodes: 2, m.apply_jobs: 3, m.apply_pods: 4}
+        listed, self._listed = self._listed, []
+        for apply, changes in sorted(listed, key=lambda x: order.get(x[0], 5)):
+            apply(changes)
 
     def pods_forbidden(self) -> dict[str, str]:
         """namespace -> the server's message, where listing pods was forbidden."""
@@ -294,6 +442,7 @@ class Monitor:
                 if i.kind.plural == "pods" and not i.kind.group and i.state == InformerState.FORBIDDEN}
 
     async def stop(self) -> None:
+        self._resume_gc()
         self._cancel_early()
         if self._flush_handle is not None:
             self._flush_handle.cancel()
@@ -325,6 +474,17 @@ class Monitor:
 def _retrieve(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+def workload_selector(kind: str, name: str) -> str:
+    """The label selector of a workload's pods, as its operator labels them ("" when unknown)."""
+    if kind in ("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob", "DistributedWorkload"):
+        return f"training.kubeflow.org/job-name={name}"
+    if kind in ("JobSet", "TrainJob"):
+        return f"jobset.sigs.k8s.io/jobset-name={name}"
+    if kind == "Job":
+        return f"job-name={name}"
+    return ""
 
 
 def release_memory() -> None:

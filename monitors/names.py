@@ -14,23 +14,32 @@ where they go into a path or a selector, and resolved only to what exists.
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .connection import ExitCode
-from .kube import ApiProblem, Kind, KubeClient, seg
 from .sanitize import clean
+
+if TYPE_CHECKING:  # (the HTTP client only where a request is made: checking a name needs none)
+    from .kube import ApiProblem, Kind, KubeClient
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 KIND = re.compile(r"[A-Za-z][A-Za-z0-9]*(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 QUEUE_LABELS = ("runai/queue", "kai.scheduler/queue")
-__all__ = ["LookupProblem", "find_workload_namespaces", "label_value", "project_problem", "resolve_project", "seg",
-           "who", "workload_problem"]
+__all__ = ["LookupProblem", "find_workload_namespaces", "label_value", "project_problem", "resolve_project",
+           "seg", "who", "workload_problem"]  # noqa: F822 (seg: kube's, through __getattr__)
 _USER = re.compile(r'User "([^"]{1,200})"')
+
+
+def __getattr__(name: str) -> Any:
+    if name == "seg":  # (re-exported from kube, imported when asked for)
+        from .kube import seg
+
+        return seg
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class LookupProblem(Exception):
@@ -95,6 +104,8 @@ def who(message: str, fallback: str) -> str:
 async def _status(client: KubeClient, path: str, params: Mapping[str, Any] | None = None
                   ) -> tuple[int, Any, ApiProblem | None]:
     """(200, document, None) or (status, None, problem) for a GET; no answer raises."""
+    from .kube import ApiProblem
+
     try:
         return 200, await client.get(path, params), None
     except ApiProblem as exc:
@@ -108,6 +119,10 @@ async def resolve_project(client: KubeClient, project: str, *, user: str = "") -
     labelled as that Run:ai / KAI queue. Where Namespace objects may not be read, the user's
     own access decides (a LIST of one pod): a namespace nobody lets us look into is reported as
     forbidden, never guessed."""
+    import asyncio
+
+    from .kube import seg
+
     problem = project_problem(project)
     if problem:
         raise LookupProblem(problem, ExitCode.USAGE)
@@ -146,6 +161,10 @@ async def find_workload_namespaces(client: KubeClient, kinds: Iterable[Kind], na
     """The namespaces holding an object called `name` of one of `kinds`: one LIST per kind with
     a field selector, all at once; where listing across namespaces is forbidden, a GET by name
     in each of `namespaces` (those the user may read)."""
+    import asyncio
+
+    from .kube import ApiProblem
+
     kinds = list(kinds)
     found: set[str] = set()
     fallback: list[Kind] = []

@@ -48,14 +48,14 @@ def lookup(flat: Labels, key: str, default: str = "") -> str:
     return default
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention: `frozen` costs 7x per record
 class Owner:
     kind: str
     name: str
     uid: str
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention: `frozen` costs 7x per record
 class Exit:
     """A terminated container instance."""
 
@@ -66,7 +66,7 @@ class Exit:
     message: str = ""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # immutable by convention: `frozen` costs 7x per record
 class PodRec:
     namespace: str
     name: str
@@ -92,6 +92,9 @@ class PodRec:
     annotations: Labels
     node_selector: Labels = ()  # spec.nodeSelector, flat as labels
     tolerations: tuple[Toleration, ...] = ()
+    # made from a Table row (`monitors.pod_rows`): labels, owner and GPUs are inferred from the name,
+    # and uid, exits, command and the scheduler's message are not known until a full object arrives
+    partial: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -106,6 +109,14 @@ class PodRec:
     @property
     def terminated(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+    def claimed(self, labels: Labels, owner: Owner | None, gpus: float) -> PodRec:
+        """This record with the labels, owner and GPUs its workload gave it (a Table row's pod, once
+        its workload is known); four times cheaper than `dataclasses.replace`."""
+        return PodRec(self.namespace, self.name, self.uid, labels, owner, self.node, self.phase, self.reason,
+                      self.message, self.restarts, self.ready, self.total, self.pod_ip, gpus, self.created,
+                      self.started, self.deleting, self.unschedulable, self.command, self.containers, self.exits,
+                      self.annotations, self.node_selector, self.tolerations, self.partial)
 
 
 @dataclass(frozen=True, slots=True)

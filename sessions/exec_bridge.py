@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -72,7 +72,8 @@ class ExecSession:
         self.tty = tty
         self.v5 = ws.protocol == PROTOCOLS[0]
         self.status: dict[str, Any] | None = None
-        self._send_lock = asyncio.Lock()
+        self._stdin_busy = False  # the pump is sending what `read` gave it
+        self._stdin_rest: asyncio.Future[None] | None = None  # a send of `_send_typed` waiting for flow control
 
     @classmethod
     async def open(cls, client: KubeClient, namespace: str, pod: str, command: Sequence[str], *,
@@ -104,8 +105,9 @@ class ExecSession:
 
     # -- sending -------------------------------------------------------------------------------------
     async def send(self, channel: int, data: bytes) -> None:
-        async with self._send_lock:
-            await self.ws.send_bytes(bytes([channel]) + data)
+        # (no lock: an uncompressed frame is written whole before send_bytes first yields, so
+        # frames go out whole and in the order sent; aiohttp locks compressed ones itself)
+        await self.ws.send_bytes(bytes([channel]) + data)
 
     async def write_stdin(self, data: bytes) -> None:
         await self.send(STDIN, data)
@@ -123,21 +125,23 @@ class ExecSession:
     # -- running ---------------------------------------------------------------------------------------
     async def receive(self, sink: Sink) -> ExecOutcome:
         """Pump output to `sink` until the remote side closes; the exit status is the outcome."""
-        async for msg in self.ws:
-            if msg.type is aiohttp.WSMsgType.BINARY:
+        binary, ends = aiohttp.WSMsgType.BINARY, (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSED,
+                                                  aiohttp.WSMsgType.CLOSING)
+        async for msg in self.ws:  # (on every key's echo: kept short)
+            if msg.type is binary:
                 data = msg.data
                 if not data:
                     continue
-                ch, payload = data[0], data[1:]
+                ch = data[0]
                 if ch in (STDOUT, STDERR):
-                    if payload:
-                        result = sink(ch, payload)
+                    if len(data) > 1:
+                        result = sink(ch, data[1:])
                         if result is not None:
                             await result
                 elif ch == STATUS:
                     with contextlib.suppress(orjson.JSONDecodeError):
-                        self.status = orjson.loads(payload)
-            elif msg.type in (aiohttp.WSMsgType.ERROR, aiohttp.WSMsgType.CLOSED, aiohttp.WSMsgType.CLOSING):
+                        self.status = orjson.loads(data[1:])
+            elif msg.type in ends:
                 break
         if self.status is None:
             return ExecOutcome(LOST, "the connection to the pod was lost", lost=True)
@@ -155,6 +159,8 @@ class ExecSession:
         try:
             return await self.receive(sink)
         finally:
+            if self._stdin_rest is not None:
+                tasks.append(self._stdin_rest)
             for t in tasks:
                 t.cancel()
             for t in tasks:
@@ -162,16 +168,53 @@ class ExecSession:
                     await t
 
     async def _pump_in(self, source: ByteSource) -> None:
-        while True:
-            data = await source.read()
-            if not data:
-                with contextlib.suppress(Exception):
-                    await self.close_stdin()
-                return
-            try:
-                await self.write_stdin(data)
-            except (ConnectionResetError, aiohttp.ClientError, RuntimeError):
-                return
+        hand_over = getattr(source, "hand_over", None)  # (LocalTerminal: see _send_typed)
+        if hand_over is not None:
+            hand_over(self._send_typed)
+        try:
+            while True:
+                data = await source.read()
+                self._stdin_busy = True
+                if self._stdin_rest is not None:
+                    try:
+                        await self._stdin_rest
+                    except (ConnectionResetError, aiohttp.ClientError, RuntimeError):
+                        return
+                    finally:
+                        self._stdin_rest = None
+                if not data:
+                    with contextlib.suppress(Exception):
+                        await self.close_stdin()
+                    return
+                try:
+                    await self.write_stdin(data)
+                except (ConnectionResetError, aiohttp.ClientError, RuntimeError):
+                    return
+                self._stdin_busy = False
+        finally:
+            if hand_over is not None:
+                hand_over(None)
+
+    def _send_typed(self, data: bytes) -> bool:
+        """Send `data` to stdin from the source's own reader callback: True when it went out (or is
+        going: the frame is written before a send first yields, to wait for flow control, whose rest
+        runs as a task the pump waits for). Each key of a shell goes this way: its echo does not wait
+        for the pump's task to be woken. False, and the source keeps `data` for `read`, while the
+        pump sends (order kept), after a failed send (the pump sends again and sees the failure)."""
+        rest = self._stdin_rest
+        if self._stdin_busy or (rest is not None and (not rest.done() or rest.cancelled()
+                                                      or rest.exception() is not None)):
+            return False
+        self._stdin_rest = None
+        send = self.ws.send_bytes(bytes([STDIN]) + data)
+        try:
+            waits_for = send.send(None)
+        except StopIteration:
+            return True
+        except (ConnectionResetError, aiohttp.ClientError, RuntimeError):
+            return False  # (nothing was written)
+        self._stdin_rest = asyncio.ensure_future(_step_on(send, waits_for))
+        return True
 
     async def _pump_resizes(self, resizes: AsyncIterator[tuple[int, int]]) -> None:
         async for cols, rows in resizes:
@@ -179,6 +222,24 @@ class ExecSession:
                 await self.resize(cols, rows)
             except (ConnectionResetError, aiohttp.ClientError, RuntimeError):
                 return
+
+
+async def _step_on(coro: Coroutine[Any, Any, Any], waits_for: Any) -> None:
+    """The rest of `coro`, stepped once outside a task where it yielded `waits_for` (a future, or
+    None for a bare yield): stepped on as a task would, each time what it waits for is done."""
+    while True:
+        try:
+            if waits_for is None:
+                await asyncio.sleep(0)
+            else:
+                await asyncio.wait((waits_for,))
+        except asyncio.CancelledError:
+            coro.close()
+            raise
+        try:
+            waits_for = coro.send(None)
+        except StopIteration:
+            return
 
 
 async def _handshake_problem(client: KubeClient, namespace: str, pod: str, container: str | None,

@@ -17,7 +17,7 @@ import sys
 import termios
 import threading
 import tty
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from types import FrameType
 from typing import Any
 
@@ -34,7 +34,9 @@ class LocalTerminal:
         self._old_winch: Any = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._eof = False
-        self._chunks: asyncio.Queue[bytes] | None = None
+        self._typed: list[bytes] = []  # read from the terminal, not yet taken by `read`
+        self._waiter: asyncio.Future[None] | None = None  # the `read` waiting for bytes
+        self._hand_to: Callable[[bytes], bool] | None = None
         self._reader_loop: asyncio.AbstractEventLoop | None = None
 
     # -- mode ----------------------------------------------------------------------------------------
@@ -72,35 +74,61 @@ class LocalTerminal:
 
     # -- byte stream ---------------------------------------------------------------------------------
     async def read(self) -> bytes:
-        """The next bytes typed (b"" at the end): one reader registered for the whole session,
-        each wake-up reads at once (no add/remove of the reader per keystroke)."""
-        if self._eof:
-            return b""
-        if self._chunks is None:
+        """The bytes typed since the last call, waiting for some (b"" at the end): one reader
+        registered for the whole session, whose callback reads at once and wakes this one waiting
+        call (no queue, no add/remove of the reader per keystroke: it is on every key's echo)."""
+        if not self._typed and not self._eof:
             loop = asyncio.get_running_loop()
-            chunks: asyncio.Queue[bytes] = asyncio.Queue()
-            self._chunks = chunks
-
-            def ready() -> None:
-                try:
-                    data = os.read(self.fd_in, READ_CHUNK)
-                except BlockingIOError:
-                    return
-                except OSError:
-                    data = b""
-                if not data:
-                    loop.remove_reader(self.fd_in)
-                chunks.put_nowait(data)
-
-            loop.add_reader(self.fd_in, ready)
-            self._reader_loop = loop
-        data = await self._chunks.get()
-        if not data:
-            self._eof = True
+            if self._reader_loop is None:
+                loop.add_reader(self.fd_in, self._ready)
+                self._reader_loop = loop
+            self._waiter = waiter = loop.create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        if not self._typed:
+            return b""
+        data = self._typed[0] if len(self._typed) == 1 else b"".join(self._typed)
+        self._typed.clear()
         return data
 
+    def hand_over(self, send: Callable[[bytes], bool] | None) -> None:
+        """Bytes typed go to `send` from the reader's callback, before `read` (whose task has to be
+        woken: on every key's echo) gets them; what it does not take (False), `read` returns.
+        None: all to `read` again."""
+        self._hand_to = send
+
+    def _ready(self) -> None:
+        try:
+            data = os.read(self.fd_in, READ_CHUNK)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        send = self._hand_to
+        if data and send is not None and not self._typed and send(data):
+            return
+        if data:
+            self._typed.append(data)
+        else:  # the end: nothing more to read
+            self._eof = True
+            if self._reader_loop is not None:
+                self._reader_loop.remove_reader(self.fd_in)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
     def sink(self, channel: int, data: bytes) -> None:
-        view = memoryview(data)
+        try:
+            n = os.write(self.fd_out, data)
+        except BlockingIOError:
+            n = 0
+        except OSError:
+            return
+        if n == len(data):  # (all at once: nearly always)
+            return
+        view = memoryview(data)[n:]
         while view:
             try:
                 n = os.write(self.fd_out, view)

@@ -365,7 +365,8 @@ class SimCluster:
             return {
                 "requests": [
                     {"at": r.at, "method": r.method, "path": r.path, "query": r.query,
-                     "verb": r.verb, "user": r.user, "status": r.status}
+                     "verb": r.verb, "user": r.user, "status": r.status, "accept": r.accept,
+                     "representation": r.representation}
                     for r in self.requests.since(since)
                 ]
             }

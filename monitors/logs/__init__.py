@@ -2,7 +2,7 @@
 
 - `engine.LogEngine`: follows every container of every rank, merges by timestamp, bounded memory.
 - `stream.LogStream`: one container's log with reopen from the last timestamp, no duplicates.
-- `merge.Merger`: exact k-way merge for history, a reorder window while following.
+- `merge.Merger`: exact k-way merge for history, while following a watermark across the open streams (a line goes out once every other stream has shown a later one or been quiet for the grace).
 - `buffer.LineBuffer`: the indexable merged buffer with a global cap and a dropped-lines marker.
 - `terminal_text.sanitize_line`: untrusted bytes -> display-safe text + style spans.
 - `first_failure.first_failure_report`: the rank that failed first and its last lines.

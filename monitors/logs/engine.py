@@ -15,7 +15,9 @@ How it works:
    previous) and merged *exactly* by timestamp (`merge.Merger`, exact mode, with backpressure).
    With `tail`, only the newest `tail` merged lines are kept.
 2. Following: each container is followed from its last timestamp (`stream.LogStream`); lines
-   are merged through a short reorder window. Pods that appear later (restarts, late workers,
+   are merged by a watermark across the open streams: a line goes out once every other open
+   stream has shown a newer line, or has been quiet for `grace` while the line waited (at most
+   `window`; `merge.Merger`). Pods that appear later (restarts, late workers,
    elastic scaling) are attached from the monitor's diffs; streams of finished pods are read to
    their end. At most `max_streams` streams are open; past that the rest wait for a free slot
    and a notice says so.
@@ -87,7 +89,8 @@ class LogOptions:
     previous: bool = False  # the previous (crashed) instance of each container; no following
     filter: LineFilter | None = None  # ranks/roles choose the streams; regexes are for views
     containers: tuple[str, ...] = ()  # only these containers (default: all)
-    window: float = 0.25  # reorder window while following, seconds
+    grace: float = 0.035  # following: a stream quiet this long (s) holds back no line that waited as long
+    window: float = 0.25  # following: the longest a line is held for other streams (s; a skewed clock's cap)
     collapse: bool = False  # identical lines of several ranks within the window -> one line "xN ranks"
     cap: int = DEFAULT_CAP  # lines in the merged buffer
     rank_cap: int = DEFAULT_RANK_CAP  # lines kept per rank
@@ -120,8 +123,8 @@ class LogEngine:
         self.filter = self.options.filter or LineFilter()
         self.buffer = LineBuffer(self.options.cap)
         self.rings = RankRings(self.options.rank_cap)
-        self.merger = Merger(self._released, window=self.options.window, collapse=self.options.collapse,
-                             exact=True, high=self.options.high_water)
+        self.merger = Merger(self._released, window=self.options.window, grace=self.options.grace,
+                             collapse=self.options.collapse, exact=True, high=self.options.high_water)
         self.streams: dict[tuple[str, str, str, str], LogStream] = {}
         self.queued: list[LogStream] = []
         self.notices: list[str] = []
@@ -209,7 +212,7 @@ class LogEngine:
         if hold:
             n = self.options.tail or 0
             self._store(hold[-n:] if n else [])
-        self.merger.set_window_mode()
+        self.merger.set_watermark_mode()
         self.history_done.set()
         if not self.options.follow or self.options.previous:
             self.done.set()
@@ -224,7 +227,7 @@ class LogEngine:
 
     async def stop(self) -> None:
         if not self.stopping and self.history_done.is_set():
-            self.merger.flush()  # lines held in the reorder window were read: deliver them
+            self.merger.flush()  # lines held for slower streams were read: deliver them
         self.stopping = True
         self.merger.close()
         tasks = [s.task for s in self.streams.values() if s.task is not None]
@@ -283,7 +286,9 @@ class LogEngine:
                         "narrow with --rank/--role or raise --max-streams")
 
     def stream_done(self, s: LogStream) -> None:
-        """A stream ended (called by the stream): a queued one may start in its slot."""
+        """A stream ended (called by the stream): it holds no line back; a queued one may start in its slot."""
+        if s.source is not None:
+            self.merger.finish(s.source)
         if self.stopping:
             return
         if self.history_done.is_set() and self.options.follow:
@@ -305,7 +310,7 @@ class LogEngine:
             return
         wl = self.workload
         if wl is None or wl.status in TERMINAL_STATUS:
-            self.merger.flush()  # every stream has ended: the reorder window holds the last lines
+            self.merger.flush()  # every stream has ended: nothing is left to wait for
             self.done.set()
 
     def pod_record(self, s: LogStream) -> PodRec | None:

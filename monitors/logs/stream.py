@@ -104,6 +104,8 @@ class LogStream:
                 await eng.history_done.wait()
                 if self.source is None:
                     self.source = eng.merger.source()
+                else:
+                    eng.merger.reopen(self.source)  # its history ended; the merge waits for it again
                 await self._follow()
         except asyncio.CancelledError:
             raise
@@ -301,6 +303,7 @@ class LogStream:
                 async for chunk in resp.content.iter_any():
                     nl = chunk.rfind(b"\n")
                     if nl < 0:
+                        merger.touch(src)  # part of a line: the stream is not quiet
                         if plen < READ_LIMIT:
                             pending.append(chunk)
                             plen += len(chunk)

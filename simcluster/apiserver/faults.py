@@ -6,6 +6,8 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
+from urllib.parse import parse_qs
 
 
 @dataclass
@@ -24,15 +26,70 @@ class StallRule:
     remaining: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class RequestRecord:
+    """One answered request.
+
+    `verb` is the API verb the server resolved (``get`` for one object, ``list``, ``watch`` for a
+    ``?watch=1`` GET, ``create``, ``update``, ``patch``, ``delete``, ``deletecollection``; ``""``
+    for discovery and other non-resource paths). `query` is the raw query string, also read as
+    `params` and the properties below; `accept` is the Accept header as sent; `representation`
+    is what a GET, LIST or WATCH was answered with: ``""`` for the objects themselves, else
+    ``"Table"``, ``"PartialObjectMetadata"`` or ``"PartialObjectMetadataList"`` (a watch asking for
+    ``PartialObjectMetadataList`` is answered with the objects, as kube-apiserver does, but keeps
+    the kind it negotiated).
+    """
+
     at: float
     method: str
     path: str
     query: str
-    verb: str  # get, list, watch, create, update, patch, delete, ... or "" for non-resource
+    verb: str
     user: str
     status: int
+    accept: str = ""
+    representation: str = ""
+
+    @cached_property
+    def params(self) -> dict[str, str]:
+        """The query parameters (the last value of each)."""
+        return {k: v[-1] for k, v in parse_qs(self.query, keep_blank_values=True).items()}
+
+    @property
+    def label_selector(self) -> str:
+        return self.params.get("labelSelector", "")
+
+    @property
+    def field_selector(self) -> str:
+        return self.params.get("fieldSelector", "")
+
+    @property
+    def include_object(self) -> str:
+        return self.params.get("includeObject", "")
+
+    @property
+    def watch(self) -> bool:
+        return self.verb == "watch"
+
+    @property
+    def resource(self) -> str:
+        """The resource (plural) a resource request named, e.g. ``pods`` for a LIST, a WATCH, a GET
+        of one pod or of its log; ``""`` for other paths."""
+        parts = [p for p in self.path.split("/") if p]
+        if parts[:1] == ["api"]:
+            rest = parts[2:]
+        elif parts[:1] == ["apis"]:
+            rest = parts[3:]
+        else:
+            return ""
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            rest = rest[2:]
+        return rest[0] if rest else ""
+
+    @property
+    def full_objects(self) -> bool:
+        """A LIST answered with whole objects (no Table, no PartialObjectMetadataList)."""
+        return self.verb == "list" and self.representation not in ("Table", "PartialObjectMetadataList")
 
 
 @dataclass
@@ -86,7 +143,15 @@ class Faults:
 
 
 class RequestLog:
-    """The most recent requests the server answered (bounded)."""
+    """The most recent requests the server answered (bounded), oldest first.
+
+    Each `RequestRecord` has the method, path, query (with the label and field selectors,
+    ``includeObject`` and ``watch`` as properties), the verb (``list`` vs ``watch`` vs ``get``),
+    the Accept header and the representation served, so a test can say what a client asked for:
+    ``sim.requests.full_lists("pods", since=t0) == []`` is "no LIST of whole pods was made"
+    (a LIST of pods not answered with a Table or a PartialObjectMetadataList, whatever its
+    selectors; `full_lists(..., unfiltered=True)` keeps only those without a selector).
+    """
 
     def __init__(self, size: int = 100_000) -> None:
         self._items: deque[RequestRecord] = deque(maxlen=size)
@@ -104,6 +169,18 @@ class RequestLog:
         return sum(
             1 for r in self._items if r.verb == verb and r.at >= since and path_contains in r.path
         )
+
+    def of(self, verb: str, resource: str, since: float = 0.0) -> list[RequestRecord]:
+        """The requests with `verb` (``get``, ``list``, ``watch``, ...) on `resource` (a plural such
+        as ``pods``) since `since`."""
+        return [r for r in self._items if r.at >= since and r.verb == verb and r.resource == resource]
+
+    def full_lists(self, resource: str = "pods", since: float = 0.0, *, unfiltered: bool = False
+                   ) -> list[RequestRecord]:
+        """The LISTs of `resource` answered with whole objects since `since` (with
+        `unfiltered`, only those without a label or field selector)."""
+        return [r for r in self.of("list", resource, since) if r.full_objects
+                and not (unfiltered and (r.label_selector or r.field_selector))]
 
     @staticmethod
     def now() -> float:

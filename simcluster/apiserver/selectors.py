@@ -11,7 +11,7 @@ tight loop suitable for filtering tens of thousands of objects per list.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -25,6 +25,7 @@ __all__ = [
     "LESS_THAN",
     "NOT_EQUALS",
     "NOT_IN",
+    "FieldGetter",
     "FieldSelector",
     "LabelSelector",
     "Requirement",
@@ -705,32 +706,41 @@ def _field_string(v: Any) -> Any:
     return _UNMATCHABLE
 
 
+FieldGetter = Callable[[Mapping[str, Any]], Any]
+
+
 @dataclass(frozen=True)
 class FieldSelector:
     """A parsed field selector: an AND of ``(field, '=' | '!=', value)`` terms.
 
     A field is a dotted path into the object (``metadata.name``, ``spec.nodeName``,
-    ``involvedObject.name``...). A missing field reads as ``""``; booleans and numbers
-    compare in their JSON spelling; maps/lists never equal any value.
+    ``involvedObject.name``...), unless `bind` gave it a getter (the resource's own way of
+    reading that field label, e.g. a pod's ``status.podIP`` is its first ``podIPs`` entry). A
+    missing field reads as ``""``; booleans and numbers compare in their JSON spelling;
+    maps/lists never equal any value.
     """
 
     terms: tuple[tuple[str, str, str], ...] = ()
-    _compiled: tuple[tuple[tuple[str, ...], bool, str], ...] = field(
+    getters: Mapping[str, FieldGetter] | None = field(default=None, compare=False, hash=False, repr=False)
+    _compiled: tuple[tuple[tuple[str, ...], bool, str, FieldGetter | None], ...] = field(
         default=(), init=False, repr=False, compare=False
     )
 
     EVERYTHING: ClassVar[FieldSelector]
 
     def __post_init__(self) -> None:
-        compiled = tuple((tuple(f.split(".")), op == "!=", v) for f, op, v in self.terms)
+        getters = self.getters or {}
+        compiled = tuple((tuple(f.split(".")), op == "!=", v, getters.get(f)) for f, op, v in self.terms)
         object.__setattr__(self, "_compiled", compiled)
 
     @classmethod
-    def parse(cls, text: str | None, allowed: Collection[str] | None = None) -> FieldSelector:
-        """fields.ParseSelector plus the per-resource field-label check.
+    def parse(cls, text: str | None, allowed: Collection[str] | None = None,
+              renames: Mapping[str, str] | None = None) -> FieldSelector:
+        """fields.ParseSelector plus the per-resource field-label conversion.
 
         ``allowed``: the field labels the resource supports; others raise
-        ``SelectorError("field label not supported: <field>")``.
+        ``SelectorError("field label not supported: <field>")``. ``renames``: labels the
+        resource accepts under another name (a pod's ``spec.host`` is ``spec.nodeName``).
         """
         if not text:
             return cls.EVERYTHING
@@ -747,7 +757,15 @@ class FieldSelector:
             for f, _, _ in terms:
                 if f not in allowed:
                     raise SelectorError(f"field label not supported: {f}")
+        if renames:
+            terms = [(renames.get(f, f), op, v) for f, op, v in terms]
         return cls(tuple(terms))
+
+    def bind(self, getters: Mapping[str, FieldGetter] | None) -> FieldSelector:
+        """This selector reading the fields in `getters` with them instead of by path."""
+        if not getters or not self.terms:
+            return self
+        return FieldSelector(self.terms, getters)
 
     def requirements(self) -> list[tuple[str, str, str]]:
         """The terms as ``(field, '=' | '!=', value)``, sorted as the real parser sorts them."""
@@ -764,16 +782,19 @@ class FieldSelector:
         return None
 
     def matches(self, obj: Mapping[str, Any]) -> bool:
-        for path, negate, want in self._compiled:
-            cur: Any = obj
-            for part in path:
-                if cur.__class__ is dict or isinstance(cur, Mapping):
-                    cur = cur.get(part)
-                    if cur is None:
+        for path, negate, want, getter in self._compiled:
+            if getter is not None:
+                cur: Any = getter(obj)
+            else:
+                cur = obj
+                for part in path:
+                    if cur.__class__ is dict or isinstance(cur, Mapping):
+                        cur = cur.get(part)
+                        if cur is None:
+                            break
+                    else:
+                        cur = None
                         break
-                else:
-                    cur = None
-                    break
             if cur is None:
                 got: Any = ""
             elif cur.__class__ is str:

@@ -15,7 +15,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from . import discovery, negotiation, protobuf_bodies, tables
+from . import discovery, fieldlabels, negotiation, protobuf_bodies, transform
 from .auth import Authz, Identity
 from .errors import ApiError, status_object
 from .faults import Faults, RequestLog, RequestRecord
@@ -23,33 +23,14 @@ from .patch import PatchError, apply_patch, strategic_supported
 from .rendezvous import PREFIX as RENDEZVOUS_PREFIX
 from .rendezvous import Rendezvous
 from .resources import ResourceType
-from .selectors import FieldSelector, LabelSelector, SelectorError
-from .store import Event, ObjectStore, dumps
+from .selectors import LabelSelector, SelectorError
+from .store import ObjectStore, Stored, dumps
 from .validation import IPAllocator, check_body_type, default, validate_new
 
 MAX_BODY = 3 * 1024 * 1024  # the real API server's request body limit
 JSON = "application/json"
 
-POD_FIELDS = frozenset({
-    "metadata.name", "metadata.namespace", "spec.nodeName", "spec.restartPolicy",
-    "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase",
-    "status.podIP", "status.podIPs", "status.nominatedNodeName",
-})
-EVENT_FIELDS = frozenset({
-    "metadata.name", "metadata.namespace", "involvedObject.kind", "involvedObject.namespace",
-    "involvedObject.name", "involvedObject.uid", "involvedObject.apiVersion",
-    "involvedObject.resourceVersion", "involvedObject.fieldPath", "reason", "reportingComponent",
-    "source", "type",
-})
-FIELDS_BY_TYPE: dict[tuple[str, str], frozenset[str]] = {
-    ("", "pods"): POD_FIELDS,
-    ("", "events"): EVENT_FIELDS,
-    ("", "nodes"): frozenset({"metadata.name", "spec.unschedulable"}),
-    ("", "namespaces"): frozenset({"metadata.name", "status.phase"}),
-    ("", "secrets"): frozenset({"metadata.name", "metadata.namespace", "type"}),
-    ("batch", "jobs"): frozenset({"metadata.name", "metadata.namespace", "status.successful"}),
-}
-BASIC_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
+LIST_CHUNK = 1 << 20  # a LIST body is written in pieces of about this size, not joined whole
 
 
 @dataclass
@@ -69,7 +50,21 @@ class Ctx:
     def query(self) -> Any:
         return self.request.query
 
+    def negotiate(self) -> negotiation.Target | None:
+        """The representation the Accept header asks for (406 if none can be served); kept on the
+        request for the request log."""
+        target = negotiation.negotiate(self.request.headers.get("Accept"))
+        self.request[REPRESENTATION] = target.kind if target is not None else ""
+        return target
 
+    def go_type(self, list_type: bool = False) -> str:
+        kind = self.rt.list_kind if list_type else self.rt.kind
+        return negotiation.internal_type(self.rt.group, kind, builtin=not self.rt.from_crd)
+
+
+# request key: what a GET/LIST/WATCH was answered with (a typed key where aiohttp has them)
+REPRESENTATION: Any = (web.RequestKey("representation", str) if hasattr(web, "RequestKey")
+                       else "simcluster.representation")
 SubHandler = Callable[[Ctx], Awaitable[web.StreamResponse]]
 DeleteHook = Callable[[ResourceType, dict[str, Any], int | None], bool]
 
@@ -174,7 +169,8 @@ class ApiServer:
             return error_response(ApiError(500, f"Internal error occurred: {type(exc).__name__}: {exc}"))
         finally:
             self.log.add(
-                RequestRecord(start, request.method, request.path, request.query_string, verb, user, status)
+                RequestRecord(start, request.method, request.path, request.query_string, verb, user, status,
+                              request.headers.get("Accept", ""), request.get(REPRESENTATION, ""))
             )
 
     async def _route(self, request: web.Request) -> tuple[web.StreamResponse, str, str]:
@@ -299,7 +295,7 @@ class ApiServer:
     async def _resource(self, ctx: Ctx) -> web.StreamResponse:
         verb = ctx.verb
         if verb == "list":
-            return self._list(ctx)
+            return await self._list(ctx)
         if verb == "watch":
             return await self._watch(ctx)
         if verb == "get":
@@ -317,24 +313,30 @@ class ApiServer:
         raise ApiError(405, "the server does not allow this method on the requested resource")
 
     def _filter(self, ctx: Ctx) -> Callable[[dict[str, Any]], bool] | None:
+        """The request's label and field selectors as one predicate (None: everything);
+        400 with kube's message for a malformed selector or an unsupported field label."""
         q = ctx.query
         try:
             ls = LabelSelector.parse(q.get("labelSelector"))
-            allowed = FIELDS_BY_TYPE.get(ctx.rt.key, BASIC_FIELDS)
-            fs = FieldSelector.parse(q.get("fieldSelector"), allowed)
+            fs = fieldlabels.for_type(ctx.rt.key).parse(q.get("fieldSelector"))
         except SelectorError as exc:
             raise ApiError(400, str(exc)) from None
         if ls.empty() and not fs.requirements():
             return None
+        if ls.empty():
+            return fs.matches
+        if not fs.requirements():
+            return lambda obj: ls.matches(obj.get("metadata", {}).get("labels"))
 
         def accept(obj: dict[str, Any]) -> bool:
             return ls.matches(obj.get("metadata", {}).get("labels")) and fs.matches(obj)
 
         return accept
 
-    def _list(self, ctx: Ctx) -> web.Response:
+    async def _list(self, ctx: Ctx) -> web.StreamResponse:
         rt = ctx.rt
         q = ctx.query
+        target = ctx.negotiate()
         accept = self._filter(ctx)
         namespace = ctx.namespace if rt.namespaced else None
         try:
@@ -349,7 +351,8 @@ class ApiServer:
             list_rv, after = self.store.decode_continue(token)
             start = bisect.bisect_right(keys, after)
         bucket = self.store.bucket(rt.key)
-        items = []
+        items: list[Stored] = []
+        last_key: tuple[str, str] | None = None
         next_token = ""
         remaining = None
         for i in range(start, len(keys)):
@@ -360,54 +363,100 @@ class ApiServer:
             if accept is not None and not accept(st.obj):
                 continue
             if limit and len(items) >= limit:
-                next_token = self.store.encode_continue(list_rv, items[-1][0])
+                assert last_key is not None
+                next_token = self.store.encode_continue(list_rv, last_key)
                 if accept is None:
                     remaining = sum(1 for k in keys[i:] if not namespace or k[0] == namespace)
                 break
-            items.append((key, st))
-        if negotiation.wants_table(ctx.request.headers.get("Accept")):
-            table = tables.table_for(
-                rt.kind,
-                rt.group,
-                [st.obj for _, st in items],
-                printer_columns=rt.printer_columns,
-                include_object=q.get("includeObject", "Metadata"),
-                resource_version=str(list_rv),
-                continue_token=next_token,
-            )
-            return json_response(table)
-        meta: dict[str, Any] = {"resourceVersion": str(list_rv)}
-        if next_token:
-            meta["continue"] = next_token
-            if remaining is not None:
-                meta["remainingItemCount"] = remaining
-        head = dumps({"kind": rt.list_kind, "apiVersion": rt.api_version, "metadata": meta})
-        body = b"".join((head[:-1], b',"items":[', b",".join(st.raw for _, st in items), b"]}"))
-        return raw_response(body)
+            items.append(st)
+            last_key = key
+        if target is not None and target.kind == negotiation.TABLE:
+            include = transform.include_object(q.get("includeObject"))
+            doc = transform.table(rt, [st.obj for st in items], target, include, resource_version=str(list_rv),
+                                  continue_token=next_token, remaining=remaining)
+            return await self._send_body(ctx.request, dumps(doc))
+        if target is not None and target.kind == negotiation.PARTIAL:
+            raise negotiation.is_a_list(ctx.go_type(list_type=True))
+        meta = transform.list_meta(str(list_rv), next_token, remaining)
+        if target is not None:  # PartialObjectMetadataList
+            head = transform.list_head(negotiation.PARTIAL_LIST, target.api_version, meta)
+        else:
+            head = transform.list_head(rt.list_kind, rt.api_version, meta)
+        return await self._send_list(ctx.request, head, transform.list_items(target, items))
+
+    async def _send_body(self, request: web.Request, body: bytes) -> web.StreamResponse:
+        """A JSON body; a big one written a megabyte at a time (aiohttp hands a body given whole to
+        the transport in one piece, which is several times slower for hundreds of megabytes)."""
+        if len(body) <= LIST_CHUNK:
+            return raw_response(body)
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.content_length = len(body)
+        await resp.prepare(request)
+        view = memoryview(body)
+        for i in range(0, len(body), LIST_CHUNK):
+            await resp.write(view[i:i + LIST_CHUNK])
+        await resp.write_eof()
+        return resp
+
+    async def _send_list(self, request: web.Request, head: bytes, items: Any) -> web.StreamResponse:
+        """A list body: small ones in one piece; big ones written as they are joined, a megabyte
+        at a time, so a 100,000-pod LIST is neither copied whole nor held twice in memory."""
+        parts: list[bytes] = []
+        size = 0
+        for raw in items:
+            parts.append(raw)
+            size += len(raw)
+        total = len(head) + size + max(0, len(parts) - 1) + 2
+        if total <= LIST_CHUNK:
+            return raw_response(b"".join((head, b",".join(parts), b"]}")))
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.content_length = total
+        await resp.prepare(request)
+        await resp.write(head)
+        chunk: list[bytes] = []
+        chunk_size = 0
+        first = True
+        for raw in parts:
+            if not first:
+                chunk.append(b",")
+            first = False
+            chunk.append(raw)
+            chunk_size += len(raw)
+            if chunk_size >= LIST_CHUNK:
+                await resp.write(b"".join(chunk))
+                chunk, chunk_size = [], 0
+        chunk.append(b"]}")
+        await resp.write(b"".join(chunk))
+        await resp.write_eof()
+        return resp
 
     def _get(self, ctx: Ctx) -> web.Response:
         assert ctx.name is not None
+        target = ctx.negotiate()
         st = self.store.get(ctx.rt, ctx.namespace, ctx.name)
-        if negotiation.wants_table(ctx.request.headers.get("Accept")):
-            return json_response(
-                tables.table_for(
-                    ctx.rt.kind, ctx.rt.group, [st.obj], printer_columns=ctx.rt.printer_columns,
-                    include_object=ctx.query.get("includeObject", "Metadata"),
-                    resource_version=str(st.rv),
-                )
-            )
-        return raw_response(st.raw)
+        if target is None:
+            return raw_response(st.raw)
+        if target.kind == negotiation.TABLE:
+            include = transform.include_object(ctx.query.get("includeObject"))
+            return json_response(transform.table(ctx.rt, [st.obj], target, include, resource_version=str(st.rv)))
+        if target.kind == negotiation.PARTIAL_LIST:
+            raise negotiation.not_a_list(ctx.go_type())
+        return raw_response(transform.partial(st.obj, target))
 
     async def _watch(self, ctx: Ctx) -> web.StreamResponse:
         rt = ctx.rt
         q = ctx.query
-        accept = self._filter(ctx) or (lambda _o: True)
+        target = ctx.negotiate()
+        accept = self._filter(ctx)
         if ctx.name:
             name = ctx.name
             inner = accept
-            accept = lambda o: o["metadata"].get("name") == name and inner(o)  # noqa: E731
+            accept = lambda o: o["metadata"].get("name") == name and (inner is None or inner(o))  # noqa: E731
         namespace = ctx.namespace if rt.namespaced else None
-        as_table = negotiation.wants_table(ctx.request.headers.get("Accept"))
+        include = "Metadata"
+        if target is not None and target.kind == negotiation.TABLE:
+            include = transform.include_object(q.get("includeObject"))
+        encoder = transform.WatchEncoder(rt, target, include)
         bookmarks = _bool(q.get("allowWatchBookmarks"))
         # WatchList (kubectl >= 1.32 waits this way): the current state as ADDED events, then a
         # bookmark annotated k8s.io/initial-events-end
@@ -431,29 +480,16 @@ class ApiServer:
             return resp
         stall = self.faults.take_stall(ctx.request.path)
         await resp.prepare(ctx.request)
-        first_table = [True]
-
-        def encode(ev: Event) -> bytes:
-            if as_table:
-                obj = tables.table_for(
-                    rt.kind, rt.group, [ev.obj], printer_columns=rt.printer_columns,
-                    include_object=q.get("includeObject", "Metadata"), resource_version=str(ev.rv),
-                )
-                if not first_table[0]:
-                    obj["columnDefinitions"] = []
-                first_table[0] = False
-                return b'{"type":"' + ev.type.encode() + b'","object":' + dumps(obj) + b"}\n"
-            return b'{"type":"' + ev.type.encode() + b'","object":' + ev.raw + b"}\n"
 
         deadline = time.monotonic() + timeout
         try:
             if stall is not None:
                 await self._stall(ctx.request)
                 return resp
-            if initial:
-                await resp.write(b"".join(encode(ev) for ev in initial))
+            for i in range(0, len(initial), 500):
+                await resp.write(b"".join(encoder.event(ev.type, ev.st) for ev in initial[i:i + 500]))
             if initial_end:
-                await resp.write(self._bookmark(rt, initial_end=True))
+                await resp.write(encoder.bookmark(self.store.rv, initial_end=True))
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -463,7 +499,7 @@ class ApiServer:
                     ev = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
                     if bookmarks and not watcher.closed:
-                        await resp.write(self._bookmark(rt))
+                        await resp.write(encoder.bookmark(self.store.rv))
                     continue
                 if ev is None:
                     return resp  # dropped: end the stream abruptly, as a dying connection would
@@ -474,22 +510,15 @@ class ApiServer:
                         watcher.queue.put_nowait(None)
                         break
                     batch.append(nxt)
-                await resp.write(b"".join(encode(e) for e in batch))
+                await resp.write(b"".join(encoder.event(e.type, e.st) for e in batch))
             if bookmarks:
-                await resp.write(self._bookmark(rt))
+                await resp.write(encoder.bookmark(self.store.rv))
             await resp.write_eof()
         except (ConnectionResetError, ConnectionError):
             pass
         finally:
             self.store.unwatch(watcher)
         return resp
-
-    def _bookmark(self, rt: ResourceType, initial_end: bool = False) -> bytes:
-        meta: dict[str, Any] = {"resourceVersion": str(self.store.rv)}
-        if initial_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        obj = {"kind": rt.kind, "apiVersion": rt.api_version, "metadata": meta}
-        return b'{"type":"BOOKMARK","object":' + dumps(obj) + b"}\n"
 
     async def _stall(self, request: web.Request) -> None:
         """Hang without sending more, until the client goes away or the server stops."""

@@ -1,7 +1,13 @@
 """The object store: one increasing resourceVersion, retained watch history, owner cascade.
 
-Runs on the server's event loop only (no locks). Every object is kept both as a dict and as
-its compact JSON bytes, so a LIST of 20,000 pods is a join of byte strings, not a re-encode.
+Runs on the server's event loop only (no locks). Every object is kept as a dict and, from the
+first time something needs it (a LIST, a GET, a watch event), as its compact JSON bytes too, so a
+LIST of 100,000 pods is a join of byte strings, not a re-encode, and objects nobody reads in full
+are never encoded. Stored objects are never modified in place: every write commits a new dict.
+
+Watch events carry the object before the change (`Event.prev`), so a selector-filtered watch sees
+what kube-apiserver's watch cache sends: an object that starts matching arrives as ADDED, one that
+stops matching as DELETED (its last matching state, with the event's resourceVersion).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ import asyncio
 import base64
 import copy
 import random
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -30,42 +37,102 @@ CRD_KEY: TypeKey = ("apiextensions.k8s.io", "customresourcedefinitions")
 NS_KEY: TypeKey = ("", "namespaces")
 
 
+_NOW: list[Any] = [0, ""]
+
+
 def now_rfc3339() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """The current time as the API server writes timestamps (formatted once a second)."""
+    sec = int(time.time())
+    if sec != _NOW[0]:
+        _NOW[0], _NOW[1] = sec, datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(_NOW[1])
 
 
 def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 
 
-@dataclass(slots=True)
 class Stored:
-    obj: dict[str, Any]
-    raw: bytes
-    rv: int
+    """One stored version of an object: the dict (never modified once stored), its
+    resourceVersion, and its compact JSON, encoded on first use and then kept."""
+
+    __slots__ = ("_raw", "obj", "rv")
+
+    def __init__(self, obj: dict[str, Any], raw: bytes | None, rv: int) -> None:
+        self.obj = obj
+        self._raw = raw
+        self.rv = rv
+
+    @property
+    def raw(self) -> bytes:
+        raw = self._raw
+        if raw is None:
+            raw = self._raw = orjson.dumps(self.obj)
+        return raw
+
+    @property
+    def encoded(self) -> bool:
+        return self._raw is not None
 
 
 @dataclass(slots=True)
 class Event:
-    type: str  # ADDED | MODIFIED | DELETED
+    """A committed change: ADDED | MODIFIED | DELETED, the stored version it made (for DELETED, the
+    object as it was deleted, with the deletion's resourceVersion) and the object before it."""
+
+    type: str
     tkey: TypeKey
-    rv: int
-    obj: dict[str, Any]
-    raw: bytes
+    st: Stored
+    prev: dict[str, Any] | None = None
+
+    @property
+    def rv(self) -> int:
+        return self.st.rv
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        return self.st.obj
+
+    @property
+    def raw(self) -> bytes:
+        return self.st.raw
 
     @property
     def namespace(self) -> str:
-        return self.obj.get("metadata", {}).get("namespace", "")
+        return self.st.obj.get("metadata", {}).get("namespace", "")
 
 
 Filter = Callable[[dict[str, Any]], bool]
+
+
+def filtered_event(ev: Event, accept: Filter | None) -> Event | None:
+    """What a watcher with selector `accept` is sent for `ev`, as kube-apiserver's watch cache
+    decides it from the object before and after: nothing (neither matches), ADDED (only the new
+    one matches), MODIFIED (both), DELETED with the old object's content at the event's
+    resourceVersion (only the old one matches)."""
+    if accept is None:
+        return ev
+    cur_ok = ev.type != "DELETED" and accept(ev.st.obj)
+    old = ev.prev if ev.type != "DELETED" else ev.st.obj
+    old_ok = old is not None and accept(old)
+    if cur_ok:
+        if old_ok or ev.type == "ADDED":
+            return ev
+        return Event("ADDED", ev.tkey, ev.st, ev.prev)
+    if not old_ok:
+        return None
+    if ev.type == "DELETED":
+        return ev
+    assert old is not None
+    gone = {**old, "metadata": {**old.get("metadata", {}), "resourceVersion": str(ev.st.rv)}}
+    return Event("DELETED", ev.tkey, Stored(gone, None, ev.st.rv), old)
 
 
 @dataclass(eq=False)
 class Watcher:
     tkey: TypeKey
     namespace: str | None
-    accept: Filter
+    accept: Filter | None  # None: every object of the type (in the namespace)
     queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
     max_backlog: int = 100_000
     closed: bool = False
@@ -75,8 +142,10 @@ class Watcher:
             return
         if self.namespace and ev.namespace != self.namespace:
             return
-        if not self.accept(ev.obj):
+        out = filtered_event(ev, self.accept)
+        if out is None:
             return
+        ev = out
         if self.queue.qsize() >= self.max_backlog:
             self.close()  # a watcher too slow to keep up is dropped, as the real server does
             return
@@ -149,20 +218,18 @@ class ObjectStore:
     def _commit(self, rt: ResourceType, key: ObjKey, obj: dict[str, Any], etype: str) -> Stored:
         rv = self._next_rv()
         obj["metadata"]["resourceVersion"] = str(rv)
-        raw = dumps(obj)
         bucket = self.bucket(rt.key)
         prev = bucket.get(key)
         self._index_owners(rt.key, key, prev.obj if prev else None, None if etype == "DELETED" else obj)
+        st = Stored(obj, None, rv)  # encoded when first needed
         if etype == "DELETED":
             bucket.pop(key, None)
             self._sorted[rt.key] = None
-            st = Stored(obj, raw, rv)
         else:
-            if key not in bucket:
+            if prev is None:
                 self._sorted[rt.key] = None
-            st = Stored(obj, raw, rv)
             bucket[key] = st
-        ev = Event(etype, rt.key, rv, obj, raw)
+        ev = Event(etype, rt.key, st, prev.obj if prev is not None else None)
         self._history.append(ev)
         while len(self._history) > self._history_max:
             self.compacted_rv = self._history.popleft().rv
@@ -234,7 +301,8 @@ class ObjectStore:
         obj["kind"] = rt.kind
         if not (keep_uid and meta.get("uid")):
             meta["uid"] = str(uuid.uuid4())
-        meta.setdefault("creationTimestamp", now_rfc3339())
+        if "creationTimestamp" not in meta:
+            meta["creationTimestamp"] = now_rfc3339()
         meta["generation"] = 1
         for k in ("resourceVersion", "deletionTimestamp", "selfLink"):
             meta.pop(k, None)
@@ -318,7 +386,7 @@ class ObjectStore:
         cur = self.bucket(rt.key).get((ns, name))
         if cur is None:
             raise not_found(rt.plural, rt.group, name)
-        obj = copy.deepcopy(cur.obj)
+        obj = _new_version(cur.obj)
         if obj["metadata"].get("finalizers") and rt.key != NS_KEY:
             if not obj["metadata"].get("deletionTimestamp"):
                 obj["metadata"]["deletionTimestamp"] = now_rfc3339()
@@ -336,7 +404,7 @@ class ObjectStore:
         cur = self.get(rt, namespace, name)
         if cur.obj["metadata"].get("deletionTimestamp"):
             return cur
-        obj = copy.deepcopy(cur.obj)
+        obj = _new_version(cur.obj)
         obj["metadata"]["deletionTimestamp"] = now_rfc3339()
         obj["metadata"]["deletionGracePeriodSeconds"] = grace
         return self._commit(rt, (namespace, name), obj, "MODIFIED")
@@ -353,7 +421,7 @@ class ObjectStore:
         cur = self.bucket(rt.key).get(key)
         if cur is None:
             return
-        self._commit(rt, key, copy.deepcopy(cur.obj), "DELETED")
+        self._commit(rt, key, _new_version(cur.obj), "DELETED")
 
     def _cascade(self, owner_uid: str, propagation: str) -> None:
         """Garbage-collect dependents whose ownerReferences name the deleted owner."""
@@ -371,19 +439,21 @@ class ObjectStore:
         self,
         rt: ResourceType,
         namespace: str | None,
-        accept: Filter,
+        accept: Filter | None,
         resource_version: str | None,
     ) -> tuple[Watcher, list[Event]]:
         """Register a watcher; returns it with the events it must be sent first.
 
         No resourceVersion (or "0"): synthetic ADDED events for the current objects.
-        A resourceVersion: the retained events after it, or 410 Expired if it is too old.
+        A resourceVersion: the retained events after it, in order (filtered as live events are:
+        an object leaving the selection is DELETED), or 410 Expired if it is older than the
+        retained window (`compacted_rv`).
         """
         w = Watcher(rt.key, namespace, accept)
         initial: list[Event] = []
         if not resource_version or resource_version == "0":
             for st in self.items(rt.key, namespace, accept):
-                initial.append(Event("ADDED", rt.key, st.rv, st.obj, st.raw))
+                initial.append(Event("ADDED", rt.key, st))
         else:
             try:
                 since = int(resource_version)
@@ -392,12 +462,19 @@ class ObjectStore:
             if since < self.compacted_rv:
                 raise expired(f"too old resource version: {since} ({self.compacted_rv})")
             if since < self.rv:
-                for ev in self._history:
-                    if ev.rv > since and ev.tkey == rt.key:
-                        if namespace and ev.namespace != namespace:
-                            continue
-                        if accept(ev.obj):
-                            initial.append(ev)
+                newer: list[Event] = []
+                for ev in reversed(self._history):  # in rv order: walk back to `since` only
+                    if ev.rv <= since:
+                        break
+                    newer.append(ev)
+                for ev in reversed(newer):
+                    if ev.tkey != rt.key:
+                        continue
+                    if namespace and ev.namespace != namespace:
+                        continue
+                    out = filtered_event(ev, accept)
+                    if out is not None:
+                        initial.append(out)
         self._watchers.add(w)
         return w, initial
 
@@ -445,6 +522,12 @@ class ObjectStore:
                 "token in this response to retrieve the remainder of the results."
             )
         return rv, (ns, name)
+
+
+def _new_version(obj: dict[str, Any]) -> dict[str, Any]:
+    """A new version of a stored object whose metadata alone will change: its own metadata dict,
+    everything else shared with the stored version (which is never modified in place)."""
+    return {**obj, "metadata": dict(obj.get("metadata") or {})}
 
 
 def _same_content(a: dict[str, Any], b: dict[str, Any]) -> bool:

@@ -38,20 +38,21 @@ def column_definitions(kind: str, group: str,
     return resolve(kind, group, printer_columns)[0]
 
 
-def _row_object(obj: Mapping[str, Any], include_object: str) -> dict[str, Any] | None:
+def _row_object(obj: Mapping[str, Any], include_object: str,
+                api_version: str = TABLE_API_VERSION) -> dict[str, Any] | None:
     if include_object == "None":
         return None
     if include_object == "Object":
         return obj  # type: ignore[return-value]
     return {
         "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
+        "apiVersion": api_version,
         "metadata": obj.get("metadata") or {},
     }
 
 
 def _make_row(printer: Printer, is_pod: bool, obj: Mapping[str, Any], include_object: str,
-              now: float) -> dict[str, Any]:
+              now: float, api_version: str = TABLE_API_VERSION) -> dict[str, Any]:
     row: dict[str, Any] = {"cells": printer(obj, now)}
     if is_pod:
         phase = (obj.get("status") or _EMPTY).get("phase")
@@ -59,7 +60,7 @@ def _make_row(printer: Printer, is_pod: bool, obj: Mapping[str, Any], include_ob
             row["conditions"] = _POD_SUCCEEDED
         elif phase == "Failed":
             row["conditions"] = _POD_FAILED
-    wrapped = _row_object(obj, include_object)
+    wrapped = _row_object(obj, include_object, api_version)
     if wrapped is not None:
         row["object"] = wrapped
     return row
@@ -77,8 +78,14 @@ def table_row(kind: str, group: str, obj: Mapping[str, Any], *,
 def table_for(kind: str, group: str, objects: Sequence[Mapping[str, Any]], *,
               printer_columns: Sequence[Mapping[str, Any]] = (),
               include_object: str = "Metadata", resource_version: str = "",
-              continue_token: str = "", now: datetime | None = None) -> dict[str, Any]:
-    """A complete ``meta.k8s.io/v1`` Table for *objects* of *kind* in *group*."""
+              continue_token: str = "", remaining_item_count: int | None = None,
+              now: datetime | None = None, api_version: str = TABLE_API_VERSION,
+              no_headers: bool = False) -> dict[str, Any]:
+    """A complete ``meta.k8s.io/v1`` (or *api_version*) Table for *objects* of *kind* in *group*.
+
+    Its metadata is a ListMeta as the real server fills it (``continue`` and
+    ``remainingItemCount`` only when set). *no_headers* (every watch event after the first):
+    ``columnDefinitions`` is null, as kube-apiserver sends it."""
     columns, printer = resolve(kind, group, printer_columns)
     at = now_ts(now)
     is_pod = (group or "") == "" and kind == "Pod"
@@ -89,14 +96,19 @@ def table_for(kind: str, group: str, objects: Sequence[Mapping[str, Any]], *,
     if pause_gc:
         gc.disable()
     try:
-        rows = [_make_row(printer, is_pod, obj, include_object, at) for obj in objects]
+        rows = [_make_row(printer, is_pod, obj, include_object, at, api_version) for obj in objects]
     finally:
         if pause_gc:
             gc.enable()
+    meta: dict[str, Any] = {"resourceVersion": resource_version or ""}
+    if continue_token:
+        meta["continue"] = continue_token
+    if remaining_item_count is not None:
+        meta["remainingItemCount"] = remaining_item_count
     return {
         "kind": "Table",
-        "apiVersion": TABLE_API_VERSION,
-        "metadata": {"resourceVersion": resource_version or "", "continue": continue_token or ""},
-        "columnDefinitions": columns,
+        "apiVersion": api_version,
+        "metadata": meta,
+        "columnDefinitions": None if no_headers else columns,
         "rows": rows,
     }

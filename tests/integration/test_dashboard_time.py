@@ -222,6 +222,8 @@ async def test_cluster_load_pending_and_node_pod_ages_tick(cluster: ThreadedSimC
                          and app.screen.table.row_count == 1, 10, "the node's pods", interval=0.02)
         pods_table = app.screen.table
         key = pods_table.order[0]
+        # (the node's pods are read whole when it is shown: their ages come with them)
+        await pilot_wait(pilot, lambda: pods_table.row_text(key).split()[-1] != "-", 5, "the pod's age", interval=0.02)
         shown = pods_table.row_text(key).split()[-1]
         await pilot_wait(pilot, lambda: pods_table.row_text(key).split()[-1] != shown, 2.5, "the pod's age to tick", interval=0.02)
         assert seconds(pods_table.row_text(key).split()[-1]) > seconds(shown)

@@ -1,7 +1,7 @@
 """`ranks logs` delivers every line a rank wrote, and says so when it cannot (issue #11, item 1).
 
 - Following a job to its end keeps the last lines of every rank, whatever the order in which the
-  pods and the job finish (the lines still in the reorder window when the last stream ends).
+  pods and the job finish (the lines still held by the merge when the last stream ends).
 - Reading the history retries transient answers (429 with Retry-After, 5xx) and never drops a
   rank silently: a rank whose log cannot be read is an error with the documented exit code.
 - A follow whose credentials are rejected says so once and ends with exit 6.

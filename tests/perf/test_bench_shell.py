@@ -1,14 +1,19 @@
-"""#7: `ranks shell` on simcluster, against `kubectl exec -it` (v1.35) on the same pod, same run.
+"""#7, #16: `ranks shell` on simcluster, against `kubectl exec -it` (v1.35) on the same pod, same run.
 
 simcluster runs as `ranks sim` in its own process (every component: the exec WebSocket, pods as
 local processes); `ranks shell` and kubectl run in theirs, each on a pseudo-terminal this process
 holds the master side of (it only writes keys and reads the screen bytes). Figures and goals:
 
-1. start: spawning `ranks shell S` -> its remote prompt on the terminal, ~10 runs    p50 <= 1 s
-   (also: the banner; the CLI's import alone; `kubectl exec -it` to its prompt, for comparison)
+1. start: spawning `ranks shell S` -> its banner on the terminal, STARTS runs          p50 <= 0.5 s
+   and -> its remote prompt                                                          p50 <= 1 s
+   (also: the CLI's imports alone, what they cost by package, and `kubectl exec -it` to its
+   prompt for comparison). `ranks` runs as installed, its bytecode compiled: the first run writes
+   it (PYTHONPYCACHEPREFIX, in the test's directory) and is not counted. Where the environment
+   says not to write bytecode (PYTHONDONTWRITEBYTECODE, as here), the start as it runs there,
+   every module of the project compiled from source each time, is shown too (COLD_STARTS runs).
 2. keystroke echo: one byte written to the terminal -> the byte echoed back by the remote bash
-   (readline), ~200 keys per tool, both sessions open at once and the keys interleaved
-   (ranks, kubectl, ranks, ...) so that both see the same machine        ranks p50 <= 1.3 x kubectl
+   (readline), KEYS keys per tool, both sessions open at once and the keys interleaved
+   (ranks, kubectl, kubectl, ranks, ...) so that both see the same machine     ranks p50 <= 1.2 x kubectl
    Both run the same remote command (`sessions.shell.shell_command()`: bash with the history file).
 """
 
@@ -37,6 +42,7 @@ from monitors.kube import KubeClient
 from sessions.shell import shell_command
 from tests.kubectl_binary import kubectl_path
 from tests.perf.conftest import ROOT, kubectl_env
+from tests.perf.results import record
 from tests.waiting import until
 
 pytestmark = pytest.mark.timeout(600)
@@ -47,7 +53,11 @@ ANSI = re.compile(rb"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[()][0-9A-B]|[=>]
 PROMPT = re.compile(rb"[#$] $")
 ROWS, COLS = 50, 200
 STARTS = 10
-KEYS = 200
+COLD_STARTS = 5
+KEYS = 400
+BANNER_GOAL = 0.5  # s, p50
+PROMPT_GOAL = 1.0  # s, p50
+ECHO_GOAL = 1.2  # x kubectl's p50
 KILL_LINE_EVERY = 40  # ^U clears the line now and then: the line never wraps
 
 
@@ -129,10 +139,12 @@ def prompt_after(marker: bytes | None) -> Callable[[bytes], bool]:
     return done
 
 
-# what `ranks shell` imports before it connects (tui.cli.sessions.run_shell imports its modules inside)
-SHELL_IMPORTS = ("import tui.cli, tui.cli.common as c; c.read_only_reason({}); "
-                 "import sessions.lifecycle, sessions.locate, sessions.shell, sessions.terminal")
-PACKAGES = ("kubernetes", "aiohttp", "textual", "pydantic", "click", "yaml", "monitors.monitor", "tui.settings")
+# what `ranks shell` imports before it connects (tui.cli.sessions.run_shell imports them all first)
+SHELL_IMPORTS = ("from tui.cli.group import cli; import tui.cli.sessions; "
+                 "import monitors.kube, sessions.locate, sessions.shell, sessions.terminal, sessions.lifecycle, "
+                 "tui.config_file, uvloop, yaml")
+PACKAGES = ("aiohttp", "asyncio", "click", "yaml", "uvloop", "monitors.monitor", "sessions.shell", "tui.cli.sessions",
+            "textual", "kubernetes", "pydantic", "prometheus_api_client")
 
 
 def import_costs(env: dict[str, str]) -> dict[str, float]:
@@ -145,6 +157,20 @@ def import_costs(env: dict[str, str]) -> dict[str, float]:
         if len(parts) == 3 and parts[2].strip() in PACKAGES and parts[1].strip().isdigit():
             out.setdefault(parts[2].strip(), int(parts[1]) / 1e6)
     return out
+
+
+def starts(argv: list[str], env: dict[str, str], runs: int) -> tuple[list[float], list[float]]:
+    """(to the banner, to the remote prompt) in seconds from the spawn, for `runs` new processes."""
+    banner: list[float] = []
+    prompt: list[float] = []
+    for _ in range(runs):
+        term = Pty(argv, env)
+        try:
+            banner.append(term.read_until(lambda b: BANNER_END in b) - term.t0)
+            prompt.append(term.read_until(prompt_after(BANNER_END)) - term.t0)
+        finally:
+            assert term.close() == 0
+    return banner, prompt
 
 
 def wait_running(kubeconfig: Path, namespace: str, pod: str, timeout: float = 60) -> None:
@@ -179,22 +205,20 @@ def test_shell_start_and_keystroke_echo(sim_process: Any, tmp_path: Path) -> Non
                "--", *shell_command()]
     k_env = {**kubectl_env(home), "TERM": "xterm-256color"}
 
-    # -- 1. start -------------------------------------------------------------------------------------
+    # -- 1. start ---------------------------------------------------------------------------------------
+    cached = {k: v for k, v in env.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    cached["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")  # (the repository stays clean)
+    starts([*RANKS, "shell", "bench"], cached, 1)  # writes the bytecode
+    banner, prompt = starts([*RANKS, "shell", "bench"], cached, STARTS)
+    cold: tuple[list[float], list[float]] | None = None
+    if env.get("PYTHONDONTWRITEBYTECODE"):
+        cold = starts([*RANKS, "shell", "bench"], env, COLD_STARTS)
     imports = []
     for _ in range(3):
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-c", SHELL_IMPORTS], cwd=ROOT, env=env, check=True)
+        subprocess.run([sys.executable, "-c", SHELL_IMPORTS], cwd=ROOT, env=cached, check=True)
         imports.append(time.perf_counter() - t)
-    by_package = import_costs(env)
-    banner: list[float] = []
-    prompt: list[float] = []
-    for _ in range(STARTS):
-        term = Pty([*RANKS, "shell", "bench"], env)
-        try:
-            banner.append(term.read_until(lambda b: BANNER_END in b) - term.t0)
-            prompt.append(term.read_until(prompt_after(BANNER_END)) - term.t0)
-        finally:
-            assert term.close() == 0
+    by_package = import_costs(cached)
     k_prompt: list[float] = []
     for _ in range(5):
         term = Pty(kubectl, k_env)
@@ -204,7 +228,7 @@ def test_shell_start_and_keystroke_echo(sim_process: Any, tmp_path: Path) -> Non
             term.close()
 
     # -- 2. keystroke echo, both sessions open, keys interleaved -----------------------------------------
-    tools = {"ranks shell": Pty([*RANKS, "shell", "bench"], env), "kubectl exec -it": Pty(kubectl, k_env)}
+    tools = {"ranks shell": Pty([*RANKS, "shell", "bench"], cached), "kubectl exec -it": Pty(kubectl, k_env)}
     rtts: dict[str, list[float]] = {name: [] for name in tools}
     try:
         tools["ranks shell"].read_until(prompt_after(BANNER_END))
@@ -227,14 +251,19 @@ def test_shell_start_and_keystroke_echo(sim_process: Any, tmp_path: Path) -> Non
 
     # -- figures ----------------------------------------------------------------------------------------
     ms = 1000.0
-    print(f"\n[bench shell] start, {STARTS} runs of `ranks shell` (a new process each time):")
+    med = statistics.median
+    print(f"\n[bench shell] start, {STARTS} runs of `ranks shell` (a new process each time, bytecode compiled):")
     print(f"  {'':34} {'p50':>9} {'max':>9}")
-    print(f"  {'python + the imports of ranks shell':34} {statistics.median(imports) * ms:7.0f}ms "
-          f"{max(imports) * ms:7.0f}ms")
-    print(f"  {'ranks shell: banner visible':34} {statistics.median(banner) * ms:7.0f}ms {max(banner) * ms:7.0f}ms")
-    print(f"  {'ranks shell: remote prompt':34} {statistics.median(prompt) * ms:7.0f}ms {max(prompt) * ms:7.0f}ms"
-          "   goal p50 <= 1000 ms")
-    print(f"  {'kubectl exec -it: remote prompt':34} {statistics.median(k_prompt) * ms:7.0f}ms "
+    print(f"  {'python + the imports of ranks shell':34} {med(imports) * ms:7.0f}ms {max(imports) * ms:7.0f}ms")
+    print(f"  {'ranks shell: banner visible':34} {med(banner) * ms:7.0f}ms {max(banner) * ms:7.0f}ms"
+          f"   goal p50 <= {BANNER_GOAL * ms:.0f} ms")
+    print(f"  {'ranks shell: remote prompt':34} {med(prompt) * ms:7.0f}ms {max(prompt) * ms:7.0f}ms"
+          f"   goal p50 <= {PROMPT_GOAL * ms:.0f} ms")
+    if cold is not None:
+        print(f"  {'  without bytecode: banner':34} {med(cold[0]) * ms:7.0f}ms {max(cold[0]) * ms:7.0f}ms"
+              f"   ({COLD_STARTS} runs, PYTHONDONTWRITEBYTECODE: the project compiled from source each time)")
+        print(f"  {'  without bytecode: remote prompt':34} {med(cold[1]) * ms:7.0f}ms {max(cold[1]) * ms:7.0f}ms")
+    print(f"  {'kubectl exec -it: remote prompt':34} {med(k_prompt) * ms:7.0f}ms "
           f"{max(k_prompt) * ms:7.0f}ms   (for comparison)")
     print("  import time by package (-X importtime, with what each imports first): "
           + ", ".join(f"{k} {v * ms:.0f}ms" for k, v in sorted(by_package.items(), key=lambda kv: -kv[1])))
@@ -242,11 +271,27 @@ def test_shell_start_and_keystroke_echo(sim_process: Any, tmp_path: Path) -> Non
     print(f"  {'':20} {'p50':>9} {'p95':>9} {'max':>9}")
     for name, values in rtts.items():
         print(f"  {name:20} {pct(values, 50) * ms:7.2f}ms {pct(values, 95) * ms:7.2f}ms {max(values) * ms:7.2f}ms")
-    ratio50 = pct(rtts["ranks shell"], 50) / pct(rtts["kubectl exec -it"], 50)
+    r50, k50 = pct(rtts["ranks shell"], 50), pct(rtts["kubectl exec -it"], 50)
+    ratio50 = r50 / k50
     ratio95 = pct(rtts["ranks shell"], 95) / pct(rtts["kubectl exec -it"], 95)
-    print(f"  ranks / kubectl: p50 {ratio50:.2f}x, p95 {ratio95:.2f}x   goal p50 <= 1.30x")
+    print(f"  ranks / kubectl: p50 {ratio50:.2f}x, p95 {ratio95:.2f}x   goal p50 <= {ECHO_GOAL:.2f}x")
     print(f"  exit status after `exit`: {codes}")
 
-    assert statistics.median(prompt) <= 1.0, f"ranks shell prompt p50 {statistics.median(prompt):.2f} s > 1 s"
-    assert ratio50 <= 1.3, f"ranks shell keystroke echo p50 is {ratio50:.2f}x kubectl's"
+    cold_note = (f"; without bytecode (PYTHONDONTWRITEBYTECODE, every module of the project compiled each start): "
+                 f"banner p50 {med(cold[0]):.3f} s, prompt p50 {med(cold[1]):.3f} s" if cold is not None else "")
+    record("ranks shell: start to the banner, p50", f"<= {BANNER_GOAL} s", round(med(banner), 3), "s",
+           met=med(banner) <= BANNER_GOAL,
+           note=f"{STARTS} new processes, bytecode compiled as installed{cold_note}; imports alone p50 "
+                f"{med(imports):.3f} s", cold_p50=round(med(cold[0]), 3) if cold is not None else None)
+    record("ranks shell: start to the remote prompt, p50", f"<= {PROMPT_GOAL:g} s", round(med(prompt), 3), "s",
+           met=med(prompt) <= PROMPT_GOAL, baseline="kubectl exec -it: to the remote prompt",
+           baseline_measured=round(med(k_prompt), 3), note=f"{STARTS} new processes, bytecode compiled as installed")
+    record("ranks shell: keystroke echo p50, vs kubectl exec -it", f"<= {ECHO_GOAL}x kubectl", round(r50 * ms, 3), "ms",
+           met=ratio50 <= ECHO_GOAL, baseline="kubectl exec -it: keystroke echo p50", baseline_measured=round(k50 * ms, 3),
+           ratio=round(ratio50, 3), note=f"{KEYS} keys each, both sessions open, keys interleaved; p95 ratio "
+                                         f"{ratio95:.2f}x")
+
     assert codes["ranks shell"] == 0
+    assert med(banner) <= BANNER_GOAL, f"ranks shell banner p50 {med(banner):.3f} s > {BANNER_GOAL} s"
+    assert med(prompt) <= PROMPT_GOAL, f"ranks shell prompt p50 {med(prompt):.3f} s > {PROMPT_GOAL} s"
+    assert ratio50 <= ECHO_GOAL, f"ranks shell keystroke echo p50 is {ratio50:.2f}x kubectl's"

@@ -1,4 +1,5 @@
-"""The k-way merge: exact order for history, the reorder window while following, collapse."""
+"""The k-way merge: exact order for history, the watermark while following (its rules in
+test_log_watermark.py), collapse."""
 
 from __future__ import annotations
 
@@ -56,20 +57,6 @@ def test_exact_backpressure_flags_a_full_source() -> None:
     assert a.full and m.pending == 12  # b has nothing yet: a must wait
     m.add(b, [mk("b", 100)])
     assert not a.full and m.pending == 1  # a's lines all came before b's first: released
-
-
-def test_window_mode_reorders_within_the_window() -> None:
-    out: list[LogLine] = []
-    clock = Clock()
-    m = Merger(out.extend, exact=False, schedule=False, window=0.25, clock=clock)
-    a, b = m.source(), m.source()
-    m.add(a, [mk("a", 10 * S + 300_000_000)])
-    clock.t += 0.1
-    m.add(b, [mk("b", 10 * S + 100_000_000)])  # older, arrived later (a slower connection)
-    assert m.tick() == 0  # nothing due yet
-    clock.t += 0.16
-    assert m.tick() == 2  # a is due: everything up to its timestamp goes, in order
-    assert [ln.label for ln in out] == ["b", "a"]
 
 
 def test_window_mode_silent_source_does_not_block_and_skewed_source_does_not_starve() -> None:

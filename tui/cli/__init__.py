@@ -9,8 +9,10 @@
   codes, the asyncio runner, project resolution, read-only refusal, confirmation, printers).
 
 What acts on the cluster is in `sessions/` and `monitors/`, shared with the dashboard (`tui.app`),
-which never imports this package. Heavy imports happen inside the commands, so `ranks --help` and
-completion start fast.
+which never imports this package. A command's module is imported only when the command is
+resolved (`group.SUBCOMMANDS`), and heavy imports happen inside the commands, so `ranks shell`
+loads neither the dashboard nor the other commands, and `ranks --help` and completion start fast
+(tests/unit/test_lazy_imports.py keeps it so).
 """
 
 from .group import cli, main

@@ -179,20 +179,23 @@ def confirm(question: str) -> bool:
 
 async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tuple[str, ...] | None,
                        *, nodes: bool = True, events: bool = False, metrics_for: str = "pods",
-                       metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None
-                       ) -> Monitor:
+                       metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None,
+                       pod_rows: bool = False, pending_reasons: bool = False) -> Monitor:
     """List everything needed once, then read GPU metrics once.
 
     `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
     Independent requests go out together: discovery with the project lookup, the GPU metrics
-    source with the LISTs; a namespace whose pods may not be listed is exit 7, not an empty list."""
+    source with the LISTs; a namespace whose pods may not be listed is exit 7, not an empty list.
+    `pod_rows`: pods as Table rows (views of workloads, projects and nodes; no pod specs), and with
+    `pending_reasons` the scheduler's message of each pending workload (one pod read whole each)."""
     import asyncio
 
     from monitors.connection import DEFAULT_REQUEST_TIMEOUT
     from monitors.monitor import Monitor
 
     project = where if isinstance(where, str) else None
-    monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=() if project else where)
+    monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=() if project else where,
+                      pod_rows=pod_rows, unsettled=False)
     gm = None
     try:
         monitor.prefetch()
@@ -218,6 +221,8 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
                 source.cancel()
             raise
         _check_readable(monitor, project)
+        if pod_rows and pending_reasons:
+            await monitor.explain_pending()
         if gm is not None:
             await source
             await asyncio.gather(read_metrics(gm, monitor, metrics_for),

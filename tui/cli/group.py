@@ -3,12 +3,16 @@ works; `python -m tui.cli` too).
 
 The group takes the global flags (tui.cli.options; every subcommand takes them too, a later one
 wins) and the dashboard's; without a subcommand it opens the dashboard. The subcommands live in
-their modules (read, logs, sessions, dashboard) and are added here: they never import this module.
-`main` turns every failure into one line on stderr and a documented exit code (tui.cli.common).
+their modules (read, logs, sessions, dashboard...) and never import this module; they are named
+here (`SUBCOMMANDS`) and each module is imported only when its command is resolved, so `ranks
+shell` loads the command line it uses and none of the others (`ranks --help` and completion load
+them all, for their help lines). `main` turns every failure into one line on stderr and a
+documented exit code (tui.cli.common).
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -17,28 +21,42 @@ import click
 from monitors.connection import ExitCode
 
 from .common import fail
-from .dashboard import demo_command, run_dashboard, sim_command
-from .idle import idle_command
-from .logs import logs_command
 from .options import GLOBAL_KEYS, dashboard_options, global_options
-from .read import get_command, list_command, projects_command, top_command
-from .serve import serve_command
-from .sessions import (
-    convert_command,
-    delete_command,
-    exec_cmd,
-    resume_command,
-    shell_cmd,
-    submit_command,
-    suspend_command,
-)
-from .why import why_command
 
 PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
                     "convert", "why", "idle")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+# name -> (its module in tui.cli, the command there); `ranks --help` lists them sorted by name
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "projects": ("read", "projects_command"), "list": ("read", "list_command"),  # read
+    "get": ("read", "get_command"), "top": ("read", "top_command"),
+    "why": ("why", "why_command"), "idle": ("idle", "idle_command"),  # diagnostics
+    "logs": ("logs", "logs_command"),  # logs
+    "submit": ("sessions", "submit_command"), "shell": ("sessions", "shell_cmd"),  # sessions
+    "exec": ("sessions", "exec_cmd"), "convert": ("sessions", "convert_command"),
+    "delete": ("sessions", "delete_command"), "suspend": ("sessions", "suspend_command"),
+    "resume": ("sessions", "resume_command"),
+    "demo": ("dashboard", "demo_command"), "sim": ("dashboard", "sim_command"),  # dashboard
+    "serve": ("serve", "serve_command"),  # serve
+}
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands (`SUBCOMMANDS`) are imported when they are resolved."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *SUBCOMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in SUBCOMMANDS:
+            module, attr = SUBCOMMANDS[cmd_name]
+            command = getattr(importlib.import_module(f"tui.cli.{module}"), attr)
+            self.add_command(command, cmd_name)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
              invoke_without_command=True)
 @click.version_option(package_name="ranks", prog_name="ranks")
 @global_options
@@ -60,20 +78,9 @@ def cli(ctx: click.Context, theme: str | None, ascii: bool, project: str | None,
     if sub is not None and project and sub not in PROJECT_COMMANDS:
         raise click.UsageError(f"-p/--project does not apply to 'ranks {sub}'")
     if sub is None:
+        from .dashboard import run_dashboard
+
         sys.exit(run_dashboard(dict(ctx.obj), theme=theme, ascii=ascii, project=project))
-
-
-SUBCOMMANDS = (
-    projects_command, list_command, get_command, top_command,  # read
-    why_command, idle_command,  # diagnostics
-    logs_command,  # logs
-    submit_command, shell_cmd, exec_cmd, convert_command, delete_command, suspend_command,  # sessions
-    resume_command,
-    demo_command, sim_command,  # dashboard
-    serve_command,  # serve
-)
-for subcommand in SUBCOMMANDS:
-    cli.add_command(subcommand)
 
 
 def main(argv: list[str] | None = None) -> None:

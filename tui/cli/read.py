@@ -94,7 +94,7 @@ def _note_forbidden(monitor: Monitor) -> None:
 
 def run_projects(opts: dict[str, Any], output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
-        monitor = await load_monitor(cfg, opts, None, nodes=False)
+        monitor = await load_monitor(cfg, opts, None, nodes=False, pod_rows=True)
         try:
             _note_forbidden(monitor)
             print_projects(list(monitor.model.projects.values()), output)
@@ -112,7 +112,7 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
 
     async def body(cfg: ClusterConfig) -> int:
         where: str | tuple[str, ...] | None = None if all_projects else (project or (cfg.namespace,))
-        monitor = await load_monitor(cfg, opts, where, nodes=False)
+        monitor = await load_monitor(cfg, opts, where, nodes=False, pod_rows=True, pending_reasons=True)
         namespaces = None if all_projects else monitor.scope
         try:
             _note_forbidden(monitor)
@@ -212,7 +212,8 @@ def _iso(t: float | None) -> str | None:
 
 def run_top(opts: dict[str, Any], what: str, output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
-        monitor = await load_monitor(cfg, opts, None, nodes=(what == "nodes"), metrics_for=what)
+        monitor = await load_monitor(cfg, opts, None, nodes=(what == "nodes"), metrics_for=what,
+                                     pod_rows=True)
         try:
             if what == "nodes":
                 forbidden = [m for n, m in monitor.status.forbidden.items() if n.startswith("nodes")]

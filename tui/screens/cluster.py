@@ -454,6 +454,7 @@ class NodePodsScreen(RanksScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.table.set_columns(POD_COLUMNS)
+        self.dashboard.data.show_node(self.node)  # its pods whole: creation times for the AGE column
         self.resync()
         self.table.focus()
 

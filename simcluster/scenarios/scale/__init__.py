@@ -20,14 +20,14 @@ makes the rest of the running jobs CPU-only (data preparation, evaluation,
 tokenisation...). Pending jobs keep their GPU requests (that is why they are
 Unschedulable). MPI launchers and TF parameter servers never request GPUs.
 
-Building is template based: one JSON template per (job, replica type) with a
-few substitution tokens, expanded per pod with ``bytes.replace`` and
-``orjson.loads`` (about 2-3 s for 20,000 pods on a 2-vCPU VM, most of it
-allocating ~550 MB of Python objects). Every pod's metadata, spec and status
-are its own objects, but the ``managedFields[*].fieldsV1`` trees share
-read-only sub-dicts between pods of the same shape (that halves the memory).
-Copy an object before editing its fieldsV1 in place; ``churn_pod`` and the
-store already copy before they change anything.
+Building is template based: one `Template` per (job, replica type) with a few substitution
+tokens (name, uid, index, rank, node...), filled in per pod, and one per image and resources for the
+Running pods' statuses. Filling copies only the dicts and lists on the way to a token and shares
+everything else between the pods of a template (tolerations, resources, most of the env, volumes,
+ports...), as the ``managedFields[*].fieldsV1`` trees are shared between pods of the same shape.
+100,000 pods build in about 6-8 s on a 2-vCPU VM into ~1.2 GB of Python objects. The objects are
+therefore read-only below the levels that vary: copy before editing one in place (``churn_pod``
+and the object store copy before they change anything; stored objects are never modified).
 
 The builders, in the order they draw from one seeded random stream:
 `namespaces` (namespaces, then quotas last), `nodes`, `plan` (jobs, their

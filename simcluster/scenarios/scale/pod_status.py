@@ -1,5 +1,5 @@
 """Pod statuses of the scale scenario, as the kubelet and the scheduler write them: Running (most of
-them, expanded from a JSON template per job and role), restarted, crash-looping, finished,
+them, filled in from a `Template` per job and role, sharing what does not vary), restarted, crash-looping, finished,
 Pending and Unschedulable; and `churn_pod`, the status changes of ``--churn``."""
 
 from __future__ import annotations
@@ -14,9 +14,12 @@ from ...node.podstatus import go_duration
 from .nodes import NodeInfo
 from .plan import Job, Role
 from .shared import GPU, epoch_of, image_id_of, managed_entry, random_hex, rfc3339
+from .template import Template
 
 _dumps = orjson.dumps
 _loads = orjson.loads
+_STATUS_TOKENS = ("@@T_PRS@@", "@@T_START@@", "@@T_READY@@", "@@T_SCHED@@", "@@T_CSTART@@", "@@HOSTIP@@",
+                  "@@PODIP@@", "@@CID@@")
 
 
 def churn_pod(pod: dict, rng: random.Random, now: datetime | None = None) -> dict:
@@ -193,7 +196,7 @@ class PodStatusBuilder:
         self.now = now
         self.n_nodes = n_nodes
         self.image_ids: dict[str, str] = {}
-        self._status_tmpl: dict[tuple[str, str], bytes] = {}
+        self._status_tmpl: dict[tuple[str, str, str, bytes], Template] = {}
         self._running_cond_fields: dict | None = None
 
     def status(
@@ -397,8 +400,9 @@ class PodStatusBuilder:
         start: int,
         c_start: int,
     ) -> tuple[dict, dict]:
-        """Status of a healthy Running pod, expanded from a per-(job, role) JSON template."""
-        key = (job.uid, role.rtype)
+        """Status of a healthy Running pod, filled in from a template per image, container name, QoS
+        class and resources (shared by the pods of many jobs)."""
+        key = (job.image, cname, qos, _dumps(res))
         tmpl = self._status_tmpl.get(key)
         if tmpl is None:
             image_id = self.image_ids.get(job.image)
@@ -436,18 +440,18 @@ class PodStatusBuilder:
                 ],
                 "qosClass": qos,
             }
-            tmpl = self._status_tmpl[key] = _dumps(status)
+            tmpl = self._status_tmpl[key] = Template(status, _STATUS_TOKENS)
         ts_ready = rfc3339(c_start + 1)
-        status = _loads(
-            tmpl.replace(b"@@T_PRS@@", rfc3339(start + 2).encode())
-            .replace(b"@@T_START@@", rfc3339(start).encode())
-            .replace(b"@@T_READY@@", ts_ready.encode())
-            .replace(b"@@T_SCHED@@", rfc3339(sched).encode())
-            .replace(b"@@T_CSTART@@", rfc3339(c_start).encode())
-            .replace(b"@@HOSTIP@@", node.ip.encode())
-            .replace(b"@@PODIP@@", ip.encode())
-            .replace(b"@@CID@@", random_hex(self.rng, 64).encode())
-        )
+        status = tmpl.fill({
+            "@@T_PRS@@": rfc3339(start + 2),
+            "@@T_START@@": rfc3339(start),
+            "@@T_READY@@": ts_ready,
+            "@@T_SCHED@@": rfc3339(sched),
+            "@@T_CSTART@@": rfc3339(c_start),
+            "@@HOSTIP@@": node.ip,
+            "@@PODIP@@": ip,
+            "@@CID@@": random_hex(self.rng, 64),
+        })
         cond_fields = self._running_cond_fields
         if cond_fields is None:
             cond_fields = self._running_cond_fields = {

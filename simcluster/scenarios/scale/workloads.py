@@ -34,6 +34,7 @@ from .shared import (
     random_uid,
     rfc3339,
 )
+from .template import Template
 
 _dumps = orjson.dumps
 _loads = orjson.loads
@@ -71,6 +72,7 @@ _T_RANK = b"@@RANK@@"
 _T_KAPI = b"@@KAPI@@"
 _T_CTS = b"@@CTS@@"
 _T_NODE = b"@@NODE@@"
+_TOKENS = tuple(t.decode() for t in (_T_NAME, _T_UID, _T_IDX, _T_RANK, _T_KAPI, _T_CTS, _T_NODE))
 
 
 def _restart_policy(job: Job, role: Role) -> str:
@@ -287,8 +289,8 @@ class WorkloadBuilder:
             ]
         return [_env("K_MPI_JOB_ROLE", "worker")]
 
-    def _pod_template(self, job: Job, role: Role) -> tuple[bytes, dict, dict]:
-        """Pod JSON (no status) with substitution tokens for per-pod values.
+    def _pod_template(self, job: Job, role: Role) -> tuple[Template, dict, dict]:
+        """The pod (no status) as a `Template` with substitution tokens for per-pod values.
 
         Also returns the operator's managedFields tree (without the per-pod
         kube-api-access volume) and that volume's subtree; ``_emit_job``
@@ -440,7 +442,7 @@ class WorkloadBuilder:
         meta_tree["f:ownerReferences"] = {".": {}, f'k:{{"uid":"{owner["uid"]}"}}': owner_tree}
         meta["managedFields"] = [managed_entry(manager, "v1", _T_CTS.decode(), {})]
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
-        return _dumps(pod), {"f:metadata": meta_tree, "f:spec": spec_tree}, kapi_tree
+        return Template(pod, _TOKENS), {"f:metadata": meta_tree, "f:spec": spec_tree}, kapi_tree
 
     def emit_job(self, job: Job) -> None:
         """The pods of `job`, then its custom object (and launcher Job)."""
@@ -462,16 +464,15 @@ class WorkloadBuilder:
                 node_i = role.nodes[k] if state not in ("pending", "unschedulable") else None
                 node = self.node_info[node_i] if node_i is not None else None
                 kapi = random_suffix(rng)
-                b = (
-                    tmpl.replace(_T_NAME, pname.encode())
-                    .replace(_T_UID, random_uid(rng).encode())
-                    .replace(_T_IDX, str(idx).encode())
-                    .replace(_T_RANK, str(rank).encode())
-                    .replace(_T_KAPI, kapi.encode())
-                    .replace(_T_CTS, rfc3339(created).encode())
-                    .replace(_T_NODE, node.name.encode() if node else b"")
-                )
-                pod = _loads(b)
+                pod = tmpl.fill({
+                    "@@NAME@@": pname,
+                    "@@UID@@": random_uid(rng),
+                    "@@IDX@@": str(idx),
+                    "@@RANK@@": str(rank),
+                    "@@KAPI@@": kapi,
+                    "@@CTS@@": rfc3339(created),
+                    "@@NODE@@": node.name if node else "",
+                })
                 if node is None:
                     del pod["spec"]["nodeName"]
                 vols = dict(vols_tree)

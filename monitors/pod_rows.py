@@ -1,0 +1,174 @@
+"""Pods as the server prints them: rows of a cells-only ``meta.k8s.io/v1`` Table, and whose rank each is.
+
+The workloads list, the projects view and `top nodes` need of a pod only what `kubectl get pods`
+shows (ready, status, restarts, IP, node) and which workload and rank it is. A full pod costs
+~8 KB on the wire (managedFields, spec, status); even a Table row with the object's metadata
+(`includeObject=Metadata`) costs ~5 KB, most of it managedFields, which the server always sends.
+A row without the object is ~120 bytes. Its namespace is the request's; its workload and rank are
+read from its name, as the operators build pod names, checked against the workload objects (see
+`infer`). Records made here are `partial`: what a row does not carry (uid, creation time, labels
+the operator set beyond those, exits, commands, the scheduler's message) is missing until a full
+object of that pod arrives (a watch event; the LIST of the workload shown in detail or of the node
+whose pods are shown; the failed and restarted pods; one pod of each pending workload).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from .records import JobRec, Labels, Owner, PodRec, flat_labels
+
+_intern = sys.intern
+
+# rows only (no object): what the lists need. The plain type after it: a server without Tables.
+TABLE_ROWS = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+TK = "training.kubeflow.org/"
+JS = "jobset.sigs.k8s.io/"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+KUBEFLOW_KINDS = frozenset({"PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "DistributedWorkload"})
+OPERATORS = {"PyTorchJob": "pytorchjob-controller", "TFJob": "tfjob-controller",
+             "XGBoostJob": "xgboostjob-controller", "JAXJob": "jaxjob-controller",
+             "PaddleJob": "paddlejob-controller", "MPIJob": "mpi-operator"}
+# kubectl's STATUS words of a pod whose containers have not started (phase Pending)
+_PENDING_WORDS = frozenset({"Pending", "ContainerCreating", "PodInitializing", "ErrImagePull", "ImagePullBackOff",
+                            "InvalidImageName", "CreateContainerConfigError", "CreateContainerError",
+                            "SchedulingGated", "ErrImageNeverPull", "RegistryUnavailable"})
+
+
+def _cell_index(columns: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    return {str(c.get("name", "")).lower(): i for i, c in enumerate(columns)}
+
+
+def _none(v: Any) -> str:
+    s = "" if v is None else str(v)
+    return "" if s == "<none>" else s
+
+
+def _int_prefix(v: Any) -> int:
+    digits = str(v or "").split(" ", 1)[0]
+    return int(digits) if digits.isdigit() else 0
+
+
+def pods_from_table(doc: Mapping[str, Any], namespace: str) -> list[PodRec]:
+    """The partial records of a pods Table's rows (all in `namespace`)."""
+    ix = _cell_index(doc.get("columnDefinitions") or ())
+    name_i, ready_i, status_i = ix.get("name", 0), ix.get("ready"), ix.get("status")
+    restarts_i, ip_i, node_i = ix.get("restarts"), ix.get("ip"), ix.get("node")
+    ns = _intern(namespace)
+    width = 1 + max(i for i in (name_i, ready_i, status_i, restarts_i, ip_i, node_i) if i is not None)
+    out: list[PodRec] = []
+    for row in doc.get("rows") or ():
+        cells = row.get("cells")
+        if not isinstance(cells, list) or len(cells) < width:
+            continue
+        status = _none(cells[status_i]) if status_i is not None else ""
+        phase = ""
+        for cond in row.get("conditions") or ():
+            if cond.get("type") == "Completed" and cond.get("status") == "True":
+                phase = str(cond.get("reason") or "")
+        if not phase:
+            phase = ("Pending" if status in _PENDING_WORDS or status.startswith("Init:")
+                     else "Unknown" if status == "Unknown" else "Running")
+        ready, _, total = (str(cells[ready_i]) if ready_i is not None else "").partition("/")
+        out.append(PodRec(
+            ns, str(cells[name_i]), "", (), None, _intern(_none(cells[node_i])) if node_i is not None else "",
+            _intern(phase), _intern("" if status in ("Running", "Pending") else status), "",
+            _int_prefix(cells[restarts_i]) if restarts_i is not None else 0, int(ready) if ready.isdigit() else 0,
+            int(total) if total.isdigit() else 0, _none(cells[ip_i]) if ip_i is not None else "", 0.0, None, None,
+            status == "Terminating", "", (), (), (), (), (), (), True,
+        ))
+    return out
+
+
+@functools.lru_cache(maxsize=4096)  # asked twice per pod in a row (its workload, then its hints)
+def name_prefixes(name: str) -> tuple[str, ...]:
+    """Every prefix of `name` that ends before a dash, longest first (candidate workload names)."""
+    parts = name.split("-")
+    return tuple("-".join(parts[:i]) for i in range(len(parts) - 1, 0, -1))
+
+
+def infer(pod: PodRec, jobs_named: Callable[[str], Iterable[JobRec]]) -> PodRec:
+    """`pod` (partial) with the labels, owner and GPUs its workload's operator gave it, read from
+    its name against the workloads of its namespace (`jobs_named(name)`): the longest prefix that
+    names a workload whose spec has that replica type and index wins. Unknown: no labels."""
+    for prefix in name_prefixes(pod.name):
+        rest = pod.name[len(prefix) + 1:].split("-")
+        for job in jobs_named(prefix):
+            found = _match(job, rest)
+            if found is not None:
+                labels, gpus = found
+                flat = labels if isinstance(labels, tuple) else flat_labels(labels)
+                return pod.claimed(flat, _owner(job), gpus)
+    if pod.labels or pod.owner is not None or pod.gpus:
+        return pod.claimed((), None, 0.0)
+    return pod
+
+
+_OWNERS: dict[tuple[str, str, str], Owner] = {}
+
+
+def _owner(job: JobRec) -> Owner:
+    """The job as its pods' owner, one object per job (thousands of pods share it)."""
+    key = (job.kind, job.name, job.uid)
+    found = _OWNERS.get(key)
+    if found is None:
+        if len(_OWNERS) > 100_000:
+            _OWNERS.clear()
+        found = _OWNERS[key] = Owner(*key)
+    return found
+
+
+def _replica(job: JobRec, rtype: str) -> tuple[int, float] | None:
+    for r in job.replicas:
+        if r.rtype.lower() == rtype:
+            return r.replicas, r.gpus_per_replica
+    return None
+
+
+_JOB_NAME, _OPERATOR, _INDEX, _TYPE = (_intern(TK + k) for k in ("job-name", "operator-name", "replica-index",
+                                                                  "replica-type"))
+
+
+def _match(job: JobRec, rest: list[str]) -> tuple[dict[str, str] | Labels, float] | None:
+    kind = job.kind
+    if kind in KUBEFLOW_KINDS:  # <job>-<replica type>-<index>
+        if len(rest) < 2 or not rest[-1].isdigit():
+            return None
+        rtype, idx = "-".join(rest[:-1]), rest[-1]
+        spec = _replica(job, rtype)
+        if spec is None or int(idx) >= max(spec[0], 1):
+            return None
+        # the flat labels built in key order (the common case: no dict, no sort)
+        op = OPERATORS.get(kind)
+        flat = (_JOB_NAME, job.name, *((_OPERATOR, op) if op else ()), _INDEX, _intern(idx), _TYPE, _intern(rtype))
+        return flat, spec[1]
+    if kind == "MPIJob":  # <job>-launcher (v1) or <job>-launcher-<suffix> (v2's launcher Job), <job>-worker-<i>
+        if rest[0] == "launcher" and len(rest) <= 2:
+            spec = _replica(job, "launcher")
+            return {TK + "job-name": job.name, TK + "job-role": "launcher"}, spec[1] if spec else 0.0
+        if len(rest) == 2 and rest[0] == "worker" and rest[1].isdigit():
+            spec = _replica(job, "worker")
+            if spec is None or int(rest[1]) >= max(spec[0], 1):
+                return None
+            return ({TK + "job-name": job.name, TK + "job-role": "worker", TK + "replica-index": rest[1]}, spec[1])
+        return None
+    if kind in ("JobSet", "TrainJob"):  # <jobset>-<replicated job>-<job index>-<pod index>-<suffix>
+        if len(rest) < 4 or not (rest[-3].isdigit() and rest[-2].isdigit()):
+            return None
+        rjob = "-".join(rest[:-3])
+        for r in job.replicas:
+            if r.rtype == rjob:
+                return ({JS + "jobset-name": job.name, JS + "replicatedjob-name": rjob, JS + "job-index": rest[-3],
+                         COMPLETION_INDEX: rest[-2]}, r.gpus_per_replica)
+        return None
+    # a Job's pods: <job>-<suffix> or, indexed, <job>-<index>-<suffix>
+    if kind == "Job" and (len(rest) == 1 or (len(rest) == 2 and rest[0].isdigit())):
+        labels = {"job-name": job.name, "batch.kubernetes.io/job-name": job.name}
+        if len(rest) == 2:
+            labels[COMPLETION_INDEX] = rest[0]
+        return labels, job.replicas[0].gpus_per_replica if job.replicas else 0.0
+    return None

@@ -1,0 +1,114 @@
+"""The pods informer of the views that need only what `kubectl get pods` prints.
+
+Its LIST asks for a cells-only Table per namespace (`monitors.pod_rows`: ~120 bytes a pod instead of
+~8 KB). Once those are in (the picture complete), the dashboard's (`unsettled`) asks for the full
+objects of the pods that failed (a field-selected LIST, `status.phase=Failed`: exit codes,
+termination messages) and of the running pods that have restarted (their previous instance's
+exit); the monitor reads one pod of each pending workload for its scheduler message
+(`Monitor.explain_pending`). Its WATCH is the ordinary one, full
+objects, from the oldest of the Tables' resourceVersions: a pod that changes arrives whole (exit
+codes for the flight recorder), and the changes between the LISTs are replayed in order, which
+leaves each pod as it is now.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Hashable
+from typing import Any
+
+import orjson
+
+from .informer import Change, Informer
+from .kube import ApiProblem
+from .pod_rows import TABLE_ROWS, pods_from_table
+from .records import PodRec
+
+FAILED = "status.phase=Failed"
+ROWS_PAGE = 5000
+CONCURRENT_LISTS = 16
+RESTARTED_READ = 256  # restarted pods read whole at start (their previous instance's exit)
+
+
+class PodRowsInformer(Informer[PodRec]):
+    def __init__(self, *args: Any, namespaces: Callable[[], Awaitable[list[str] | None]], unsettled: bool = True,
+                 **kwargs: Any) -> None:
+        """`namespaces`: the namespaces to list when the informer is cluster-wide (None: they may
+        not be listed; then one full cluster-wide LIST is made instead). `unsettled`: then read
+        the failed and the restarted pods whole."""
+        super().__init__(*args, **kwargs)
+        self.list_namespaces = namespaces
+        self.with_unsettled = unsettled
+
+    async def _relist(self) -> None:
+        names = [self.namespace] if self.namespace else await self.list_namespaces()
+        if names is None:
+            await super()._relist()
+            return
+        gate = asyncio.Semaphore(CONCURRENT_LISTS)
+
+        async def rows(ns: str) -> tuple[list[PodRec], str]:
+            recs: list[PodRec] = []
+            rv = ""
+            async with gate:
+                async for doc in self._pages(self.kind.path(ns), {"includeObject": "None"}, TABLE_ROWS,
+                                             page_size=ROWS_PAGE):
+                    rv = rv or (doc.get("metadata") or {}).get("resourceVersion", "")
+                    if doc.get("kind") == "Table":
+                        recs += pods_from_table(doc, ns)
+                    else:  # a server without Tables answered with the objects
+                        recs += self._parse_items(doc.get("items") or ())
+            return recs, rv
+
+        async def failed() -> tuple[list[PodRec], str]:
+            recs: list[PodRec] = []
+            rv = ""
+            async for doc in self._pages(self.kind.path(self.namespace), {"fieldSelector": FAILED}):
+                rv = rv or (doc.get("metadata") or {}).get("resourceVersion", "")
+                recs += self._parse_items(doc.get("items") or ())
+            return recs, rv
+
+        answers = await asyncio.gather(*(rows(ns) for ns in names))
+        fresh: dict[Hashable, PodRec] = {}
+        for recs, _ in answers:
+            for rec in recs:
+                fresh[rec.key] = rec
+        self._install(fresh, oldest([rv for _, rv in answers]))
+        if not self.with_unsettled:
+            return
+        # then, the picture complete, the details the rows lack: the pods that failed and the
+        # running ones that have restarted (their last failure), whole
+        (full, _), restarted = await asyncio.gather(
+            failed(), self._restarted([r for r in fresh.values() if r.partial and r.restarts]))
+        changes: list[Change[PodRec]] = []
+        for rec in (*full, *restarted):
+            prev = self.cache.get(rec.key)
+            if prev != rec:
+                self.cache[rec.key] = rec
+                changes.append(Change("added" if prev is None else "changed", rec.key, prev, rec))
+        if changes:
+            self.sink(self, changes)
+
+    async def _restarted(self, rows: list[PodRec]) -> list[PodRec]:
+        """The full objects of (at most RESTARTED_READ of) these pods: their exit codes and reasons."""
+        gate = asyncio.Semaphore(CONCURRENT_LISTS)
+
+        async def one(row: PodRec) -> PodRec | None:
+            async with gate:
+                try:
+                    raw = await self.client.request("GET", self.kind.path(row.namespace, row.name))
+                except ApiProblem:
+                    return None  # gone meanwhile, or not ours to read: the row stays
+            return self._parse_items([orjson.loads(raw)])[0] if raw else None
+
+        found = await asyncio.gather(*(one(r) for r in rows[:RESTARTED_READ]))
+        return [r for r in found if r is not None]
+
+
+def oldest(versions: list[str]) -> str:
+    """The oldest resourceVersion of several LISTs (numeric, as etcd's are; else the first)."""
+    numeric = [int(v) for v in versions if v.isdigit()]
+    if numeric and len(numeric) == len(versions):
+        return str(min(numeric))
+    return next((v for v in versions if v), "")
+
