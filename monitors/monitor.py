@@ -46,6 +46,7 @@ WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+UNCLAIMED_READ = 512  # running pods outside any workload read whole at start (their GPUs)
 ONE_ROW = {"limit": 1, "includeObject": "None"}  # "may I list pods here?", asked as cheaply as possible
 
 
@@ -331,7 +332,7 @@ class Monitor:
         self._apply_listed()
         self.flush()
         if self.pod_rows and not self.once:  # the first picture says why each pending job waits
-            await self.explain_pending()
+            await asyncio.gather(self.explain_pending(), self.read_unclaimed())  # and what GPUs others hold
         if self.once:  # what was listed lives until the command exits: never scan it again
             self._resume_gc()
             gc.freeze()
@@ -342,6 +343,25 @@ class Monitor:
         if self._gc_paused:
             gc.enable()
             self._gc_paused = False
+
+    async def read_unclaimed(self, most: int = UNCLAIMED_READ, limit: int = 32) -> None:
+        """Running pods that are Table rows no workload claimed (a Deployment's inference server, a
+        bare pod): read whole, for the GPUs they hold (nodes, projects; a GPU pod with an owner is a
+        workload of its own). At most `most` of them, `limit` at a time."""
+        pods_kind = self.kinds.get(("", "pods"))
+        model = self.model
+        wanted = [pk for pk, p in model.pods.items()
+                  if p.partial and p.node and not p.terminated and pk not in model.pod_workload][:most]
+        if pods_kind is None or not wanted:
+            return
+        gate = asyncio.Semaphore(limit)
+
+        async def one(key: tuple[str, str]) -> PodRec | None:
+            async with gate:
+                return await self._read_pod(pods_kind, key)
+
+        self._adopt([rec for rec in await asyncio.gather(*(one(k) for k in wanted)) if rec is not None])
+        self.flush()
 
     async def explain_pending(self, limit: int = 32) -> None:
         """Each pending workload's scheduler message, where its pods are Table rows (which carry

@@ -25,8 +25,8 @@ async def _load(kubeconfig: Path, rows: bool) -> Monitor:
     m = Monitor(load_cluster_config(str(kubeconfig)), once=True, events=False, pod_rows=rows, unsettled=False)
     await m.start()
     await m.wait_synced()
-    if rows:
-        await m.explain_pending()
+    if rows:  # as `tui.cli.common.load_monitor` does
+        await asyncio.gather(m.read_unclaimed(), m.explain_pending())
     await m.stop()
     return m
 
@@ -145,3 +145,26 @@ async def test_the_watch_brings_changed_pods_whole_and_the_detail_reads_its_work
         assert not m.model.pods[(other[0], victim)].partial
     finally:
         await m.stop()
+
+
+def test_gpus_of_pods_outside_workloads_are_counted(simcluster, k8s):
+    """A running GPU pod no workload claims (an inference server's) is read whole: its node, its
+    project and the list count its GPUs as they do from full pods."""
+    client, api = k8s
+    core = client.CoreV1Api(api)
+    node = next(n for n in asyncio.run(_load(simcluster.sim.kubeconfig_path, rows=False)).model.nodes)
+    body = {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "serve-7f9c-abcde", "namespace": "ml-research",
+        "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "serve-7f9c", "uid": "rs-1",
+                             "controller": True}]},
+        "spec": {"nodeName": node, "containers": [{"name": "serve", "image": "x", "resources": {
+            "limits": {"nvidia.com/gpu": "2"}}}]}}
+    core.create_namespaced_pod("ml-research", body)
+    core.patch_namespaced_pod_status("serve-7f9c-abcde", "ml-research", {"status": {"phase": "Running"}})
+    full = asyncio.run(_load(simcluster.sim.kubeconfig_path, rows=False))
+    rows = asyncio.run(_load(simcluster.sim.kubeconfig_path, rows=True))
+    assert rows.model.nodes[node].gpus_allocated == full.model.nodes[node].gpus_allocated
+    assert rows.model.projects["ml-research"].gpus_allocated == full.model.projects["ml-research"].gpus_allocated
+    key = ("ml-research", "ReplicaSet", "serve-7f9c")
+    assert key in full.model.workloads and key in rows.model.workloads
+    assert not rows.model.pods[("ml-research", "serve-7f9c-abcde")].partial

@@ -221,8 +221,8 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
                 source.cancel()
             raise
         _check_readable(monitor, project)
-        if pod_rows and pending_reasons:
-            await monitor.explain_pending()
+        if pod_rows:  # what rows do not tell: GPUs of pods outside workloads, why jobs wait
+            await asyncio.gather(monitor.read_unclaimed(), *([monitor.explain_pending()] if pending_reasons else []))
         if gm is not None:
             await source
             await asyncio.gather(read_metrics(gm, monitor, metrics_for),
