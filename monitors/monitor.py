@@ -332,7 +332,9 @@ class Monitor:
         self._apply_listed()
         self.flush()
         if self.pod_rows and not self.once:  # the first picture says why each pending job waits
-            await asyncio.gather(self.explain_pending(), self.read_unclaimed())  # and what GPUs others hold
+            # (and what GPUs the others hold; a failure here leaves the rows as they are: the
+            # informers notice a lost connection themselves)
+            await asyncio.gather(self.explain_pending(), self.read_unclaimed(), return_exceptions=True)
         if self.once:  # what was listed lives until the command exits: never scan it again
             self._resume_gc()
             gc.freeze()
@@ -404,7 +406,7 @@ class Monitor:
             if selector:
                 raw = await self.client.request("GET", pods_kind.path(wl.namespace),
                                                 params={"labelSelector": selector})
-                recs = [parse_pod(item) for item in orjson.loads(raw).get("items") or ()]
+                recs = parse_pods(raw)
             else:
                 recs = [r for r in await asyncio.gather(*(self._read_pod(pods_kind, k) for k in partial[:256]))
                         if r is not None]
@@ -425,7 +427,7 @@ class Monitor:
                                                 params={"fieldSelector": f"spec.nodeName={node}"})
             except (ApiProblem, ConnectionProblem):
                 continue  # the rows stay
-            recs += [parse_pod(item) for item in orjson.loads(raw).get("items") or ()]
+            recs += parse_pods(raw)
         self._adopt(recs)
         self._schedule_flush()
 
@@ -442,8 +444,12 @@ class Monitor:
 
     async def _read_pod(self, kind: Kind, key: tuple[str, str]) -> PodRec | None:
         try:
-            return parse_pod(orjson.loads(await self.client.request("GET", kind.path(key[0], key[1]))))
+            raw = await self.client.request("GET", kind.path(key[0], key[1]))
         except ApiProblem:
+            return None
+        try:
+            return parse_pod(orjson.loads(raw))
+        except Exception:  # a malformed object: the row stays
             return None
 
     def _apply_listed(self) -> None:
@@ -494,6 +500,21 @@ class Monitor:
 def _retrieve(task: asyncio.Task[Any]) -> None:
     if not task.cancelled():
         task.exception()
+
+
+def parse_pods(raw: bytes) -> list[PodRec]:
+    """The pods of a PodList's body; a malformed one is left out (its row stays)."""
+    out = []
+    try:
+        items = orjson.loads(raw).get("items") or ()
+    except (orjson.JSONDecodeError, AttributeError):
+        return out
+    for item in items:
+        try:
+            out.append(parse_pod(item))
+        except Exception:
+            continue
+    return out
 
 
 def workload_selector(kind: str, name: str) -> str:

@@ -99,7 +99,11 @@ class PodRowsInformer(Informer[PodRec]):
                     raw = await self.client.request("GET", self.kind.path(row.namespace, row.name))
                 except ApiProblem:
                     return None  # gone meanwhile, or not ours to read: the row stays
-            return self._parse_items([orjson.loads(raw)])[0] if raw else None
+            try:
+                found = self._parse_items([orjson.loads(raw)])
+            except orjson.JSONDecodeError:
+                return None
+            return found[0] if found else None
 
         found = await asyncio.gather(*(one(r) for r in rows[:RESTARTED_READ]))
         return [r for r in found if r is not None]

@@ -125,3 +125,12 @@ def test_name_prefixes_and_oldest_resource_version():
     assert oldest(["120", "97", "130"]) == "97"
     assert oldest(["abc", "97"]) == "abc"
 
+
+
+def test_a_malformed_pod_read_whole_is_left_out():
+    from monitors.monitor import parse_pods
+
+    good = {"metadata": {"name": "a-worker-0", "namespace": "team"}, "spec": {}, "status": {"phase": "Running"}}
+    body = b'{"items": [{"metadata": "not an object"}, ' + __import__("orjson").dumps(good) + b"]}"
+    assert [p.name for p in parse_pods(body)] == ["a-worker-0"]
+    assert parse_pods(b"not json") == [] and parse_pods(b"[]") == []
