@@ -221,14 +221,17 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
                 source.cancel()
             raise
         _check_readable(monitor, project)
-        if pod_rows:  # what rows do not tell: GPUs of pods outside workloads, why jobs wait
-            await asyncio.gather(monitor.read_unclaimed(), *([monitor.explain_pending()] if pending_reasons else []))
+        # one more round trip at most: what rows do not tell (GPUs of pods outside workloads, why
+        # jobs wait), the GPU metrics and what the command reads alongside, all at once
+        after: list[Awaitable[None]] = []
+        if pod_rows:
+            after += [monitor.read_unclaimed(), *([monitor.explain_pending()] if pending_reasons else [])]
+        if alongside is not None:
+            after.append(alongside(monitor))
         if gm is not None:
             await source
-            await asyncio.gather(read_metrics(gm, monitor, metrics_for),
-                                 *([alongside(monitor)] if alongside is not None else []))
-        elif alongside is not None:
-            await alongside(monitor)
+            after.append(read_metrics(gm, monitor, metrics_for))
+        await asyncio.gather(*after)
     except BaseException:
         await monitor.stop()
         raise
