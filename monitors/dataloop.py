@@ -156,6 +156,7 @@ class DataLoop:
         self.progress_patterns: tuple[Any, ...] = ()  # the user's (settings), compiled
         self.health: dict[WorkloadKey, Any] = {}
         self._health_sign: dict[WorkloadKey, Any] = {}
+        self._timeless: dict[WorkloadKey, Any] = {}  # verdicts time cannot change (diagnostics.hangs)
         self._assessed_at = -1e9  # (monotonic) when hangs and stragglers were last judged
         self.thresholds: Any = None  # diagnostics.hangs.Thresholds (None: the defaults)
         self.clock: Callable[[], float] = time.time  # what "ago" is measured from (the app's clock)
@@ -343,6 +344,7 @@ class DataLoop:
 
         monitor.subscribe(on_diff)
         metrics: asyncio.Task[None] | None = None
+        rest: asyncio.Task[None] | None = None
         try:
             # A first sync that is slow (a huge cluster) still ends: informers retry inside.
             await monitor.wait_synced()
@@ -358,9 +360,10 @@ class DataLoop:
             self._emit(ModelDiff(*_empty_diffs(), status_changed=True), synced=True)
             if self.options.metrics:
                 metrics = asyncio.create_task(self._metrics(monitor))
+            rest = asyncio.create_task(monitor.explain_rest())  # why the other pending jobs wait
             await self._stop.wait()
         finally:
-            for task in (silence, project):
+            for task in (silence, project, *([rest] if rest is not None else [])):
                 task.cancel()
             if metrics is not None:
                 metrics.cancel()
@@ -439,17 +442,26 @@ class DataLoop:
 
             gm.names = promql.metric_names(self.options.metric_names)
         assert self._stop is not None
+        listed_from: object = None  # the workloads the shown pods were last read from
+        pods: list[tuple[str, str]] = []
         try:
             while not self._stop.is_set():
                 model = monitor.model
-                pods = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
-                        if r.gpus > 0 and r.node and r.phase == "Running"]
-                gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=True)
+                same = model.workloads is listed_from  # the model replaces it when a workload changes
+                if not same:
+                    listed_from = model.workloads
+                    pods = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
+                            if r.gpus > 0 and r.node and r.phase == "Running"]
+                # no source yet and the same pods shown: the last answer stands, nothing to ask
+                skip = same and gm.nothing_to_ask()
+                if not skip:
+                    gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=True)
                 try:
-                    snap = await gm.refresh()
+                    snap = None if skip else await gm.refresh()
                 except Exception as exc:  # a metrics bug must not take the dashboard down
                     monitor.metrics_problem = f"{type(exc).__name__}: {exc}"
-                else:
+                    snap = None
+                if snap is not None:
                     apply_snapshot(model, snap)
                     monitor.metrics_note = snap.source.description if snap.source else ""
                     monitor.metrics_problem = snap.reason if snap.state.value == "unavailable" else ""
@@ -457,7 +469,7 @@ class DataLoop:
                 model.status_changed = model.status_changed or (
                     (monitor.metrics_note, monitor.metrics_problem, monitor.metrics_forbidden)
                     != (self._status.metrics_note, self._status.metrics_problem, self._status.metrics_forbidden))
-                if not monitor.flush() and self._focus is not None:
+                if not skip and not monitor.flush() and self._focus is not None:
                     self._push_focus(refocus=False)  # the focused ranks' GPU history grew
                 health = self._assess(model) if self._assess_due() else None
                 if health is not None:
@@ -495,7 +507,7 @@ class DataLoop:
             rates = {label: rp.rate() for label, rp in board.ranks.items()}
             return {label: r for label, r in rates.items() if r is not None} or None
 
-        found = assess_all(model, time.time(), self.thresholds or DEFAULT, progress_of)
+        found = assess_all(model, time.time(), self.thresholds or DEFAULT, progress_of, self._timeless)
         flagged = {k: h for k, h in found.items() if not h.ok}
         sign = {k: (h.marker, h.hung, tuple((r.label, r.flags) for r in h.flagged)) for k, h in flagged.items()}
         if sign == self._health_sign:

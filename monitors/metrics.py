@@ -408,6 +408,13 @@ class GpuMetrics:
                 "may not list Prometheus services or DCGM exporter pods: HTTP 403" if refused else ""))
         return self._source
 
+    def nothing_to_ask(self) -> bool:
+        """No source, and not yet time to look for one again: a refresh of the same pods would
+        answer what the last one did (the dashboard skips it)."""
+        src = self._source
+        return (src is not None and src.kind is SourceKind.NONE and self.last is not None
+                and not self._should_rediscover(self.clock()))
+
     def _should_rediscover(self, now: float) -> bool:
         src = self._source
         if src is None:

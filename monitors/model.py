@@ -318,16 +318,26 @@ class LiveModel:
 
     # -- output --------------------------------------------------------------------------------
     def flush(self) -> ModelDiff:
-        new_wl = dict(self.workloads)
-        for key in self._dirty:
-            view = self._build_workload(key)
-            if view is None:
-                new_wl.pop(key, None)
-            else:
+        # only the workloads marked dirty can differ: compared alone (comparing every view of a
+        # large cluster after each metrics refresh was most of an idle dashboard's data thread)
+        wdiff: KeyedDiff[WorkloadKey, WorkloadView] = KeyedDiff()
+        if self._dirty:
+            old_wl, new_wl = self.workloads, dict(self.workloads)
+            for key in self._dirty:
+                view = self._build_workload(key)
+                prev = old_wl.get(key)
+                if view is None:
+                    if prev is not None:
+                        del new_wl[key]
+                        wdiff.removed[key] = prev
+                    continue
                 new_wl[key] = view
-        self._dirty.clear()
-        wdiff = diff(self.workloads, new_wl)
-        self.workloads = new_wl
+                if prev is None:
+                    wdiff.added[key] = view
+                elif prev is not view and prev != view:
+                    wdiff.changed[key] = view
+            self._dirty.clear()
+            self.workloads = new_wl
         if wdiff.added or wdiff.removed:
             self._ns_workloads_stale = True
         for key in wdiff.added.keys() | wdiff.changed.keys() | wdiff.removed.keys():

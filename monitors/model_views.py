@@ -153,7 +153,7 @@ def diff(old: dict[Any, Any], new: dict[Any, Any]) -> KeyedDiff[Any, Any]:
         prev = old.get(k)
         if prev is None:
             out.added[k] = v
-        elif prev != v:
+        elif prev is not v and prev != v:
             out.changed[k] = v
     for k, v in old.items():
         if k not in new:

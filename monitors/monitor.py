@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import functools
 import gc
@@ -26,7 +27,7 @@ from .informer import Change, Informer, InformerState
 from .kube import ApiProblem, Kind, KubeClient, seg
 from .model import LiveModel
 from .model_views import ModelDiff
-from .parse import parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
+from .parse import BadObject, parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
 from .pod_rows import TABLE_ROWS
 from .records import PodRec
 from .row_informer import PodRowsInformer
@@ -47,6 +48,7 @@ WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
 
 
 UNCLAIMED_READ = 512  # running pods outside any workload read whole at start (their GPUs)
+PENDING_FIRST = 200  # pending workloads whose scheduler message the dashboard's first picture waits for
 ONE_ROW = {"limit": 1, "includeObject": "None"}  # "may I list pods here?", asked as cheaply as possible
 
 
@@ -99,6 +101,7 @@ class Monitor:
         self.scope = scope  # watch only these namespaces, even when cluster-wide is allowed
         self.pod_rows = pod_rows
         self.unsettled = unsettled
+        self.pending_left = False  # pending workloads whose scheduler message is read later
         self.metrics_note = ""  # which GPU metrics source is in use, for display
         self.metrics_problem = ""
         self.metrics_forbidden = ""  # GPU metrics are forbidden to this identity: why
@@ -284,7 +287,11 @@ class Monitor:
                 if exc.status not in (403, 404):
                     raise
                 return
-            self.model.apply_namespaces([(n, parse_namespace(raw))])
+            try:
+                rec = parse_namespace(raw)
+            except BadObject:  # (not a namespace: as if it could not be read)
+                return
+            self.model.apply_namespaces([(n, rec)])
 
         await asyncio.gather(*(one(n) for n in names))
 
@@ -334,7 +341,11 @@ class Monitor:
         if self.pod_rows and not self.once:  # the first picture says why each pending job waits
             # (and what GPUs the others hold; a failure here leaves the rows as they are: the
             # informers notice a lost connection themselves)
-            await asyncio.gather(self.explain_pending(), self.read_unclaimed(), return_exceptions=True)
+            # (on a crowded cluster, thousands of pending jobs: the first PENDING_FIRST now, the rest
+            # once the picture is up, `explain_rest`)
+            done = await asyncio.gather(self.explain_pending(most=PENDING_FIRST), self.read_unclaimed(),
+                                        return_exceptions=True)
+            self.pending_left = done[0] is True
         if self.once:  # what was listed lives until the command exits: never scan it again
             self._resume_gc()
             gc.freeze()
@@ -345,6 +356,13 @@ class Monitor:
         if self._gc_paused:
             gc.enable()
             self._gc_paused = False
+
+    async def explain_rest(self) -> None:
+        """The scheduler messages the first picture left out (`wait_synced`), read after it."""
+        if self.pending_left:
+            self.pending_left = False
+            with contextlib.suppress(ApiProblem, ConnectionProblem, OSError):
+                await self.explain_pending()
 
     async def read_unclaimed(self, most: int = UNCLAIMED_READ, limit: int = 32) -> None:
         """Running pods that are Table rows no workload claimed (a Deployment's inference server, a
@@ -365,13 +383,14 @@ class Monitor:
         self._adopt([rec for rec in await asyncio.gather(*(one(k) for k in wanted)) if rec is not None])
         self.flush()
 
-    async def explain_pending(self, limit: int = 32) -> None:
+    async def explain_pending(self, limit: int = 32, most: int | None = None) -> bool:
         """Each pending workload's scheduler message, where its pods are Table rows (which carry
         none): one pod per workload is read whole (`limit` at a time), as `derive_status` needs only
-        the first unscheduled pod's message."""
+        the first unscheduled pod's message. `most`: only the first so many workloads (by
+        namespace and name); True when some were left for a later call."""
         pods_kind = self.kinds.get(("", "pods"))
         wanted = []
-        for w in self.model.workloads.values():
+        for w in sorted(self.model.workloads.values(), key=lambda w: (w.namespace, w.name)):
             if w.status != "Pending":
                 continue
             first = next((r for r in w.ranks if r.phase == "Pending" and not r.node), None)
@@ -379,7 +398,10 @@ class Monitor:
             if rec is not None and rec.partial:
                 wanted.append(rec.key)
         if pods_kind is None or not wanted:
-            return
+            return False
+        left = most is not None and len(wanted) > most
+        if left:
+            wanted = wanted[:most]
         gate = asyncio.Semaphore(limit)
 
         async def one(key: tuple[str, str]) -> tuple[tuple[str, str], PodRec | None]:
@@ -388,6 +410,7 @@ class Monitor:
 
         self._adopt([rec for _, rec in await asyncio.gather(*(one(k) for k in wanted)) if rec is not None])
         self.flush()
+        return left
 
     async def load_full_pods(self, key: tuple[str, str, str]) -> None:
         """The full objects of one workload's pods, where they are Table rows (the workload shown

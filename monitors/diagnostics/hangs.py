@@ -334,17 +334,35 @@ def _flag_ranks(ranks: Sequence[RankView], running: list[bool], silent: list[flo
 
 
 def assess_all(model: LiveModel, now: float, th: Thresholds = DEFAULT,
-               progress_of: Callable[[WorkloadKey], Mapping[str, float] | None] | None = None
+               progress_of: Callable[[WorkloadKey], Mapping[str, float] | None] | None = None,
+               timeless: dict[WorkloadKey, tuple[WorkloadView, JobHealth]] | None = None,
                ) -> dict[WorkloadKey, JobHealth]:
     """Every Running or Degraded workload of `model` that is not an interactive session, by key.
     `progress_of(key)`: rank label -> steps per second for the workloads whose progress is known.
-    Reads the model only; call it on the thread that owns the model."""
+    `timeless`: the caller's memo of verdicts that time cannot change (no log followed, no GPU
+    reading, no progress: "nothing to judge by yet"), reused while the workload's view is the same
+    and none of its ranks has logged since; on a large cluster without metrics that is nearly
+    every job. Reads the model only; call it on the thread that owns the model."""
     history, last_log = model.gpu_history, model.last_log
     busy_at = model.busy_at if getattr(model, "busy_threshold", None) == th.idle_util else None
     out: dict[WorkloadKey, JobHealth] = {}
     for key, wl in model.workloads.items():
         if wl.status not in ASSESSED or wl.interactive:
             continue
-        out[key] = assess(wl, history, now, th, progress_of(key) if progress_of else None, last_log=last_log,
-                          busy_at=busy_at)
+        progress = progress_of(key) if progress_of else None
+        if timeless is not None and not progress:
+            memo = timeless.get(key)
+            if (memo is not None and memo[0] is wl
+                    and not any((r.namespace, r.pod) in last_log for r in wl.ranks)):
+                out[key] = memo[1]
+                continue
+        out[key] = h = assess(wl, history, now, th, progress, last_log=last_log, busy_at=busy_at)
+        if timeless is not None:
+            if not progress and all(r.silent_for is None and r.gpu_util is None for r in h.ranks):
+                timeless[key] = (wl, h)
+            else:
+                timeless.pop(key, None)
+    if timeless is not None:
+        for key in timeless.keys() - out.keys():
+            del timeless[key]
     return out

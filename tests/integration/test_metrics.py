@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -250,3 +251,7 @@ async def test_exporter_scrape_fallback(simcluster: Any, tmp_path: Path) -> None
         gm.set_shown([(NS, "w-0")], [NS])
         snap = await gm.refresh()
         assert snap.state is MetricState.UNAVAILABLE and snap.pods[(NS, "w-0")].sample is None
+        # nothing to ask until it is time to look again (the dashboard then skips its refreshes)
+        assert gm.nothing_to_ask()
+        gm.clock = lambda: time.time() + gm.rediscover_after + 1
+        assert not gm.nothing_to_ask()

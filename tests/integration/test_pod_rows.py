@@ -168,3 +168,28 @@ def test_gpus_of_pods_outside_workloads_are_counted(simcluster, k8s):
     key = ("ml-research", "ReplicaSet", "serve-7f9c")
     assert key in full.model.workloads and key in rows.model.workloads
     assert not rows.model.pods[("ml-research", "serve-7f9c-abcde")].partial
+
+
+async def test_the_first_picture_explains_a_bounded_number_of_pending_jobs_then_the_rest(simcluster):
+    """A crowded cluster's thousands of pending jobs do not hold up the dashboard's first picture: it
+    waits for the scheduler message of the first `most` (by namespace and name), the rest follow."""
+    m = Monitor(load_cluster_config(str(simcluster.sim.kubeconfig_path)), once=True, events=False, pod_rows=True,
+                unsettled=False)
+    await m.start()
+    try:
+        await m.wait_synced()
+        def told(k: tuple[str, str, str]) -> bool:  # the scheduler's message is on one of its ranks
+            return any(r.message for r in m.model.workloads[k].ranks)
+
+        pending = sorted(k for k, w in m.model.workloads.items() if w.status == "Pending")
+        assert len(pending) >= 3, "the scenario has pending workloads"
+        assert not any(told(k) for k in pending), "rows carry no scheduler message"
+        m.pending_left = await m.explain_pending(most=2)
+        assert m.pending_left
+        assert [k for k in pending if told(k)] == pending[:2]
+        await m.explain_rest()
+        assert not m.pending_left
+        assert all(told(k) for k in pending)
+        assert not await m.explain_pending(most=2)  # nothing left to read
+    finally:
+        await m.stop()

@@ -486,3 +486,32 @@ def test_through_a_live_model_with_its_fresher_log_times() -> None:
     assert m.busy_at[keys[0]] == t0 + 95
     scanned = assess(m.workloads[key], m.gpu_history, now, Thresholds(hang_after=600))
     assert [r.idle_for for r in scanned.ranks] == [r.idle_for for r in h.ranks] == [800, 800]
+
+
+def test_verdicts_time_cannot_change_are_kept_until_the_job_or_its_logs_change() -> None:
+    """No log followed and no GPU reading: "nothing to judge by yet", whenever asked. `assess_all`
+    keeps that verdict (the memo) while the view is the same object and none of its ranks logged;
+    a job with readings is judged afresh each time."""
+    blind = workload("blind", [rank("master-0", util=None, state="unknown", last_log=None),
+                               rank("worker-0", util=None, state="unknown", last_log=None)])
+    seen = hung_job(name="seen")
+    model = model_of([blind, seen], hist_for(seen, (90.0, 600), (0.0, 900)))
+    memo: dict = {}
+    first = assess_all(model, NOW, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
+    assert set(memo) == {blind.key} and first[blind.key].summary.startswith("nothing to judge by yet")
+    later = assess_all(model, NOW + 600, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
+    assert later[blind.key] is first[blind.key]
+    assert later[seen.key] is not first[seen.key] and later[seen.key].hung_for == pytest.approx(1500, abs=STEP)
+    assert later == assess_all(model, NOW + 600, Thresholds(hang_after=600))  # type: ignore[arg-type]
+    # a rank of it logs: judged again (silent for 5 s now), and no longer kept
+    model.last_log[(NS, blind.ranks[0].pod)] = NOW + 595
+    again = assess_all(model, NOW + 600, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
+    assert again[blind.key].ranks[0].silent_for == 5 and blind.key not in memo
+    # a new view of it (its pods changed) is judged again; gone, it leaves the memo
+    model.last_log.clear()
+    model.workloads[blind.key] = workload("blind", list(blind.ranks))
+    assess_all(model, NOW, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
+    assert memo[blind.key][0] is model.workloads[blind.key]
+    del model.workloads[blind.key]
+    assess_all(model, NOW, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
+    assert blind.key not in memo

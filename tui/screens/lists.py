@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -12,7 +13,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.widgets import Input, Label, Static
 
-from monitors.humanize import age
+from monitors.humanize import age, age_changes_in
 from monitors.model_views import KeyedDiff, ModelDiff, ProjectView, WorkloadView
 from monitors.sanitize import clean
 
@@ -107,6 +108,8 @@ class ListScreen(RanksScreen, Generic[V]):
         self.sort_reverse = False
         self.mine = False
         self._cells: dict[Hashable, Cells] = {}
+        # row -> (the cells reckoned, when their age shows another text, the time it counts from)
+        self._age_ahead: dict[Hashable, tuple[Cells, float, float]] = {}
         self.narrow = False
         self._note = ""  # the filter note shown after the breadcrumb
 
@@ -284,19 +287,30 @@ class ListScreen(RanksScreen, Generic[V]):
         """The app's age ticker: every age cell whose text is another at `now` is replaced and
         repainted alone. Returns the times of every age held (rows filtered out too: they keep their
         cells for when they come back)."""
+        # Each row's next change is remembered with the cells it was reckoned for, so a tick looks
+        # again only at the rows whose text is due (a young cluster ticks every second, and
+        # reckoning a thousand ages each time was most of an idle dashboard's UI thread); it
+        # returns the time of the soonest (the ticker wakes by it) rather than all of them.
         items = self.items()
-        since = []
+        ahead = self._age_ahead
+        soonest, soonest_t = math.inf, None
         for k, cells in self._cells.items():
-            item = items.get(k)
-            t = None if item is None else self.age_since(item)
-            if t is None:
-                continue
-            since.append(t)
-            if age(now - t, live=True) != cells[-1].plain:
-                cell = age_cell(t, now)
-                self._cells[k] = (*cells[:-1], cell)
-                self.table.update_cell(k, len(cells) - 1, cell)
-        return since
+            got = ahead.get(k)
+            if got is None or got[0] is not cells or got[1] <= now:
+                item = items.get(k)
+                t = None if item is None else self.age_since(item)
+                if t is None:
+                    continue
+                if age(now - t, live=True) != cells[-1].plain:
+                    cell = age_cell(t, now)
+                    self._cells[k] = cells = (*cells[:-1], cell)
+                    self.table.update_cell(k, len(cells) - 1, cell)
+                got = ahead[k] = (cells, now + age_changes_in(now - t), t)
+            if got[1] < soonest:
+                soonest, soonest_t = got[1], got[2]
+        if len(ahead) > 2 * len(self._cells) + 64:
+            self._age_ahead = {k: v for k, v in ahead.items() if k in self._cells}
+        return [] if soonest_t is None else [soonest_t]
 
     # -- actions -----------------------------------------------------------------------------------
     def selected(self) -> tuple[Hashable, V] | None:
