@@ -6,7 +6,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 TEST_STAMP := $(VENV)/.installed-test
 DEMO_DIR := .ranks-demo
 
-.PHONY: demo test bench lint system-deps clean
+.PHONY: demo test bench soak lint system-deps clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ system-deps:
 test: $(TEST_STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -m "not perf" tests
+	$(BIN)/python -m pytest -q -m "not perf and not soak" tests
 
 # every benchmark (fresh records in bench-results.jsonl), then the report even if one failed:
 # bench-results.json, docs/performance.md and its chart; the exit status is non-zero if either failed
@@ -41,6 +41,12 @@ bench: $(TEST_STAMP) system-deps
 	status=0; $(BIN)/python -m pytest -q -s -m perf tests/perf || status=$$?; \
 	$(BIN)/python scripts/bench_report.py || { [ $$status -ne 0 ] || status=1; }; \
 	exit $$status
+
+# the soak (issue #17): a headless dashboard following 64 ranks' logs while simcluster churns 200 pod
+# events/s, for SOAK_MINUTES (default 30; SOAK_MINUTES=2 for a smoke run); figures printed, and
+# written to $$SOAK_REPORT when set
+soak: $(TEST_STAMP) system-deps
+	$(BIN)/python -m pytest -q -s -m soak tests/soak
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .

@@ -6,10 +6,13 @@ Everything that can go wrong becomes a `ConnectionProblem` with a one-line messa
 
 from __future__ import annotations
 
+import contextlib
 import enum
+import functools
+import logging
 import os
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,7 +27,7 @@ class ExitCode(enum.IntEnum):
     OK = 0
     ERROR = 1  # the operation failed (a rank failed, the server rejected a request, ...)
     USAGE = 2  # bad flags or arguments
-    NO_CONFIG = 3  # no kubeconfig, unknown context, unreadable config
+    NO_CONFIG = 3  # no kubeconfig, unknown context, unreadable config (or ranks' own), failing exec plugin
     UNREACHABLE = 4  # the API server (or Prometheus when asked for) cannot be reached
     TLS = 5  # TLS verification failed
     UNAUTHORIZED = 6  # 401: credentials rejected or expired
@@ -62,6 +65,10 @@ class ClusterConfig:
     impersonate_groups: tuple[str, ...] = ()
     # seconds one request may take (--request-timeout); None: no limit
     request_timeout: float | None = DEFAULT_REQUEST_TIMEOUT
+    # where the credentials came from: read again after a 401 (`reload_credentials`); the files
+    # whose change means new credentials (the kubeconfigs, a token file)
+    _reload: Callable[[], ClusterConfig] | None = field(default=None, repr=False)
+    sources: tuple[str, ...] = ()
 
     def headers(self) -> dict[str, str]:
         """Auth headers, refreshed through exec plugins / token files when they expire."""
@@ -69,6 +76,45 @@ class ClusterConfig:
         if self.impersonate_user:
             h["Impersonate-User"] = self.impersonate_user
         return h
+
+    def credentials_key(self) -> tuple[str, ...]:
+        """What identifies the credentials requests carry now (compared, never shown)."""
+        try:
+            auth = self._auth().get("Authorization", "")
+        except Exception:  # (an unreadable token file: as good as none)
+            auth = ""
+        return (auth, *self.tls_files())
+
+    def tls_files(self) -> tuple[str, ...]:
+        return (self.ca_file or "", self.cert_file or "", self.key_file or "")
+
+    def source_stamp(self) -> object:
+        """The state of the files the credentials come from (changes when one is rewritten)."""
+        out = []
+        for path in self.sources:
+            try:
+                st = os.stat(path)
+            except OSError:
+                out.append(None)
+                continue
+            out.append((st.st_mtime_ns, st.st_size, st.st_ino))
+        return tuple(out)
+
+    def reload_credentials(self) -> bool:
+        """Read the kubeconfig again (same files and context; an exec plugin runs again) and take
+        its credentials: a refreshed token or client certificate is used without a restart. True
+        when they changed. Raises `ConnectionProblem` as loading does."""
+        if self._reload is None:
+            return False
+        before = self.credentials_key()
+        new = self._reload()
+        if new.server.rstrip("/") != self.server.rstrip("/"):
+            return False  # (another cluster now: credentials for it are not sent here)
+        self._auth = new._auth
+        self.ca_file, self.cert_file, self.key_file = new.ca_file, new.cert_file, new.key_file
+        self.verify = new.verify
+        self.sources = new.sources
+        return self.credentials_key() != before
 
     def impersonation_groups(self) -> list[tuple[str, str]]:
         return [("Impersonate-Group", g) for g in self.impersonate_groups]
@@ -115,24 +161,124 @@ _SIMPLE_USER_KEYS = frozenset({"token", "tokenFile", "client-certificate", "clie
 _SIMPLE_CLUSTER_KEYS = frozenset({"server", "certificate-authority", "certificate-authority-data",
                                   "insecure-skip-tls-verify", "tls-server-name", "extensions"})
 _DATA_FILES: dict[bytes, str] = {}
+_SPILLED: list[str] = []  # files written where there is no memory file (removed at exit and on SIGTERM/SIGHUP)
 
 
 def _data_file(b64: str) -> str:
-    """A private temporary file holding base64 `b64` decoded (removed at exit), as the client does."""
-    import atexit
+    """A path that reads back base64 `b64` decoded (a client key, a certificate): see `_private_file`."""
     import base64
+
+    return _private_file(base64.standard_b64decode(b64))
+
+
+def _private_file(raw: bytes) -> str:
+    """A path that reads back `raw` and leaves nothing behind whatever ends ranks (exit, SIGTERM,
+    SIGKILL, a crash): on Linux an anonymous file in memory (memfd), read through /proc/self/fd;
+    elsewhere a 0600 file in a 0700 directory of its own, removed at exit and on SIGTERM/SIGHUP.
+    TLS and requests take certificates and keys only as paths, so a path it has to be."""
+    path = _DATA_FILES.get(raw)
+    if path is not None:
+        return path
+    path = _memory_file(raw) or _spill_file(raw)
+    _DATA_FILES[raw] = path
+    return path
+
+
+def _memory_file(raw: bytes) -> str | None:
+    create = getattr(os, "memfd_create", None)
+    if create is None:
+        return None
+    try:
+        fd = create("ranks-credential", os.MFD_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view):]
+        path = f"/proc/self/fd/{fd}"
+        with open(path, "rb") as f:  # (no /proc: a file it is)
+            if f.read() == raw:
+                return path
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _spill_file(raw: bytes) -> str:
+    import atexit
     import tempfile
 
-    raw = base64.standard_b64decode(b64)
-    path = _DATA_FILES.get(raw)
-    if path is None:
-        fd, path = tempfile.mkstemp(prefix="ranks-kubeconfig-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
-        _DATA_FILES[raw] = path
-        if len(_DATA_FILES) == 1:
-            atexit.register(lambda: [Path(p).unlink(missing_ok=True) for p in _DATA_FILES.values()])
+    directory = tempfile.mkdtemp(prefix="ranks-credential-")  # 0700
+    path = os.path.join(directory, "data")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(raw)
+    if not _SPILLED:
+        atexit.register(_remove_spilled)
+        _remove_on_signals()
+    _SPILLED.append(path)
     return path
+
+
+def _remove_spilled() -> None:
+    while _SPILLED:
+        path = _SPILLED.pop()
+        for remove, p in ((os.unlink, path), (os.rmdir, os.path.dirname(path))):
+            try:
+                remove(p)
+            except OSError:
+                pass
+
+
+def _remove_on_signals() -> None:
+    """SIGTERM and SIGHUP where nothing else handles them (they would end ranks without `atexit`):
+    remove the files, then end as the signal would have."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def ended(signum: int, _frame: object) -> None:
+        _remove_spilled()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(sig) is signal.SIG_DFL:
+            signal.signal(sig, ended)
+
+
+def _loader_files(cfg: Configuration) -> None:
+    """The official loader writes each `*-data` it uses (a client key, certificates) to a temporary
+    file it only removes at exit: move them into private files (`_private_file`) and remove its."""
+    from kubernetes.config import kube_config
+
+    written = set(kube_config._temp_files.values())
+    for attr in ("ssl_ca_cert", "cert_file", "key_file"):
+        path = getattr(cfg, attr, None)
+        if path in written:
+            try:
+                with open(path, "rb") as f:
+                    setattr(cfg, attr, _private_file(f.read()))
+            except OSError:
+                setattr(cfg, attr, None)
+    _sweep_loader_files()
+
+
+def _sweep_loader_files() -> None:
+    """Remove what the official loader wrote (a refreshed exec credential writes its certificate
+    and key again; ranks keeps those it loaded first)."""
+    from kubernetes.config import kube_config
+
+    for path in kube_config._temp_files.values():
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    kube_config._temp_files.clear()
 
 
 def _by_name(items: Any, name: str, key: str) -> dict[str, Any] | None:
@@ -180,6 +326,7 @@ def _simple_kubeconfig(paths: list[str], context: str | None, impersonate_user: 
 
         auth()  # an unreadable token file: let the official loader say so
         return ClusterConfig(
+            sources=(rel(token_file),) if token_file and not token else (),
             server=str(cluster["server"]).rstrip("/"), context=str(name),
             namespace=ctx.get("namespace") or "default", user=str(ctx.get("user") or ""),
             verify=not cluster.get("insecure-skip-tls-verify", False), ca_file=ca, cert_file=cert, key_file=key,
@@ -193,7 +340,10 @@ def _simple_kubeconfig(paths: list[str], context: str | None, impersonate_user: 
 def _auth_from(cfg: Configuration) -> Callable[[], dict[str, str]]:
     def headers() -> dict[str, str]:
         # the loader keeps "Bearer X" (or "Basic X") under BearerToken; the hook refreshes exec tokens
-        token = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
+        # (a failing refresh logs through `logging`: kept off the terminal, the stale token gets a 401)
+        with _client_errors():
+            token = cfg.get_api_key_with_prefix("BearerToken") or cfg.get_api_key_with_prefix("authorization")
+        _sweep_loader_files()
         if token:
             return {"Authorization": token}
         if cfg.username and cfg.password:
@@ -210,11 +360,22 @@ def load_cluster_config(
     impersonate_user: str | None = None,
     impersonate_groups: tuple[str, ...] = (),
 ) -> ClusterConfig:
-    """Resolve the cluster to talk to, as kubectl would."""
+    """Resolve the cluster to talk to, as kubectl would. The config remembers how: after a 401
+    its credentials are read again the same way (`ClusterConfig.reload_credentials`)."""
+    cfg = _load_cluster_config(kubeconfig, context, impersonate_user, impersonate_groups)
+    cfg._reload = functools.partial(load_cluster_config, kubeconfig, context, impersonate_user=impersonate_user,
+                                    impersonate_groups=impersonate_groups)
+    return cfg
+
+
+def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonate_user: str | None,
+                         impersonate_groups: tuple[str, ...]) -> ClusterConfig:
+    from .sanitize import shown
+
     paths = _kubeconfig_paths(kubeconfig)
     existing = [p for p in paths if Path(p).expanduser().exists()]
     if kubeconfig and not existing:
-        raise ConnectionProblem(f"kubeconfig {kubeconfig} does not exist", ExitCode.NO_CONFIG)
+        raise ConnectionProblem(f"kubeconfig {shown(kubeconfig, limit=500)} does not exist", ExitCode.NO_CONFIG)
     if not existing:
         if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig:
             return _in_cluster(impersonate_user, impersonate_groups)
@@ -222,8 +383,10 @@ def load_cluster_config(
             "no kubeconfig found (looked at " + ", ".join(paths) + "); set KUBECONFIG or pass --kubeconfig",
             ExitCode.NO_CONFIG,
         )
+    sources = tuple(str(Path(p).expanduser()) for p in existing)
     fast = _simple_kubeconfig(existing if len(paths) == 1 else paths, context, impersonate_user, impersonate_groups)
     if fast is not None:
+        fast.sources = (*sources, *fast.sources)
         return fast
     from kubernetes.client import Configuration
     from kubernetes.config import ConfigException, kube_config
@@ -239,20 +402,27 @@ def load_cluster_config(
     names = [c.get("name") for c in contexts or []]
     if context and context not in names:
         raise ConnectionProblem(
-            f'context "{context}" not found in kubeconfig (have: {", ".join(map(str, names)) or "none"})',
+            f'context {shown(context)} not found in kubeconfig (have: {", ".join(map(str, names)) or "none"})',
             ExitCode.NO_CONFIG,
         )
     chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
     if not chosen:
         raise ConnectionProblem("kubeconfig has no current context; pass --context", ExitCode.NO_CONFIG)
     try:
-        kube_config.load_kube_config(
-            config_file=config_file, context=context, client_configuration=cfg, persist_config=False
-        )
+        with _client_errors() as logged:  # a failing exec plugin is only logged by the loader
+            kube_config.load_kube_config(
+                config_file=config_file, context=context, client_configuration=cfg, persist_config=False
+            )
+        if logged:
+            raise ConnectionProblem(_credential_failure(logged[0]), ExitCode.NO_CONFIG)
+    except ConnectionProblem:
+        raise
     except ConfigException as exc:
         raise ConnectionProblem(f"invalid kubeconfig: {_first_line(exc)}", ExitCode.NO_CONFIG) from None
     except Exception as exc:
         raise ConnectionProblem(f"cannot load kubeconfig: {_first_line(exc)}", ExitCode.NO_CONFIG) from None
+    finally:
+        _loader_files(cfg)
     ctx = chosen.get("context") or {}
     return ClusterConfig(
         server=cfg.host,
@@ -267,6 +437,7 @@ def load_cluster_config(
         _auth=_auth_from(cfg),
         impersonate_user=impersonate_user,
         impersonate_groups=impersonate_groups,
+        sources=sources,
     )
 
 
@@ -284,7 +455,44 @@ def _in_cluster(user: str | None, groups: tuple[str, ...]) -> ClusterConfig:
     return ClusterConfig(
         server=cfg.host, context="in-cluster", namespace=namespace, user="serviceaccount",
         ca_file=cfg.ssl_ca_cert, _auth=_auth_from(cfg), impersonate_user=user, impersonate_groups=groups,
+        sources=("/var/run/secrets/kubernetes.io/serviceaccount/token",),
     )
+
+
+class _Logged(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.messages.append(record.getMessage())
+        except Exception:  # (a record that cannot be formatted is still a failure)
+            self.messages.append(str(record.msg))
+
+
+@contextlib.contextmanager
+def _client_errors() -> Iterator[list[str]]:
+    """The errors the official client logs while inside (its kubeconfig loader reports a failing exec
+    credential plugin only through `logging.error`), kept: with a handler on the root logger, an
+    unconfigured `logging` prints no stray `ERROR:root:` line on the terminal."""
+    handler = _Logged()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        root.removeHandler(handler)
+
+
+def _credential_failure(logged: str) -> str:
+    """One line for a failed exec credential plugin (`users[].user.exec`), from what the loader logged."""
+    from .sanitize import clean
+
+    detail = logged.strip().removeprefix("exec: ")
+    if "'NoneType' object has no attribute" in detail:  # (on a terminal the plugin's stderr is not captured)
+        detail = "it exited with an error"
+    return clean(f"getting credentials: the kubeconfig's exec plugin failed: {detail}", limit=500)
 
 
 def _first_line(exc: BaseException) -> str:

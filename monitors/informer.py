@@ -3,7 +3,14 @@
 - the first LIST is paginated (`limit=500`); WATCH continues from its resourceVersion with bookmarks;
 - a watch that ends normally is resumed from the last seen resourceVersion, without relisting;
 - only 410 Expired relists, and the relist is diffed against the cache (no ghosts, no duplicates);
-- errors back off with jitter from 0.5 s to 30 s; a silent connection is noticed by a read timeout;
+- errors back off with jitter from 0.5 s to 30 s, never shorter than the server's Retry-After; a
+  server that cannot be reached is asked again at least every `reconnect_max` seconds, and any
+  answer the client gets (another informer reconnected) wakes the others at once;
+- a silent connection (no byte, no FIN) is noticed by the read timeout and the watch resumed;
+- a pagination `continue` token that expired (410) lists again from scratch without pages, as
+  client-go's pager does (a compaction between pages cannot make it fail again);
+- 401 marks the informer unauthorized; the client reads the kubeconfig again, and a rewritten
+  kubeconfig or token file is tried at once (no restart);
 - 403 marks the informer forbidden (shown as such, not as empty) and retries slowly;
 - without watch (one-shot commands) a failing LIST is retried for `give_up_after` seconds (the
   request timeout) and then raises the server's error; 401 and errors that asking again will not
@@ -50,6 +57,11 @@ class Expired(Exception):
     pass
 
 
+# a page of `Informer._pages` that means "the pages so far are void: the LIST starts again" (its
+# continue token expired); consumers drop what they collected
+RESTARTED: dict[str, Any] = {"kind": "Restarted"}
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic GC off while a burst of acyclic objects is built (a parsed page)."""
@@ -82,6 +94,7 @@ class Informer(Generic[R]):
         on_state: Callable[[Informer[R]], None] | None = None,
         watch: bool = True,
         give_up_after: float = 30.0,
+        reconnect_max: float = 4.0,
     ) -> None:
         self.client = client
         self.kind = kind
@@ -99,6 +112,7 @@ class Informer(Generic[R]):
         self.on_state = on_state
         self.watch_enabled = watch
         self.give_up_after = give_up_after  # without watch: how long a failing LIST is retried
+        self.reconnect_max = reconnect_max  # the longest wait to ask a server that cannot be reached
         self.cache: dict[Hashable, R] = {}
         self.rv: str | None = None
         self.state = InformerState.SYNCING
@@ -154,6 +168,9 @@ class Informer(Generic[R]):
         loop = asyncio.get_running_loop()
         while not self._stopped:
             attempt = loop.time()
+            answers = self.client.answers  # (what the server answered others from now on counts)
+            at_least = 0.0  # the server's Retry-After
+            unreachable = False  # no answer at all: ask again soon, and when another request gets one
             try:
                 if self.rv is None:
                     await self._relist()
@@ -168,6 +185,7 @@ class Informer(Generic[R]):
                 if exc.status == 410:
                     self.rv = None
                     continue
+                at_least = exc.retry_after or 0.0
                 if exc.status == 403:
                     self._set_state(InformerState.FORBIDDEN, exc.message)
                     self.synced.set()  # "forbidden" is an answer: do not keep callers waiting
@@ -189,44 +207,73 @@ class Informer(Generic[R]):
                 self._last_error = exc if isinstance(exc, ConnectionProblem) else ConnectionProblem(
                     "timed out reading from the API server", ExitCode.UNREACHABLE, timed_out=True)
                 failing_since = attempt if failing_since is None else failing_since
-            jitter = delay * random.uniform(0.8, 1.2)
+                unreachable = True
+            if self.watch_enabled and loop.time() - attempt > 2 * self.backoff_max:
+                delay = self.backoff_min  # a watch that lasted, then failed: a fresh failure
+            jitter = max(delay * random.uniform(0.8, 1.2), at_least)
+            if unreachable:
+                jitter = min(jitter, self.reconnect_max * random.uniform(0.8, 1.2))
             if not self.watch_enabled and failing_since is not None \
                     and loop.time() - failing_since + jitter > self.give_up_after:
                 raise self._last_error  # a one-shot LIST ends with the error, never a silent wait
-            await asyncio.sleep(jitter)
+            if unreachable and jitter > self.backoff_min:  # (woken by others' answers at most this often)
+                await asyncio.sleep(self.backoff_min)
+                jitter -= self.backoff_min
+            await self.client.pause(jitter, until_answer=answers if unreachable else None,
+                                    until_credentials=self.state == InformerState.UNAUTHORIZED)
             delay = min(self.backoff_max, delay * 2)
 
     async def _relist(self) -> None:
         fresh: dict[Hashable, R] = {}
         rv = ""
         async for doc in self._pages(self.kind.path(self.namespace), self._params()):
-            rv = rv or (doc.get("metadata") or {}).get("resourceVersion", "")
+            if doc is RESTARTED:
+                fresh, rv = {}, ""
+                continue
+            rv = rv or resource_version(doc) or ""
             for rec in self._parse_items(doc.get("items") or ()):
                 fresh[self.key(rec)] = rec
         self._install(fresh, rv)
 
     async def _pages(self, path: str, params: dict[str, Any], accept: str = "application/json",
                      page_size: int | None = None) -> AsyncIterator[dict[str, Any]]:
-        """Each page of a paginated LIST (`limit`, then `continue` until the server has no more)."""
+        """Each page of a paginated LIST (`limit`, then `continue` until the server has no more).
+
+        A continue token the server no longer honours (410 Expired: compacted between pages)
+        yields RESTARTED, then the whole LIST again in one piece (no `limit`: it cannot expire
+        again), as client-go's pager does; the consumer drops the pages it had."""
         token: str | None = None
+        whole = False
         while True:
-            page = {**params, "limit": page_size or self.page_size}
+            page = dict(params) if whole else {**params, "limit": page_size or self.page_size}
             if token:
                 page["continue"] = token
-            raw = await self.client.request("GET", path, params=page, accept=accept)
+            try:
+                raw = await self.client.request("GET", path, params=page, accept=accept)
+            except ApiProblem as exc:
+                if exc.status != 410 or not token:
+                    raise
+                token, whole = None, True
+                yield RESTARTED
+                continue
             self.lists += 1
             # A page builds ~100k objects at once: pause the cyclic GC, which would otherwise rescan
             # the whole heap several times per page (it cost 10x the parse itself).
             with gc_paused():
                 doc = orjson.loads(raw)
             del raw
+            if not isinstance(doc, dict):  # (asked again, as after any failed LIST)
+                raise ApiProblem(500, "InternalError", "the server answered a LIST with something not a list")
             yield doc
-            token = (doc.get("metadata") or {}).get("continue")
-            if not token:
+            meta = doc.get("metadata") if isinstance(doc, dict) else None
+            token = meta.get("continue") if isinstance(meta, dict) else None
+            if not token or not isinstance(token, str) or whole:
                 return
 
     def _parse_items(self, items: Iterable[dict[str, Any]]) -> list[R]:
         out: list[R] = []
+        if not isinstance(items, list):
+            return out
         with gc_paused():
             for item in items:
                 try:
@@ -267,20 +314,26 @@ class Informer(Generic[R]):
         self.watches += 1
         async for line in self.client.stream_lines(
             self.kind.path(self.namespace), params, read_timeout=self.read_timeout,
+            connect_timeout=min(15.0, self.read_timeout),  # (a handshake that hangs is as silent)
             on_open=lambda: self._set_state(InformerState.SYNCED),
         ):
             try:
                 ev = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
+            if not isinstance(ev, dict):  # (not an event: skipped, as a line that is not JSON)
+                continue
             etype = ev.get("type")
-            obj = ev.get("object") or {}
+            obj = ev.get("object")
+            if not isinstance(obj, dict):
+                obj = {}
             if etype == "ERROR":
                 code = obj.get("code")
                 if code == 410:
                     raise Expired()
-                raise ApiProblem(int(code or 500), str(obj.get("reason") or "Error"), str(obj.get("message") or ""))
-            rv = (obj.get("metadata") or {}).get("resourceVersion")
+                raise ApiProblem(code if isinstance(code, int) and 400 <= code < 600 else 500,
+                                 str(obj.get("reason") or "Error"), str(obj.get("message") or ""))
+            rv = resource_version(obj)
             if etype == "BOOKMARK":
                 if rv:
                     self.rv = rv
@@ -307,3 +360,9 @@ class Informer(Generic[R]):
             if change is not None:
                 self.sink(self, [change])  # the model coalesces bursts into one update
 
+
+def resource_version(obj: Any) -> str | None:
+    """`metadata.resourceVersion` of a decoded object or list, None unless it is a string."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    rv = meta.get("resourceVersion") if isinstance(meta, dict) else None
+    return rv if isinstance(rv, str) else None

@@ -41,13 +41,15 @@ def seg(value: str) -> str:
 
 
 class ApiProblem(Exception):
-    """The API server answered with an error Status."""
+    """The API server answered with an error Status (`retry_after`: the seconds its Retry-After
+    header asked the client to wait before asking again, None without one)."""
 
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
 
     @property
     def exit_code(self) -> ExitCode:
@@ -59,20 +61,42 @@ class ApiProblem(Exception):
 
     def one_line(self) -> str:
         if self.status == 401:
-            return "unauthorized (401): the server rejected the credentials; log in again or refresh the token"
+            return UNAUTHORIZED_LINE
         text = self.message.splitlines()[0] if self.message else self.reason
         return f"{self.reason.lower() if self.status == 403 else 'server said'}: {text}" if self.status != 404 else text
 
 
-def problem_from_body(status: int, body: bytes) -> ApiProblem:
+UNAUTHORIZED_LINE = ("unauthorized (401): the server rejected the credentials (expired or revoked); "
+                     "log in again or refresh the token")
+RETRY_AFTER_MAX = 60.0  # s: the longest Retry-After honoured (a longer one is waited this long)
+RETRIES_AFTER = 3  # a 429 (and a GET's 5xx) with Retry-After is asked again this often by `request`
+REREAD_EVERY = 5.0  # s: after a 401, the kubeconfig is read again at most this often (unless it changed)
+
+
+def problem_from_body(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> ApiProblem:
+    retry_after = retry_after_seconds(headers.get("Retry-After") if headers is not None else None)
     try:
         st = orjson.loads(body)
         if isinstance(st, dict) and st.get("kind") == "Status":
-            return ApiProblem(status, str(st.get("reason") or status), str(st.get("message") or ""))
+            return ApiProblem(status, str(st.get("reason") or status), str(st.get("message") or ""), retry_after)
     except orjson.JSONDecodeError:
         pass
     text = body[:200].decode("utf-8", "replace").strip()
-    return ApiProblem(status, f"HTTP {status}", text or f"HTTP {status}")
+    return ApiProblem(status, f"HTTP {status}", text or f"HTTP {status}", retry_after)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """The seconds a Retry-After header asks for (its delta form, as kube-apiserver sends it;
+    capped at RETRY_AFTER_MAX), None when absent or not a number."""
+    if not value:
+        return None
+    try:
+        seconds = float(value.strip())
+    except ValueError:
+        return None
+    if seconds != seconds:  # NaN
+        return None
+    return max(0.0, min(seconds, RETRY_AFTER_MAX))
 
 
 AGGREGATED = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,"
@@ -81,8 +105,9 @@ AGGREGATED = ("application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryL
 
 class KubeClient:
     def __init__(self, cfg: ClusterConfig, *, timeout: float | None = None) -> None:
-        """`timeout`: seconds per request (default: the config's `request_timeout`; None in both
-        means no limit)."""
+        """`timeout`: seconds a request may go without a byte from the server (default: the
+        config's `request_timeout`; None in both means no limit). Only silence counts: a long
+        body that keeps coming (a 400 MB LIST on a slow link) is never cut off."""
         self.cfg = cfg
         self.timeout = timeout if timeout is not None else cfg.request_timeout
         self._session: aiohttp.ClientSession | None = None
@@ -90,6 +115,11 @@ class KubeClient:
         self._pending: dict[int, float] = {}  # request id -> when it was sent (streams excluded)
         self._answered = 0.0  # monotonic time of the last answer
         self._next_id = 0
+        self._heard_waiters: set[asyncio.Future[None]] = set()  # `pause(until_answer=True)` callers
+        self.answers = 0  # responses received (any status): `pause(until_answer=...)` compares it
+        self._refresh_lock: asyncio.Lock | None = None
+        self._refreshed_at = -1e9  # (monotonic) when the kubeconfig was last read again after a 401
+        self._refreshed_stamp: object = cfg.source_stamp()
 
     @property
     def server(self) -> str:
@@ -118,14 +148,19 @@ class KubeClient:
                                           if not k.startswith("Impersonate-"))]
         return [("Accept", accept), *self.cfg.headers().items(), *self.cfg.impersonation_groups()]
 
-    def connection_problem(self, exc: BaseException) -> ConnectionProblem:
-        """What a failed connection means for the user (TLS, timed out, unreachable), with its exit code."""
+    def connection_problem(self, exc: BaseException, seconds: float | None = None) -> ConnectionProblem:
+        """What a failed connection means for the user (TLS, timed out, unreachable), with its exit
+        code; `seconds`: the silence that timed out (default: the client's timeout)."""
         if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
-            return ConnectionProblem(
-                f"TLS verification failed for {self.server}: {exc.__class__.__name__}: {_short(exc)}", ExitCode.TLS
-            )
+            cert = getattr(exc, "certificate_error", None)  # what the verification said, without the wrapping
+            why = getattr(cert, "verify_message", None) or getattr(cert, "reason", None)
+            unknown_issuer = getattr(cert, "verify_code", None) in (18, 19, 20, 21)  # self-signed, unknown CA
+            hint = " (is the kubeconfig's certificate-authority the server's CA?)" if unknown_issuer else ""
+            detail = f"certificate verify failed: {why}{hint}" if why else f"{exc.__class__.__name__}: {_short(exc)}"
+            return ConnectionProblem(f"TLS verification failed for {self.server}: {detail}", ExitCode.TLS)
         if isinstance(exc, TimeoutError | asyncio.TimeoutError):
-            after = f" (no answer within {self.timeout:g} s)" if self.timeout else ""
+            limit = seconds if seconds is not None else self.timeout
+            after = f" (no answer within {limit:g} s)" if limit else ""
             return ConnectionProblem(f"timed out talking to {self.server}{after}", ExitCode.UNREACHABLE,
                                      timed_out=True)
         return ConnectionProblem(f"cannot reach the API server at {self.server}: {_short(exc)}", ExitCode.UNREACHABLE)
@@ -157,30 +192,135 @@ class KubeClient:
         accept: str = "application/json",
         as_self: bool = False,
     ) -> tuple[str, bytes]:
-        """(the answer's content type, its body); an error status raises `ApiProblem`."""
-        session = self.session()
-        headers = self.headers(accept, as_self)
+        """(the answer's content type, its body); an error status raises `ApiProblem`.
+
+        `timeout` (default: the client's) bounds each wait for the server (connecting, the
+        answer, every read of its body), never the whole transfer. A 401 reads the kubeconfig
+        again and, if the credentials changed (refreshed token, re-run exec plugin), asks once
+        more; a 429 (or a GET's 5xx) with Retry-After is asked again after waiting as long as the
+        server said, up to RETRIES_AFTER times while that fits in `timeout`, as client-go does."""
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else orjson.dumps(body)
-            headers.append(("Content-Type", content_type))
+        limit = timeout or self.timeout
         loop = asyncio.get_running_loop()
-        rid = self._next_id = self._next_id + 1
-        self._pending[rid] = loop.time()
+        waited = 0.0
+        retries = 0
+        refreshed = False
+        while True:
+            headers = self.headers(accept, as_self)
+            if data is not None:
+                headers.append(("Content-Type", content_type))
+            sent = self._sent(headers)
+            session = self.session()
+            rid = self._next_id = self._next_id + 1
+            self._pending[rid] = loop.time()
+            try:
+                async with session.request(
+                    method, self.server + path, params=_params(params), data=data, headers=headers,
+                    timeout=idle_timeout(limit),
+                ) as resp:
+                    self._answered = loop.time()
+                    self._heard()
+                    raw = await resp.read()
+                    if resp.status < 400:
+                        return resp.headers.get("Content-Type", ""), raw
+                    problem = problem_from_body(resp.status, raw, resp.headers)
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise self.connection_problem(exc, limit) from None
+            finally:
+                self._pending.pop(rid, None)
+            if problem.status == 401 and not refreshed:
+                refreshed = True
+                if await self.credentials_rejected(sent):
+                    continue
+            wait = problem.retry_after
+            if wait is not None and retries < RETRIES_AFTER and \
+                    (problem.status == 429 or (problem.status >= 500 and method == "GET")) and \
+                    (not limit or waited + wait <= limit):
+                retries += 1
+                waited += wait
+                await asyncio.sleep(wait)
+                continue
+            raise problem
+
+    async def credentials_rejected(self, sent: tuple[str, ...]) -> bool:
+        """The server answered 401 to credentials `sent` (`ClusterConfig.credentials_key`): read
+        the kubeconfig again (a token refreshed in it or in its token file, an exec plugin run
+        again), at most every REREAD_EVERY seconds unless its files changed; True when the
+        credentials are now different, so asking again may succeed."""
+        if self._refresh_lock is None:
+            self._refresh_lock = asyncio.Lock()
+        async with self._refresh_lock:
+            if self.cfg.credentials_key() != sent:
+                return True  # (another request read them again meanwhile)
+            loop = asyncio.get_running_loop()
+            stamp = self.cfg.source_stamp()
+            if stamp == self._refreshed_stamp and loop.time() - self._refreshed_at < REREAD_EVERY:
+                return False
+            self._refreshed_at, self._refreshed_stamp = loop.time(), stamp
+            before = self.cfg.tls_files()
+            try:
+                changed = await asyncio.to_thread(self.cfg.reload_credentials)
+            except Exception:  # (a kubeconfig being rewritten, a failing plugin: the 401 stands)
+                return False
+            if changed and self.cfg.tls_files() != before:
+                await self._renew_session()  # a new client certificate needs new connections
+            return changed
+
+    def _sent(self, headers: list[tuple[str, str]]) -> tuple[str, ...]:
+        """The credentials a request with `headers` carries (`ClusterConfig.credentials_key`)."""
+        return (next((v for k, v in headers if k == "Authorization"), ""), *self.cfg.tls_files())
+
+    def credentials_changed_since(self, stamp: object) -> bool:
+        """The kubeconfig (or its token file) is no longer as it was at `stamp`."""
+        return self.cfg.source_stamp() != stamp
+
+    async def _renew_session(self) -> None:
+        old, self._session, self._ssl = self._session, None, None
+        if old is not None:
+            await old.close()
+
+    def _heard(self) -> None:
+        """The server answered something: wake those waiting for it (`pause`)."""
+        self.answers += 1
+        waiters, self._heard_waiters = self._heard_waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def pause(self, seconds: float, *, until_answer: int | None = None, until_credentials: bool = False) -> None:
+        """Sleep `seconds`, or less: with `until_answer` (the client's `answers` when the caller's
+        request went out), until the server has answered any request of this client since (one
+        informer reconnecting after an outage wakes the others, at once if that happened before
+        the pause); with `until_credentials`, until the kubeconfig or its token file changes
+        (checked twice a second: rewritten credentials are used at once)."""
+        if until_answer is not None and self.answers != until_answer:
+            return
+        if until_answer is None and not until_credentials:
+            await asyncio.sleep(seconds)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        stamp = self.cfg.source_stamp()
+        fut: asyncio.Future[None] = loop.create_future()
+        if until_answer is not None:
+            self._heard_waiters.add(fut)
         try:
-            async with session.request(
-                method, self.server + path, params=_params(params), data=data, headers=headers,
-                timeout=aiohttp.ClientTimeout(total=timeout or self.timeout),
-            ) as resp:
-                self._answered = loop.time()
-                raw = await resp.read()
-                if resp.status >= 400:
-                    raise problem_from_body(resp.status, raw)
-                return resp.headers.get("Content-Type", ""), raw
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise self.connection_problem(exc) from None
+            while True:
+                left = deadline - loop.time()
+                if left <= 0:
+                    return
+                step = min(left, 0.5) if until_credentials else left
+                done, _ = await asyncio.wait({fut}, timeout=step)
+                if done:
+                    return
+                if until_credentials and self.credentials_changed_since(stamp):
+                    return
         finally:
-            self._pending.pop(rid, None)
+            self._heard_waiters.discard(fut)
+            if not fut.done():
+                fut.cancel()
 
     def silent_for(self) -> float:
         """Seconds the server has not answered while requests wait (0 when none waits)."""
@@ -222,30 +362,43 @@ class KubeClient:
 
         `read_timeout`: no byte for that long means the connection is dead (raises TimeoutError).
         """
-        session = self.session()
-        try:
-            async with session.get(
-                self.server + path, params=_params(params), headers=self.headers(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout),
-            ) as resp:
-                if resp.status >= 400:
-                    raise problem_from_body(resp.status, await resp.read())
-                if on_open is not None:
-                    on_open()
-                buf = b""
-                async for chunk in resp.content.iter_any():
-                    buf += chunk
-                    if b"\n" in buf:
-                        *lines, buf = buf.split(b"\n")
-                        for line in lines:
-                            if line:
-                                yield line
-                if buf.strip():
-                    yield buf
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
-            return  # the stream ended early: callers resume from what they saw
-        except (aiohttp.ClientError, OSError) as exc:
-            raise self.connection_problem(exc) from None
+        refreshed = False
+        while True:
+            headers = self.headers()
+            sent = self._sent(headers)
+            session = self.session()
+            try:
+                async with session.get(
+                    self.server + path, params=_params(params), headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout),
+                ) as resp:
+                    self._heard()
+                    if resp.status >= 400:
+                        problem = problem_from_body(resp.status, await resp.read(), resp.headers)
+                        if problem.status == 401 and not refreshed:
+                            refreshed = True
+                            if await self.credentials_rejected(sent):
+                                continue  # (the refreshed credentials are tried once at once)
+                        raise problem
+                    if on_open is not None:
+                        on_open()
+                    buf = b""
+                    async for chunk in resp.content.iter_any():
+                        buf += chunk
+                        if b"\n" in buf:
+                            *lines, buf = buf.split(b"\n")
+                            for line in lines:
+                                if line:
+                                    yield line
+                    if buf.strip():
+                        yield buf
+                    return
+            except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError):
+                return  # the stream ended early: callers resume from what they saw
+            except (aiohttp.ClientError, OSError) as exc:
+                # (a silent connection: aiohttp's ServerTimeoutError, both a ClientError and a
+                # TimeoutError, after `read_timeout` without a byte)
+                raise self.connection_problem(exc, read_timeout) from None
 
     async def close(self) -> None:
         if self._session is not None:
@@ -300,6 +453,12 @@ class KubeClient:
                 if (group, r["name"]) not in out:
                     out[(group, r["name"])] = Kind(group, version, r["name"], bool(r.get("namespaced")))
         return out
+
+
+def idle_timeout(seconds: float | None) -> aiohttp.ClientTimeout:
+    """`seconds` for connecting and for each wait on the server (its answer, every read of its
+    body), no deadline on the whole request: a long body that keeps coming completes."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=seconds, sock_read=seconds)
 
 
 def _aggregated(content_type: str) -> bool:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .records import JobRec, Labels, Owner, PodRec, flat_labels
+from .records import JobRec, Labels, Owner, PodRec, decimal, flat_labels
 
 _intern = sys.intern
 
@@ -39,46 +39,57 @@ _PENDING_WORDS = frozenset({"Pending", "ContainerCreating", "PodInitializing", "
                             "SchedulingGated", "ErrImageNeverPull", "RegistryUnavailable"})
 
 
-def _cell_index(columns: Iterable[Mapping[str, Any]]) -> dict[str, int]:
-    return {str(c.get("name", "")).lower(): i for i, c in enumerate(columns)}
+def _cell_index(columns: Any) -> dict[str, int]:
+    if not isinstance(columns, list):
+        return {}
+    return {str(c.get("name", "")).lower() if isinstance(c, Mapping) else "": i for i, c in enumerate(columns)}
 
 
 def _none(v: Any) -> str:
-    s = "" if v is None else str(v)
-    return "" if s == "<none>" else s
+    """A text cell ("<none>" and anything not a string or number: "")."""
+    if isinstance(v, str):
+        return "" if v == "<none>" else v
+    return str(v) if isinstance(v, int | float) and not isinstance(v, bool) else ""
 
 
 def _int_prefix(v: Any) -> int:
-    digits = str(v or "").split(" ", 1)[0]
-    return int(digits) if digits.isdigit() else 0
+    return decimal(_none(v).split(" ", 1)[0]) or 0
 
 
 def pods_from_table(doc: Mapping[str, Any], namespace: str) -> list[PodRec]:
-    """The partial records of a pods Table's rows (all in `namespace`)."""
-    ix = _cell_index(doc.get("columnDefinitions") or ())
+    """The partial records of a pods Table's rows (all in `namespace`). A row it cannot read (no
+    name, too few cells) is left out; a cell of the wrong type reads as empty. Never raises."""
+    if not isinstance(doc, Mapping):
+        return []
+    ix = _cell_index(doc.get("columnDefinitions"))
     name_i, ready_i, status_i = ix.get("name", 0), ix.get("ready"), ix.get("status")
     restarts_i, ip_i, node_i = ix.get("restarts"), ix.get("ip"), ix.get("node")
     ns = _intern(namespace)
     width = 1 + max(i for i in (name_i, ready_i, status_i, restarts_i, ip_i, node_i) if i is not None)
+    rows = doc.get("rows")
     out: list[PodRec] = []
-    for row in doc.get("rows") or ():
-        cells = row.get("cells")
+    for row in rows if isinstance(rows, list) else ():
+        cells = row.get("cells") if isinstance(row, Mapping) else None
         if not isinstance(cells, list) or len(cells) < width:
+            continue
+        name = cells[name_i]
+        if not isinstance(name, str) or not name:
             continue
         status = _none(cells[status_i]) if status_i is not None else ""
         phase = ""
-        for cond in row.get("conditions") or ():
-            if cond.get("type") == "Completed" and cond.get("status") == "True":
-                phase = str(cond.get("reason") or "")
+        conditions = row.get("conditions")
+        for cond in conditions if isinstance(conditions, list) else ():
+            if isinstance(cond, Mapping) and cond.get("type") == "Completed" and cond.get("status") == "True":
+                phase = _none(cond.get("reason"))
         if not phase:
             phase = ("Pending" if status in _PENDING_WORDS or status.startswith("Init:")
                      else "Unknown" if status == "Unknown" else "Running")
-        ready, _, total = (str(cells[ready_i]) if ready_i is not None else "").partition("/")
+        ready, _, total = (_none(cells[ready_i]) if ready_i is not None else "").partition("/")
         out.append(PodRec(
-            ns, str(cells[name_i]), "", (), None, _intern(_none(cells[node_i])) if node_i is not None else "",
+            ns, name, "", (), None, _intern(_none(cells[node_i])) if node_i is not None else "",
             _intern(phase), _intern("" if status in ("Running", "Pending") else status), "",
-            _int_prefix(cells[restarts_i]) if restarts_i is not None else 0, int(ready) if ready.isdigit() else 0,
-            int(total) if total.isdigit() else 0, _none(cells[ip_i]) if ip_i is not None else "", 0.0, None, None,
+            _int_prefix(cells[restarts_i]) if restarts_i is not None else 0, decimal(ready) or 0,
+            decimal(total) or 0, _none(cells[ip_i]) if ip_i is not None else "", 0.0, None, None,
             status == "Terminating", "", (), (), (), (), (), (), True,
         ))
     return out
@@ -87,6 +98,8 @@ def pods_from_table(doc: Mapping[str, Any], namespace: str) -> list[PodRec]:
 @functools.lru_cache(maxsize=4096)  # asked twice per pod in a row (its workload, then its hints)
 def name_prefixes(name: str) -> tuple[str, ...]:
     """Every prefix of `name` that ends before a dash, longest first (candidate workload names)."""
+    if len(name) > 253:  # longer than any object name Kubernetes accepts: names no workload
+        return ()
     parts = name.split("-")
     return tuple("-".join(parts[:i]) for i in range(len(parts) - 1, 0, -1))
 
@@ -136,11 +149,12 @@ _JOB_NAME, _OPERATOR, _INDEX, _TYPE = (_intern(TK + k) for k in ("job-name", "op
 def _match(job: JobRec, rest: list[str]) -> tuple[dict[str, str] | Labels, float] | None:
     kind = job.kind
     if kind in KUBEFLOW_KINDS:  # <job>-<replica type>-<index>
-        if len(rest) < 2 or not rest[-1].isdigit():
+        index = decimal(rest[-1])
+        if len(rest) < 2 or index is None:
             return None
         rtype, idx = "-".join(rest[:-1]), rest[-1]
         spec = _replica(job, rtype)
-        if spec is None or int(idx) >= max(spec[0], 1):
+        if spec is None or index >= max(spec[0], 1):
             return None
         # the flat labels built in key order (the common case: no dict, no sort)
         op = OPERATORS.get(kind)
@@ -150,14 +164,15 @@ def _match(job: JobRec, rest: list[str]) -> tuple[dict[str, str] | Labels, float
         if rest[0] == "launcher" and len(rest) <= 2:
             spec = _replica(job, "launcher")
             return {TK + "job-name": job.name, TK + "job-role": "launcher"}, spec[1] if spec else 0.0
-        if len(rest) == 2 and rest[0] == "worker" and rest[1].isdigit():
+        index = decimal(rest[1]) if len(rest) == 2 and rest[0] == "worker" else None
+        if index is not None:
             spec = _replica(job, "worker")
-            if spec is None or int(rest[1]) >= max(spec[0], 1):
+            if spec is None or index >= max(spec[0], 1):
                 return None
             return ({TK + "job-name": job.name, TK + "job-role": "worker", TK + "replica-index": rest[1]}, spec[1])
         return None
     if kind in ("JobSet", "TrainJob"):  # <jobset>-<replicated job>-<job index>-<pod index>-<suffix>
-        if len(rest) < 4 or not (rest[-3].isdigit() and rest[-2].isdigit()):
+        if len(rest) < 4 or decimal(rest[-3]) is None or decimal(rest[-2]) is None:
             return None
         rjob = "-".join(rest[:-3])
         for r in job.replicas:
@@ -166,7 +181,7 @@ def _match(job: JobRec, rest: list[str]) -> tuple[dict[str, str] | Labels, float
                          COMPLETION_INDEX: rest[-2]}, r.gpus_per_replica)
         return None
     # a Job's pods: <job>-<suffix> or, indexed, <job>-<index>-<suffix>
-    if kind == "Job" and (len(rest) == 1 or (len(rest) == 2 and rest[0].isdigit())):
+    if kind == "Job" and (len(rest) == 1 or (len(rest) == 2 and decimal(rest[0]) is not None)):
         labels = {"job-name": job.name, "batch.kubernetes.io/job-name": job.name}
         if len(rest) == 2:
             labels[COMPLETION_INDEX] = rest[0]

@@ -69,7 +69,7 @@ class ApiEndpoint:
     (CA bundle path or bool), client certificate ``(cert, key)``; or a ready `session`."""
 
     server: str
-    headers: dict[str, str] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict, repr=False)  # (a token: never in a repr)
     verify: str | bool = True
     cert: tuple[str, str] | None = None
     session: requests.Session | None = field(default=None, compare=False, repr=False)

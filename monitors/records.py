@@ -18,23 +18,39 @@ Taint = tuple[str, str, str]  # (key, value, effect)
 Toleration = tuple[str, str, str, str]  # (key, operator, value, effect); "" key with Exists: every taint
 
 
-def parse_time(value: str | None) -> float | None:
-    if not value:
+def parse_time(value: Any) -> float | None:
+    """An RFC 3339 time as a POSIX timestamp; None for anything else (garbage, not a string, out of range)."""
+    if not value or not isinstance(value, str) or len(value) > 64:
         return None
     try:
         return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
+    except (ValueError, OverflowError, OSError):  # OverflowError, OSError: a year the platform cannot place
         return None
 
 
-def flat_labels(d: dict[str, str] | None) -> Labels:
-    """Labels (or annotations) as one flat tuple sorted by key, strings interned."""
-    if not d:
+def flat_labels(d: Any) -> Labels:
+    """Labels (or annotations) as one flat tuple sorted by key, strings interned. Anything but a JSON
+    object: none; a value that is not a string: as JSON writes a number or boolean, else ""."""
+    if not d or not isinstance(d, dict):
         return ()
     out: list[str] = []
-    for k, v in sorted((str(k), str(v)) for k, v in d.items()):
+    for k, v in sorted((str(k), v if type(v) is str else _text(v)) for k, v in d.items()):
         out += (_intern(k), _intern(v))
     return tuple(out)
+
+
+def _text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v) if isinstance(v, int | float) else ""
+
+
+def decimal(s: str) -> int | None:
+    """`s` as a number where it is one written in ASCII digits, as indices and counts in labels, names
+    and cells are ("²" and "٣" pass `str.isdigit` but are none; nor are 5,000 digits)."""
+    return int(s) if 0 < len(s) <= 18 and s.isascii() and s.isdigit() else None
 
 
 def pairs(flat: Labels) -> tuple[tuple[str, str], ...]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from .informer import Change, Informer
+from .informer import RESTARTED, Change, Informer, resource_version
 from .kube import ApiProblem
 from .pod_rows import TABLE_ROWS, pods_from_table
 from .records import PodRec
@@ -32,13 +32,14 @@ RESTARTED_READ = 256  # restarted pods read whole at start (their previous insta
 
 class PodRowsInformer(Informer[PodRec]):
     def __init__(self, *args: Any, namespaces: Callable[[], Awaitable[list[str] | None]], unsettled: bool = True,
-                 **kwargs: Any) -> None:
+                 rows_page: int = ROWS_PAGE, **kwargs: Any) -> None:
         """`namespaces`: the namespaces to list when the informer is cluster-wide (None: they may
         not be listed; then one full cluster-wide LIST is made instead). `unsettled`: then read
-        the failed and the restarted pods whole."""
+        the failed and the restarted pods whole. `rows_page`: rows asked for per page."""
         super().__init__(*args, **kwargs)
         self.list_namespaces = namespaces
         self.with_unsettled = unsettled
+        self.rows_page = rows_page
 
     async def _relist(self) -> None:
         names = [self.namespace] if self.namespace else await self.list_namespaces()
@@ -52,8 +53,11 @@ class PodRowsInformer(Informer[PodRec]):
             rv = ""
             async with gate:
                 async for doc in self._pages(self.kind.path(ns), {"includeObject": "None"}, TABLE_ROWS,
-                                             page_size=ROWS_PAGE):
-                    rv = rv or (doc.get("metadata") or {}).get("resourceVersion", "")
+                                             page_size=self.rows_page):
+                    if doc is RESTARTED:  # (its continue token expired: listed again whole)
+                        recs, rv = [], ""
+                        continue
+                    rv = rv or resource_version(doc) or ""
                     if doc.get("kind") == "Table":
                         recs += pods_from_table(doc, ns)
                     else:  # a server without Tables answered with the objects
@@ -64,7 +68,10 @@ class PodRowsInformer(Informer[PodRec]):
             recs: list[PodRec] = []
             rv = ""
             async for doc in self._pages(self.kind.path(self.namespace), {"fieldSelector": FAILED}):
-                rv = rv or (doc.get("metadata") or {}).get("resourceVersion", "")
+                if doc is RESTARTED:
+                    recs, rv = [], ""
+                    continue
+                rv = rv or resource_version(doc) or ""
                 recs += self._parse_items(doc.get("items") or ())
             return recs, rv
 

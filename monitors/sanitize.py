@@ -1,8 +1,10 @@
 """Cluster-supplied text is untrusted: strip control and escape sequences before showing it.
 
 `clean()` keeps the visible text of names, labels, events and messages and removes every ESC
-sequence (CSI, OSC, DCS, SOS/PM/APC, lone ESC), C0 and C1 controls and DEL. Newlines and tabs
-become spaces (one line per cell). The result is plain text: render it with `rich.text.Text`,
+sequence (CSI, OSC, DCS, SOS/PM/APC, lone ESC), C0 and C1 controls, DEL and the bidirectional
+controls (embeddings, overrides, isolates and the LRM/RLM/ALM marks: U+202A-U+202E, U+2066-U+2069,
+U+200E, U+200F, U+061C), which would reorder what the terminal shows. Newlines and tabs become
+spaces (one line per cell). The result is plain text: render it with `rich.text.Text`,
 never as markup.
 """
 
@@ -22,7 +24,7 @@ _SEQ = re.compile(
     """,
     re.VERBOSE,
 )
-_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _SPACE = re.compile(r"[\t\n]")
 
 
@@ -36,3 +38,12 @@ def clean(text: object, *, single_line: bool = True, limit: int | None = 4096) -
     if limit is not None and len(s) > limit:
         s = s[: limit - 1] + "…"
     return s
+
+
+def shown(value: object, *, limit: int = 80) -> str:
+    """`value` as a message echoes what the user typed: quoted, each character that is not
+    printable (ESC, a newline, a bidi control...) as a visible escape (`\\x1b`, `\\n`, `\\u202e`),
+    at most `limit` characters. Nothing of it acts on the terminal, and nothing is hidden."""
+    s = "" if value is None else str(value)
+    text = "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in s[:limit])
+    return f'"{text}{"…" if len(s) > limit else ""}"'

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .records import JobRec, PodRec
+from .records import JobRec, PodRec, decimal
 
 TK = "training.kubeflow.org/"
 OPERATOR_KINDS = {
@@ -113,11 +113,11 @@ def workload_of(pod: PodRec, jobs_by_uid: Mapping[str, JobRec], job_names: Mappi
 
 def _index(pod: PodRec) -> int | None:
     for key in (TK + "replica-index", "replica-index", "batch.kubernetes.io/job-completion-index"):
-        v = pod.label(key)
-        if v.isdigit():
-            return int(v)
-    v = pod.annotation("batch.kubernetes.io/job-completion-index")
-    return int(v) if v.isdigit() else None
+        v = decimal(pod.label(key))
+        if v is not None:
+            return v
+    return decimal(pod.annotation("batch.kubernetes.io/job-completion-index"))
+
 
 
 def placement(kind: str, pod: PodRec, job: JobRec | None) -> Placement:
@@ -158,11 +158,10 @@ def placement(kind: str, pod: PodRec, job: JobRec | None) -> Placement:
         if job:
             for r in job.replicas:
                 if r.rtype == role:
-                    jobs = pod.label("jobset.sigs.k8s.io/replicatedjob-replicas")
-                    n_jobs = int(jobs) if jobs.isdigit() and int(jobs) > 0 else 1
+                    n_jobs = decimal(pod.label("jobset.sigs.k8s.io/replicatedjob-replicas")) or 1
                     per_job = max(1, r.replicas // n_jobs)
         completion = idx if idx is not None else 0
-        rank = (int(job_index) if job_index.isdigit() else 0) * per_job + completion
+        rank = (decimal(job_index) or 0) * per_job + completion
         if role == "launcher" or role.endswith("initializer"):
             return Placement(role, completion, None)
         return Placement(role, rank, rank)

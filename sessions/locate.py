@@ -13,6 +13,7 @@ from monitors.kube import KubeClient
 from monitors.model_views import WorkloadView
 from monitors.monitor import WORKLOAD_KINDS, Monitor
 from monitors.names import LookupProblem, find_workload_namespaces, resolve_project
+from monitors.sanitize import clean, shown
 
 
 def pick_workload(wls: Iterable[WorkloadView], ref: str) -> WorkloadView:
@@ -22,10 +23,11 @@ def pick_workload(wls: Iterable[WorkloadView], ref: str) -> WorkloadView:
     kind = kind.split(".")[0].lower()  # pytorchjob.kubeflow.org/mnist as kubectl spells it
     found = [w for w in wls if w.name == name and (not kind or w.kind.lower() in (kind, kind + "s"))]
     if not found:
-        raise LookupProblem(f'workload "{ref}" not found', ExitCode.NOT_FOUND)
+        raise LookupProblem(f"workload {shown(ref)} not found", ExitCode.NOT_FOUND)
     if len(found) > 1:
         kinds = ", ".join(f"{w.kind.lower()}/{w.name}" for w in found)
-        raise LookupProblem(f'"{ref}" names several workloads ({kinds}); use KIND/NAME', ExitCode.USAGE)
+        raise LookupProblem(f"{shown(ref)} names several workloads ({clean(kinds)}); use KIND/NAME",
+                            ExitCode.USAGE)
     return found[0]
 
 
@@ -45,10 +47,10 @@ async def search_namespace(cfg: ClusterConfig, ref: str, kinds: dict[tuple[str, 
     finally:
         await probe.stop()
     if not namespaces:
-        raise LookupProblem(f'workload "{ref}" not found in {cfg.namespace} or any other project you may read',
-                            ExitCode.NOT_FOUND)
+        raise LookupProblem(f"workload {shown(ref)} not found in {clean(cfg.namespace)} or any other project "
+                            "you may read", ExitCode.NOT_FOUND)
     if len(namespaces) > 1:
-        raise LookupProblem(f'workload "{ref}" exists in several projects ({", ".join(namespaces)}); '
+        raise LookupProblem(f"workload {shown(ref)} exists in several projects ({clean(', '.join(namespaces))}); "
                             "choose one with -p PROJECT", ExitCode.USAGE)
     return namespaces[0]
 
@@ -68,7 +70,8 @@ async def find_workload(cfg: ClusterConfig, namespace: str, ref: str) -> Workloa
                 raise LookupProblem(f"forbidden: cannot read workloads in {namespace}: {forbidden[0][1]}",
                                     ExitCode.FORBIDDEN) from None
             if exc.code == ExitCode.NOT_FOUND:
-                raise LookupProblem(f'workload "{ref}" not found in {namespace}', ExitCode.NOT_FOUND) from None
+                raise LookupProblem(f"workload {shown(ref)} not found in {clean(namespace)}",
+                                    ExitCode.NOT_FOUND) from None
             raise
     finally:
         await monitor.stop()

@@ -41,16 +41,39 @@ HISTORY_NAME = ".ranks_history"
 # (an empty Enter shows the same one again) is not recorded twice; the first prompt only notes
 # where bash's own history (loaded from ~/.bash_history) ends. Without bash: sh, with HISTFILE
 # pointing at the same file (shells that keep one write plain lines: no exit status).
+#
+# Secrets stay secret: the history file is the user's alone (created 0600, an older one made
+# 0600; in /tmp only a file of the user's own, never through a link, else nothing is recorded);
+# HISTCONTROL=ignorespace as bash users expect: a command typed with a leading space (` export
+# TOKEN=...`) is kept out of bash's history list, so neither this history nor bash's records it
+# (what programs read, such as a password at a prompt, never was: only commands are recorded).
+# The rc file gets a random name in $TMPDIR (where it cannot be written: /tmp), created
+# exclusively (mktemp; without mktemp, noclobber's O_EXCL on a name from bash's $RANDOM, written
+# by that same open), 0600, and removed by the shell it starts as soon as it is read: no one can
+# plant a link at it or read or change it. No rc file at all: sh, as without bash.
 SHELL_SCRIPT = r"""
+__ranks_own() {
+  [ ! -h "$1" ] && ( umask 077; : >> "$1" ) 2>/dev/null && [ -f "$1" ] && [ -O "$1" ] && [ ! -h "$1" ] &&
+    { chmod 600 "$1" 2>/dev/null || :; }
+}
 H="${HOME:-/tmp}/__HIST__"
-( : >> "$H" ) 2>/dev/null || H="/tmp/__HIST__"
+__ranks_own "$H" || { H="/tmp/__HIST__"; __ranks_own "$H"; } || H=/dev/null
 export RANKS_HISTFILE="$H"
-if command -v bash >/dev/null 2>&1; then
-  RC="${TMPDIR:-/tmp}/.ranks_bashrc.$$"
-  cat > "$RC" <<'RANKS_RC'
+__ranks_rc() {
+  W=">"
+  RC=$( (umask 077; mktemp "$1/.ranks_bashrc.XXXXXXXXXX") 2>/dev/null ) && [ -n "$RC" ] || {
+    W= RC=
+    for i in 1 2 3 4 5 6 7 8; do
+      R=$(bash -c 'echo "$RANDOM$RANDOM$RANDOM$RANDOM"' 2>/dev/null) && [ -n "$R" ] || return 1
+      RC="$1/.ranks_bashrc.$$.$R$i"
+      [ -e "$RC" ] || [ -h "$RC" ] || { W=new; break; }
+    done
+    [ -n "$W" ] || return 1
+  }
+  ( if [ "$W" = new ]; then set -C; fi; umask 077; cat > "$RC" ) 2>/dev/null <<'RANKS_RC' && return 0
 rm -f "$RANKS_RC"; unset RANKS_RC
 [ -f "$HOME/.bashrc" ] && . "$HOME/.bashrc"
-HISTSIZE=10000; HISTCONTROL=; HISTIGNORE=
+HISTSIZE=10000; HISTCONTROL=ignorespace; HISTIGNORE=
 __ranks_record() {
   local s=$? h n= t
   h=$(HISTTIMEFORMAT= builtin history 1)
@@ -70,6 +93,10 @@ __ranks_on_exit=$(trap -p EXIT); __ranks_on_exit=${__ranks_on_exit#"trap -- "}
 eval "__ranks_on_exit=${__ranks_on_exit%" EXIT"}"
 trap '__ranks_record; eval "$__ranks_on_exit"' EXIT
 RANKS_RC
+  [ -O "$RC" ] && [ ! -h "$RC" ] && rm -f "$RC"
+  return 1
+}
+if command -v bash >/dev/null 2>&1 && { __ranks_rc "${TMPDIR:-/tmp}" || __ranks_rc /tmp; }; then
   export RANKS_RC="$RC"
   exec bash --rcfile "$RC" -i
 fi
@@ -86,9 +113,10 @@ def shell_command() -> list[str]:
 
 
 def history_command() -> list[str]:
-    """Prints the session's shell history (as recorded by `shell_command`)."""
+    """Prints the session's shell history (as recorded by `shell_command`): only a file of the
+    user's own (not one someone else left in /tmp)."""
     script = (f'for f in "${{HOME:-/tmp}}/{HISTORY_NAME}" "/tmp/{HISTORY_NAME}"; do '
-              '[ -r "$f" ] && cat "$f" && exit 0; done; exit 0')
+              '[ -r "$f" ] && [ -O "$f" ] && cat "$f" && exit 0; done; exit 0')
     return ["/bin/sh", "-c", script]
 
 

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 import yaml
 from aiohttp import web
 
-from .apiserver.auth import MASTERS, READ_VERBS, Authz, Identity, Rule
+from .apiserver.auth import MASTERS, READ_VERBS, Authz, Identity, Rule, service_account_name
 from .apiserver.crds import DEFAULT_CRDS, CrdSpec
 from .apiserver.errors import ApiError
 from .apiserver.faults import Faults, RequestLog
@@ -96,7 +96,7 @@ class SimCluster:
         self.kubeconfig_path = Path(kubeconfig) if kubeconfig else self.workdir / "kubeconfig"
         self.registry = Registry.with_builtins()
         self.store = ObjectStore(self.registry, history=history)
-        self.authz = Authz(insecure_admin=not tls)
+        self.authz = Authz()  # every request needs a token, with TLS or without
         self.faults = Faults()
         self.requests = RequestLog()
         self.server = ApiServer(
@@ -239,6 +239,30 @@ class SimCluster:
             rules.append(Rule.of(("get",), ["namespaces"], [""], namespaces=[ns]))
         return self.add_user(name, rules=tuple(rules))
 
+    def service_account_token(self, namespace: str, name: str = "default") -> str:
+        """The token of a pod's service account (made on first use, with rules for its own
+        namespace only: see `auth.service_account_rules`). Not written into the kubeconfig."""
+        return self.authz.service_account_token(namespace, name)
+
+    def pod_kubeconfig(self, namespace: str, service_account: str, token: str | None) -> dict[str, Any]:
+        """The kubeconfig a pod gets at `~/.kube/config`: simcluster's address and CA, and the pod's
+        own service-account token only (none when its token is not mounted), never another
+        identity's."""
+        cluster: dict[str, Any] = {"server": self.url}
+        if self._tls is not None:
+            cluster["certificate-authority-data"] = base64.b64encode(self._tls.ca_pem).decode()
+        user = service_account_name(namespace, service_account)
+        return {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "ranks-sim", "cluster": cluster}],
+            "contexts": [{"name": "ranks-sim", "context": {"cluster": "ranks-sim", "user": user,
+                                                            "namespace": namespace}}],
+            "users": [{"name": user, "user": {"token": token} if token else {}}],
+            "current-context": "ranks-sim",
+            "preferences": {},
+        }
+
     def kubeconfig(self, user: str = ADMIN_USER) -> dict[str, Any]:
         cluster: dict[str, Any] = {"server": self.url}
         if self._tls is not None:
@@ -265,9 +289,10 @@ class SimCluster:
 
     def write_kubeconfig(self, path: Path | None = None, user: str = ADMIN_USER) -> Path:
         path = path or self.kubeconfig_path
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        tmp.unlink(missing_ok=True)  # (a file or link left there: never written through)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "w") as fh:
             yaml.safe_dump(self.kubeconfig(user), fh, sort_keys=False)
         os.replace(tmp, path)

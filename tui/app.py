@@ -79,7 +79,7 @@ def settle_heap() -> None:
     less often; without this a full collection over ~300k objects stalls the UI for 0.2-0.8 s."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(700, 10, 1000)
+    gc.set_threshold(700, 10, 10)
 
 
 class AsciiScrollBarRender(ScrollBarRender):
@@ -102,6 +102,18 @@ class RanksApp(DashboardActions, App[int]):
     .-ascii Tab.-active { text-style: bold reverse; }
     .-ascii FooterKey.-command-palette { border-left: none; }
     """
+
+    def _fatal_error(self) -> None:
+        """A crash report as Textual's, but without the frames' local variables: they can hold a
+        token (request headers) or a client key."""
+        import rich
+        from rich.segment import Segments
+        from rich.traceback import Traceback
+
+        self.bell()
+        report = Traceback(show_locals=False, width=None, suppress=[rich])
+        self._exit_renderables.append(Segments(self.console.render(report, self.console.options)))
+        self._close_messages_no_wait()
 
     def __init__(
         self,

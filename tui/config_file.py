@@ -46,7 +46,7 @@ def read_only_setting(environ: Mapping[str, str] | None = None) -> tuple[bool, P
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigReadError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigReadError(f"{path}: {exc}") from None
+        raise ConfigReadError(f"{path}: invalid TOML: {exc}") from None
     value = data.get("read_only", False)
     if not isinstance(value, bool):
         raise ConfigReadError(f"{path}: read_only: must be true or false (got {value!r})")

@@ -4,6 +4,11 @@
 `total` (every line ever stored, never decreases: a view compares it with the value it last saw
 to say "N new lines") and `dropped` (lines pushed out by the cap). While lines have been dropped,
 index 0 is a marker line "N older lines dropped" (kind "dropped"), so the loss is visible.
+
+The cap is a number of lines and a number of bytes (`max_bytes`: each line costs twice its raw
+length, for its bytes and its display text, plus a fixed overhead): 200,000 lines of a few
+hundred bytes fit, but a process printing megabyte lines (a line is cut at 1 MiB) would otherwise
+be held 200,000 times over; the oldest lines go first either way.
 """
 
 from __future__ import annotations
@@ -17,14 +22,22 @@ from .lines import LogLine
 from .terminal_text import SafeText
 
 DEFAULT_CAP = 200_000
+DEFAULT_MAX_BYTES = 512 << 20
+LINE_OVERHEAD = 200  # bytes a line costs besides its text (the object, its slots, the ring's slot)
 DEFAULT_RANK_CAP = 1_000
 
 
+def _cost(line: LogLine) -> int:
+    return 2 * len(line.raw) + LINE_OVERHEAD
+
+
 class LineBuffer:
-    def __init__(self, cap: int = DEFAULT_CAP) -> None:
+    def __init__(self, cap: int = DEFAULT_CAP, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         if cap < 1:
             raise ValueError("cap must be at least 1")
         self.cap = cap
+        self.max_bytes = max_bytes
+        self.bytes = 0  # what the lines held cost (`_cost`)
         self._ring: list[LogLine | None] = []
         self._start = 0  # ring index of the oldest line
         self._size = 0
@@ -39,6 +52,7 @@ class LineBuffer:
         for line in lines:
             line.seq = self.total
             self.total += 1
+            self.bytes += 2 * len(line.raw) + LINE_OVERHEAD
             if self._size < cap:
                 if len(ring) < cap:
                     ring.append(line)
@@ -46,15 +60,33 @@ class LineBuffer:
                     ring[(self._start + self._size) % cap] = line
                 self._size += 1
             else:
+                old = ring[self._start]
+                if old is not None:
+                    self.bytes -= _cost(old)
                 ring[self._start] = line
                 self._start = (self._start + 1) % cap
                 self.dropped += 1
+            if self.bytes > self.max_bytes:
+                self._drop_oldest_over_budget()
+
+    def _drop_oldest_over_budget(self) -> None:
+        """The oldest lines go until the rest fit in `max_bytes` (the newest line stays)."""
+        ring = self._ring
+        while self.bytes > self.max_bytes and self._size > 1:
+            old = ring[self._start]
+            if old is not None:
+                self.bytes -= _cost(old)
+            ring[self._start] = None
+            self._start = (self._start + 1) % self.cap
+            self._size -= 1
+            self.dropped += 1
 
     def clear(self) -> None:
         """Forget every line (the total keeps counting)."""
         self.dropped += self._size
         self._ring = []
         self._start = self._size = 0
+        self.bytes = 0
 
     # -- reading -------------------------------------------------------------------------------
     @property
@@ -82,7 +114,8 @@ class LineBuffer:
         m = self._marker
         if m is None or m.cut != self.dropped:
             first = self.by_seq(self.first_seq)
-            text = f"… {plural(self.dropped, 'older line')} dropped (buffer holds the newest {self.cap:,})"
+            held = f"{self.cap:,}" if self._size >= self.cap else f"{self._size:,}, {self.max_bytes >> 20} MiB"
+            text = f"… {plural(self.dropped, 'older line')} dropped (buffer holds the newest {held})"
             m = LogLine(first.ts if first is not None else 0, text.encode(), kind="dropped", cut=self.dropped)
             m.safe = SafeText(text, ((0, len(text), "dim italic"),))
             self._marker = m

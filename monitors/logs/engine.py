@@ -14,7 +14,9 @@ How it works:
 1. History: every container present at start is read without `follow` (with since / tail /
    previous) and merged *exactly* by timestamp (`merge.Merger`, exact mode, with backpressure).
    With `tail`, only the newest `tail` merged lines are kept.
-2. Following: each container is followed from its last timestamp (`stream.LogStream`); lines
+2. Following: each container is followed from its last timestamp (`stream.LogStream`: a follow
+   that drops, stalls or falls behind a rotated log file is reopened from there, duplicates
+   skipped; a pod attached later is read from its first line); lines
    are merged by a watermark across the open streams: a line goes out once every other open
    stream has shown a newer line, or has been quiet for `grace` while the line waited (at most
    `window`; `merge.Merger`). Pods that appear later (restarts, late workers,
@@ -96,6 +98,7 @@ class LogOptions:
     rank_cap: int = DEFAULT_RANK_CAP  # lines kept per rank
     max_streams: int = DEFAULT_MAX_STREAMS
     read_timeout: float = 30.0  # no byte for this long: the stream is reopened from its last timestamp
+    probe_after: float = 3.0  # following: a stream quiet this long is checked against the newest line (0: never)
     connect_timeout: float = 15.0
     history_retries: int = 5  # transient errors (429, 5xx, no answer) of a history read, retried with backoff
     backoff_min: float = 0.25
@@ -260,7 +263,7 @@ class LogEngine:
                 origin = Origin(r.label, r.rank, r.role, r.replica_index, r.namespace, r.pod, c, None)
                 if self.active_streams >= self.options.max_streams:
                     # over the limit: wait for a slot (following), or left out (history only)
-                    s = LogStream(self, origin, rec.uid, history=False)
+                    s = LogStream(self, origin, rec.uid, history=False, initial=history)
                     s.state = "queued"
                     self.queued.append(s)
                     continue

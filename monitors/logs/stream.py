@@ -5,13 +5,26 @@ A `LogStream` reads `GET /api/v1/namespaces/{ns}/pods/{pod}/log?container=C&time
 - **history** (`follow=false`, with the user's since/tail/previous): read to the end, into the
   exact merge;
 - **follow**: `follow=true` from where it stopped. A follow ends when the container instance
-  ends, when the connection drops, or when no byte arrives for `read_timeout` (a stalled
-  connection, log rotation on some runtimes). It is then reopened with `sinceTime` set to the
+  ends, when the connection drops, or when no byte arrives for `read_timeout`. A follow can also
+  hang with its connection open: the kubelet keeps a follow on a log file it has rotated, which
+  gets no more lines (kubernetes/kubernetes#115701), or the connection stalls. So while a follow
+  is quiet (`probe_after`, then three times as long each time, up to `read_timeout`) the stream
+  asks for the newest line (`tailLines=1`); if the kubelet has one newer than the last this
+  follow delivered, the follow is closed. It is then reopened with `sinceTime` set to the
   second of the last timestamp seen; re-sent lines (timestamp before the last one seen, or equal
-  to it with the same content) are skipped, so nothing is repeated. If the container restarted
-  while the connection was down, the tail of the previous instance is fetched first
-  (`previous=true`, same rule).
-- It stops when its pod is gone or terminal and the instance was read to its end.
+  to it with the same content) are skipped, so nothing is repeated.
+- A follow that dropped or stalled is reopened at once (first the rest of the previous instance,
+  `previous=true`, same rule, if the pod's record says the container restarted meanwhile).
+  After the server could not be reached (or answered 5xx, 429, 401) for a while, the pod is read
+  first: replaced (another uid under the same name: the kubelet would serve the new pod's log)
+  or gone, the stream ends (the new pod gets its own stream, from its first line); else the rest
+  of the previous instance is read (the container may have restarted meanwhile), then the follow.
+- Where it starts: the first follow goes on from the history (its last timestamp; with `--since`
+  and no line in the window, from the window's start; `--tail 0` still reads the newest line
+  for its position). A stream attached later (a new or replaced pod, a late rank) reads its log
+  from the first line: all of it is new.
+- It stops when its pod is gone, replaced or terminal and the instance was read to its end (a
+  pod being deleted whose instance ended is done: its containers do not start again).
 
 Lines are cut at 1 MiB while reading (the rest of a longer line is counted, not kept).
 """
@@ -51,11 +64,15 @@ class _Dropped(Exception):
 
 
 class LogStream:
-    def __init__(self, engine: LogEngine, origin: Origin, uid: str, *, history: bool) -> None:
+    def __init__(self, engine: LogEngine, origin: Origin, uid: str, *, history: bool,
+                 initial: bool | None = None) -> None:
+        """`history`: read the history first (since/tail); `initial`: the user's since/tail apply
+        to this stream's first read (default: with history; a pod attached later is read whole)."""
         self.engine = engine
         self.origin = origin
         self.uid = uid
         self.with_history = history
+        self.initial = history if initial is None else initial
         self.path = (f"/api/v1/namespaces/{quote(origin.namespace, safe='')}/pods/"
                      f"{quote(origin.pod, safe='')}/log")
         self.state = "waiting"  # waiting / open / retrying / ended / done / queued
@@ -77,6 +94,11 @@ class LogStream:
         self.history_read = asyncio.Event()  # the history part is over (read, failed or skipped)
         self.last_problem: ApiProblem | ConnectionProblem | None = None
         self._retry_after: float | None = None
+        self._floor = 0  # --since and no line in the window: where the window started (ns)
+        self._heard = 0.0  # when the open read last received a byte (monotonic)
+        self._got = 0  # lines of the current read
+        self.probes = 0  # newest-line checks of quiet follows
+        self.recoveries = 0  # pod checks after a follow broke
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -124,10 +146,14 @@ class LogStream:
     def _initial(self) -> list[tuple[str, str]]:
         o = self.engine.options
         p: list[tuple[str, str]] = []
+        if not self.initial:
+            return p  # attached while following: every line of it is new
         if o.since_seconds:
             p.append(("sinceSeconds", str(int(o.since_seconds))))
         if o.tail is not None:
-            p.append(("tailLines", str(o.tail)))
+            # `--tail 0` asks for the newest line all the same: its timestamp is where a follow
+            # goes on from (the engine keeps none of the history's lines)
+            p.append(("tailLines", str(max(o.tail, 1) if o.follow and self.with_history else o.tail)))
         return p
 
     def _resume(self) -> list[tuple[str, str]]:
@@ -136,11 +162,16 @@ class LogStream:
             self._replay = (self.last_ts, set(self._at_last))
             return [("sinceTime", format_since(self.last_ts))]
         if self.initial_consumed:
+            if self._floor:  # --since found no line: go on from the window's start, not the log's
+                self._replay = (self._floor, set())
+                return [("sinceTime", format_since(self._floor))]
             return []
         return self._initial()
 
     async def _history(self) -> None:
         eng = self.engine
+        if self.initial and eng.options.since_seconds and eng.options.follow:
+            self._floor = time.time_ns() - int(eng.options.since_seconds) * 1_000_000_000
         params = self._base() + self._initial()
         if eng.options.previous:
             params.append(("previous", "true"))
@@ -184,23 +215,38 @@ class LogStream:
     async def _follow(self) -> None:
         eng = self.engine
         backoff = eng.options.backoff_min
+        broken = False  # the server could not be read: the pod may have changed meanwhile
+        ended = False  # the last follow ended by itself: the instance it read has ended
         while not eng.stopping:
             rec = eng.pod_record(self)
             if rec is None or rec.uid != self.uid:
                 return  # the pod is gone (or was replaced: a new stream follows the new one)
             if self.complete and rec.terminated:
                 return
+            if ended and rec.deleting:
+                return  # its instance ended and the pod is being deleted: no container starts again
             restarts = rec.restarts
             terminal = rec.terminated
-            if not self.last_ts and not self.initial_consumed and self._missed_previous(rec):
+            if broken and (self.last_ts or self.initial_consumed):
+                self.changed.clear()
+                same = await self._recover()
+                if same is None:
+                    return
+                if not same:  # the server cannot say yet: wait, then ask again
+                    await self._pause(backoff)
+                    backoff = min(backoff * 2, eng.options.backoff_max)
+                    continue
+                broken = False
+            elif not self.last_ts and not self.initial_consumed and self._missed_previous(rec):
                 await self._previous_tail()  # it restarted before we ever read it: the first run first
             params = self._base() + self._resume() + [("follow", "true")]
             self.changed.clear()
             got = 0
             normal = False
+            ended = False
             try:
                 got = await self._read(params, follow=True)
-                normal = True
+                normal = ended = True
                 self.initial_consumed = True
                 self.complete = terminal
                 self.state = "ended"
@@ -210,25 +256,58 @@ class LogStream:
                 self.message = str(exc)
                 rec2 = eng.pod_record(self)
                 if rec2 is not None and rec2.uid == self.uid and rec2.restarts > restarts and self.last_ts:
-                    await self._previous_tail()
+                    broken = not await self._previous_tail()  # not read: asked again before the follow
                 continue  # reopen at once: the last timestamp tells where to resume
             except ApiProblem as exc:
                 if not self._api_problem(exc, history=False):
                     return
+                broken = broken or exc.status in TRANSIENT or exc.status == 401
                 if self._retry_after is not None:
                     backoff = max(backoff, min(self._retry_after, eng.options.backoff_max))
             except ConnectionProblem as exc:
                 eng.server_lost(exc.message)
                 self.state = "retrying"
                 self.message = exc.message
+                broken = True
             if normal and got:
                 backoff = eng.options.backoff_min
                 await asyncio.sleep(0.02)
                 continue
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(backoff):
-                    await self.changed.wait()
+            await self._pause(backoff)
             backoff = min(backoff * 2, eng.options.backoff_max)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or until the pod's record changes."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self.changed.wait()
+
+    async def _recover(self) -> bool | None:
+        """After a follow broke: the pod read from the server. None: it is gone or was replaced
+        (another uid under its name: a reopen would read the new pod's log); True: the same pod,
+        and the rest of its previous instance was read (the container may have restarted while
+        the follow was down); False: the server cannot tell now (try again)."""
+        eng = self.engine
+        o = self.origin
+        self.recoveries += 1
+        path = f"/api/v1/namespaces/{quote(o.namespace, safe='')}/pods/{quote(o.pod, safe='')}"
+        try:
+            pod = await eng.client.get(path)
+        except ApiProblem as exc:
+            if exc.status == 404:
+                return None
+            if exc.status not in (401, 403):  # (a pod that may not be read: its log may still be)
+                self.message = _problem_text(exc)
+                return False
+            pod = None
+        except ConnectionProblem as exc:
+            eng.server_lost(exc.message)
+            self.message = exc.message
+            return False
+        uid = ((pod.get("metadata") or {}).get("uid") or "") if isinstance(pod, dict) else ""
+        if uid and uid != self.uid:
+            return None
+        return await self._previous_tail()
 
     def _missed_previous(self, rec: PodRec) -> bool:
         """The container already restarted, and its previous run ended after we started watching."""
@@ -240,11 +319,19 @@ class LogStream:
             for ex in rec.exits
         )
 
-    async def _previous_tail(self) -> None:
-        """The container restarted while the connection was down: read the rest of the previous instance."""
+    async def _previous_tail(self) -> bool:
+        """The container restarted while the connection was down: read the rest of the previous
+        instance. True when read, or when there is none (400); False on a transient failure (a
+        finished instance is read at once: quiet for `probe_after` is a stall)."""
         params = self._base() + self._resume() + [("previous", "true")]
-        with contextlib.suppress(_Stalled, _Dropped, ApiProblem, ConnectionProblem):
-            await self._read(params, follow=False)
+        o = self.engine.options
+        try:
+            await self._read(params, follow=False, read_timeout=min(o.read_timeout, o.probe_after or o.read_timeout))
+        except ApiProblem as exc:
+            return exc.status in (400, 404)
+        except (_Stalled, _Dropped, ConnectionProblem):
+            return False
+        return True
 
     def _terminal(self) -> bool:
         rec = self.engine.pod_record(self)
@@ -275,17 +362,14 @@ class LogStream:
         return True
 
     # -- reading -------------------------------------------------------------------------------
-    async def _read(self, params: list[tuple[str, str]], *, follow: bool) -> int:
+    async def _read(self, params: list[tuple[str, str]], *, follow: bool, read_timeout: float | None = None) -> int:
         """One request; returns the number of new lines. Raises _Stalled/_Dropped/ApiProblem/ConnectionProblem."""
         eng = self.engine
         client = eng.client
         session = client.session()
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=eng.options.connect_timeout,
-                                        sock_read=eng.options.read_timeout)
-        merger = eng.merger
-        src = self.source
-        assert src is not None
-        got = 0
+        silence = read_timeout or eng.options.read_timeout
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=eng.options.connect_timeout, sock_read=silence)
+        self._got = 0
         self.opens += 1
         try:
             async with session.get(client.server + self.path, params=params, headers=client.headers("*/*"),
@@ -297,57 +381,126 @@ class LogStream:
                 self.message = ""
                 self.last_problem = None
                 eng.server_answered(self)
-                pending: list[bytes] = []
-                plen = 0
-                over = 0
-                async for chunk in resp.content.iter_any():
-                    nl = chunk.rfind(b"\n")
-                    if nl < 0:
-                        merger.touch(src)  # part of a line: the stream is not quiet
-                        if plen < READ_LIMIT:
-                            pending.append(chunk)
-                            plen += len(chunk)
-                        else:
-                            over += len(chunk)
-                        continue
-                    head = chunk[:nl]  # complete lines; the first one continues what is pending
-                    if pending:
-                        first_nl = head.find(b"\n")
-                        first = head if first_nl < 0 else head[:first_nl]
-                        if plen < READ_LIMIT:
-                            pending.append(first)
-                        else:
-                            over += len(first)
-                        head = b"".join(pending) + (b"" if first_nl < 0 else head[first_nl:])
-                        pending = []
-                    tail = chunk[nl + 1:]
-                    if tail:
-                        pending.append(tail)
-                    plen = len(tail)
-                    batch = self._parse(head.split(b"\n"), over)
-                    over = 0
-                    if batch:
-                        got += len(batch)
-                        merger.add(src, batch)
-                        if merger.exact and src.full:
-                            await src.wait_space()
-                if pending:
-                    batch = self._parse([b"".join(pending)], over)
-                    if batch:
-                        got += len(batch)
-                        merger.add(src, batch)
+                self._heard = time.monotonic()
+                if follow and eng.options.probe_after > 0:
+                    await self._consume_watched(resp)
+                else:
+                    await self._consume(resp)
         except TimeoutError:
             self.stalls += 1
-            raise _Stalled(f"no data for {eng.options.read_timeout:g}s") from None
+            raise _Stalled(f"no data for {silence:g}s") from None
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
             raise _Dropped(f"connection dropped: {type(exc).__name__}") from None
         except aiohttp.ClientConnectorError as exc:
             raise client.connection_problem(exc) from None
         except (aiohttp.ClientError, OSError) as exc:
-            if got:
+            if self._got:
                 raise _Dropped(f"connection lost: {type(exc).__name__}") from None
             raise client.connection_problem(exc) from None
-        return got
+        return self._got
+
+    async def _consume_watched(self, resp: aiohttp.ClientResponse) -> None:
+        """Read a follow while a watchdog checks, when it is quiet, that it is not behind."""
+        reader = asyncio.ensure_future(self._consume(resp))
+        watch = asyncio.ensure_future(self._watchdog())
+        try:
+            await asyncio.wait((reader, watch), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            reader.cancel()
+            watch.cancel()
+            await asyncio.gather(reader, watch, return_exceptions=True)
+            raise
+        if reader.done():
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
+            reader.result()  # its error, if it ended with one
+            return
+        reader.cancel()  # the watchdog saw a newer line than this follow delivered: it is stuck
+        await asyncio.gather(reader, return_exceptions=True)
+        self.stalls += 1
+        raise _Stalled("the follow fell behind the log (rotated, or a stalled connection)")
+
+    async def _watchdog(self) -> None:
+        """Returns when the open follow is behind the kubelet's newest line; runs until cancelled
+        otherwise. Checks when the follow has been quiet `probe_after` s, then three times as long
+        each time (up to `read_timeout`, when the read times out by itself)."""
+        o = self.engine.options
+        wait = o.probe_after
+        while True:
+            quiet = time.monotonic() - self._heard
+            if quiet < wait:
+                await asyncio.sleep(wait - quiet)
+                continue
+            newest = await self._newest()
+            seen = max(self.last_ts, self._floor)
+            if newest is not None and newest > seen and time.monotonic() - self._heard >= wait:
+                return
+            wait = min(wait * 3, max(o.read_timeout, o.probe_after))
+
+    async def _newest(self) -> int | None:
+        """The timestamp of the newest line of the container's current log, or None (empty, or
+        no answer: the follow's own timeouts deal with a server that is gone)."""
+        eng = self.engine
+        self.probes += 1
+        try:
+            body = await eng.client.request("GET", self.path, params=[*self._base(), ("tailLines", "1")],
+                                            accept="*/*", timeout=max(1.0, min(eng.options.read_timeout,
+                                                                               eng.options.probe_after)))
+        except (ApiProblem, ConnectionProblem, TimeoutError, aiohttp.ClientError, OSError):
+            return None
+        newest: int | None = None
+        for raw in body.split(b"\n"):
+            ts, _ = split_record(raw) if raw else (None, b"")
+            if ts is not None:
+                newest = ts if newest is None else max(newest, ts)
+        return newest
+
+    async def _consume(self, resp: aiohttp.ClientResponse) -> None:
+        """The body of an answer, line by line into the merge (`self._got` counts the new ones)."""
+        merger = self.engine.merger
+        src = self.source
+        assert src is not None
+        pending: list[bytes] = []
+        plen = 0
+        over = 0
+        async for chunk in resp.content.iter_any():
+            self._heard = time.monotonic()
+            nl = chunk.rfind(b"\n")
+            if nl < 0:
+                merger.touch(src)  # part of a line: the stream is not quiet
+                if plen < READ_LIMIT:
+                    pending.append(chunk)
+                    plen += len(chunk)
+                else:
+                    over += len(chunk)
+                continue
+            head = chunk[:nl]  # complete lines; the first one continues what is pending
+            if pending:
+                first_nl = head.find(b"\n")
+                first = head if first_nl < 0 else head[:first_nl]
+                if plen < READ_LIMIT:
+                    pending.append(first)
+                else:
+                    over += len(first)
+                head = b"".join(pending) + (b"" if first_nl < 0 else head[first_nl:])
+                pending = []
+            tail = chunk[nl + 1:]
+            if tail:
+                pending.append(tail)
+            plen = len(tail)
+            batch = self._parse(head.split(b"\n"), over)
+            over = 0
+            if batch:
+                self._got += len(batch)
+                merger.add(src, batch)
+                if merger.exact and src.full:
+                    await src.wait_space()
+                    self._heard = time.monotonic()
+        if pending:
+            batch = self._parse([b"".join(pending)], over)
+            if batch:
+                self._got += len(batch)
+                merger.add(src, batch)
 
     def _parse(self, raws: list[bytes], over: int) -> list[LogLine]:
         out: list[LogLine] = []
@@ -410,4 +563,4 @@ def backoff_delay(attempt: int, options: LogOptions) -> float:
 def stream_summary(s: LogStream) -> dict[str, Any]:
     o = s.origin
     return {"label": o.label, "pod": o.pod, "container": o.container, "state": s.state, "message": s.message,
-            "lines": s.lines, "bytes": s.bytes, "opens": s.opens, "reopens": s.reopens}
+            "lines": s.lines, "bytes": s.bytes, "opens": s.opens, "reopens": s.reopens, "probes": s.probes}

@@ -9,7 +9,8 @@ across network chunks is seen whole) and returns a `SafeText`:
   SOS, PM and APC strings (to ST, or to the end of the line when unterminated), two- and
   three-byte ESC sequences and a lone ESC; C1 controls (U+0080..U+009F, including the 8-bit
   CSI/OSC/DCS introducers and what they introduce), other C0 controls, DEL and the bidi
-  override/isolate controls;
+  controls (embeddings, overrides, isolates and the LRM/RLM/ALM marks: U+202A-U+202E,
+  U+2066-U+2069, U+200E, U+200F, U+061C), as `monitors.sanitize.clean()` does;
 - SGR colour and attribute codes (`ESC [ ... m`) are, when `sgr=True`, turned into style spans
   `(start, end, style)` whose style strings Rich understands (`"bold red on blue"`,
   `"color(208)"`, `"#ff8700"`), so a view can build a `rich.text.Text` without markup parsing;
@@ -37,9 +38,9 @@ NOT_PRINTABLE_ASCII = re.compile(rb"[^\x20-\x7e]")  # anything but printable ASC
 _SPECIAL = re.compile(rb"[\x00-\x1f\x7f]")  # C0 controls, ESC and DEL in the byte stream
 # in decoded text: 8-bit CSI / string controls with what they introduce, other C1 controls, bidi controls
 _C1 = re.compile(
-    "\x9b[0-?]*[ -/]*[@-~]?|[\x90\x98\x9d\x9e\x9f][^\x9c\x07]*[\x9c\x07]?|[\x80-\x9f]|[\u202a-\u202e\u2066-\u2069]"
+    "\x9b[0-?]*[ -/]*[@-~]?|[\x90\x98\x9d\x9e\x9f][^\x9c\x07]*[\x9c\x07]?|[\x80-\x9f]|[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
-_C1_QUICK = re.compile("[\x80-\x9f\u202a-\u202e\u2066-\u2069]")
+_C1_QUICK = re.compile("[\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 _BASIC = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
 _BRIGHT = tuple(f"bright_{c}" for c in _BASIC)

@@ -8,8 +8,16 @@ runs a child `ranks` process as that identity (`--as`/`--as-group`, so the clust
 - anything else is refused with a one-line message: no pty, other commands, subsystems (sftp),
   port/agent/X11 forwarding; session limits (total and per user).
 
-A client that goes away has its child's process group terminated (then killed). Nothing here
-blocks the event loop: the pty is read with `add_reader`, children are asyncio subprocesses.
+A client that goes away has its child's process group terminated (then killed), also when it went
+while its child was being started. Time limits: a connection must log in within the login grace
+(`login_grace`, 30 s); a logged-in connection without input from its client (keys, window changes,
+new channels) for `idle_timeout` has its sessions ended with a message and is closed (off unless
+set); a client that stops answering keepalives is dropped after 90 s; one that has offered
+`MAX_AUTH_TRIES` keys that are not authorized is closed (each refused login is audited). At most
+`MAX_UNAUTHENTICATED` connections may be logging in at once: past that, a new one takes the place
+of the oldest that has not even begun to log in (a flood of silent connections cannot lock
+clients out), else it is dropped. Nothing here blocks the event loop: the pty is read with
+`add_reader`, children are asyncio subprocesses.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import signal
 import struct
 import sys
 import termios
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +48,14 @@ READ_ONLY_COMMANDS = ("projects", "list", "get", "top", "logs")
 # flags a remote user may not pass: they would pick another cluster, identity or endpoint
 FORBIDDEN_FLAGS = ("--kubeconfig", "--context", "--as", "--as-group", "--namespace", "--prometheus", "--")
 NO_PTY = "ranks: this server serves the dashboard; connect with a terminal (ssh -t)"
-LOGIN_TIMEOUT = 30
+LOGIN_GRACE = 30.0  # seconds a connection has to log in (default of ServeConfig.login_grace)
+LOGIN_GRACE_ENV = "RANKS_SSH_LOGIN_GRACE"  # (seconds) when ServeConfig.login_grace is None
+IDLE_TIMEOUT_ENV = "RANKS_SSH_IDLE_TIMEOUT"  # (seconds, 0: never) when ServeConfig.idle_timeout is None
 KEEPALIVE = 30
 KILL_GRACE = 2.0
-MAX_UNAUTHENTICATED = 64  # connections still logging in at once; more are dropped at once (floods)
+DRAIN_AFTER_EXIT = 2.0  # once a session's process ended: how long its last output may take to drain
+MAX_UNAUTHENTICATED = 64  # connections still logging in at once (floods: see the module docstring)
+MAX_AUTH_TRIES = 6  # keys a connection may offer that are not authorized; then it is closed (sshd's MaxAuthTries)
 RELOAD_EVERY = 2.0  # seconds between looks at the authorized keys and the user map
 TEMPLATE_RETRY = 2.0  # seconds before the dashboard template is started again after it died
 # the child gets the pty as its controlling terminal (so shells from the dashboard get job control)
@@ -69,6 +82,28 @@ class ServeConfig:
     request_timeout: float | None = None
     prometheus: str | None = None  # every session's GPU metrics from here (else found as the user)
     extra_env: dict[str, str] = field(default_factory=dict)
+    login_grace: float | None = None  # seconds to log in; None: $RANKS_SSH_LOGIN_GRACE, else 30
+    idle_timeout: float | None = None  # seconds without input; None: $RANKS_SSH_IDLE_TIMEOUT, else (0) never
+
+    def timeouts(self) -> tuple[float, float]:
+        """(login grace, idle timeout: 0 for never) in seconds; SessionError (code 2) for a bad value."""
+        def pick(value: float | None, env: str, default: float) -> float:
+            what = env
+            if value is None:
+                text = os.environ.get(env, "").strip()
+                if not text:
+                    return default
+                try:
+                    value = float(text)
+                except ValueError:
+                    value = -1.0
+            else:
+                what = "the " + ("login grace" if env == LOGIN_GRACE_ENV else "idle timeout")
+            if not 0 <= value < 10 ** 7:  # (also NaN)
+                raise SessionError(f"{what}: {value!r} is not a number of seconds (0 or more)", 2)
+            return value
+
+        return pick(self.login_grace, LOGIN_GRACE_ENV, LOGIN_GRACE), pick(self.idle_timeout, IDLE_TIMEOUT_ENV, 0.0)
 
 
 class Server:
@@ -77,8 +112,21 @@ class Server:
     def __init__(self, cfg: ServeConfig, ring: KeyRing, audit: Audit) -> None:
         self.cfg, self.ring, self.audit = cfg, ring, audit
         self.sessions: set[Session] = set()
-        self.unauthenticated = 0
+        self.pending: dict[Connection, None] = {}  # connections still logging in, oldest first
+        self.idle_timeout = cfg.timeouts()[1]
         self.zygote: Zygote | None = None  # dashboards forked warm (tui.cli.zygote); None: fresh processes
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def unauthenticated(self) -> int:
+        return len(self.pending)
+
+    def background(self, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """A task the server holds on to until it ends (the loop keeps only weak references)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
 
     def count(self, user: str) -> int:
         return sum(1 for s in self.sessions if s.conn_server.identity and s.conn_server.identity.name == user)
@@ -123,30 +171,49 @@ class Connection(asyncssh.SSHServer):
         self.peer = "?"
         self.addr = ""
         self.conn: asyncssh.SSHServerConnection | None = None
-        self._counted = False
+        self.sessions: set[Session] = set()  # this connection's session channels
+        self.began_auth = False
+        self.keys_refused = 0
+        self.last_input = 0.0  # (loop time) the client's last keys, window change or new channel
+        self._idle_timer: asyncio.TimerHandle | None = None
+        self._lost = False
 
     def connection_made(self, conn: asyncssh.SSHServerConnection) -> None:
         self.conn = conn
         addr = conn.get_extra_info("peername")
         self.peer = f"{addr[0]}:{addr[1]}" if addr else "?"
         self.addr = addr[0] if addr else ""
-        if self.server.unauthenticated >= MAX_UNAUTHENTICATED:
-            conn.disconnect(asyncssh.DISC_TOO_MANY_CONNECTIONS, "too many connections logging in; try again")
-            return
-        self.server.unauthenticated += 1
-        self._counted = True
+        pending = self.server.pending
+        if len(pending) >= MAX_UNAUTHENTICATED:
+            # a flood: the oldest connection that has not even begun to log in makes room (silent
+            # connections cannot lock clients out); when every one of them is logging in, this goes
+            stale = next((c for c in pending if not c.began_auth), None)
+            if stale is None:
+                conn.disconnect(asyncssh.DISC_TOO_MANY_CONNECTIONS, "too many connections logging in; try again")
+                return
+            stale._uncount()
+            if stale.conn is not None:
+                stale.conn.abort()
+        pending[self] = None
 
     def _uncount(self) -> None:
-        if self._counted:
-            self._counted = False
-            self.server.unauthenticated -= 1
+        self.server.pending.pop(self, None)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
         self._uncount()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+            self._idle_timer = None
         if self.identity is not None:
             self.server.audit.log("logout", user=self.identity.name, peer=self.peer)
+        elif self.keys_refused:
+            self.server.audit.log("refused", user="?", peer=self.peer,
+                                  what=f"login: {self.keys_refused} key{'s' if self.keys_refused > 1 else ''} "
+                                       "not authorized")
 
     def begin_auth(self, username: str) -> bool:
+        self.began_auth = True
         return True
 
     def password_auth_supported(self) -> bool:
@@ -161,6 +228,10 @@ class Connection(asyncssh.SSHServer):
     def validate_public_key(self, username: str, key: asyncssh.SSHKey) -> bool:
         grant = self.server.ring.lookup(key, self.addr, self.addr)  # (from= patterns: the address)
         self._candidate = grant  # the signed request comes last, right before auth_completed
+        if grant is None:
+            self.keys_refused += 1
+            if self.keys_refused >= MAX_AUTH_TRIES and self.conn is not None:
+                self.conn.disconnect(asyncssh.DISC_NO_MORE_AUTH_METHODS_AVAILABLE, "too many authentication failures")
         return grant is not None
 
     def auth_completed(self) -> None:
@@ -169,6 +240,38 @@ class Connection(asyncssh.SSHServer):
         self.identity = self.grant.identity if self.grant is not None else None
         if self.identity is not None:
             self.server.audit.log("login", user=self.identity.name, peer=self.peer)
+        self.touch()
+        if self.server.idle_timeout > 0:
+            self._arm_idle(self.server.idle_timeout)
+
+    # -- idle connections ---------------------------------------------------------------------------
+    def touch(self) -> None:
+        """The client did something (keys, a window change, a new channel): not idle."""
+        self.last_input = asyncio.get_running_loop().time()
+
+    def _arm_idle(self, after: float) -> None:
+        self._idle_timer = asyncio.get_running_loop().call_later(after, self._idle_check)
+
+    def _idle_check(self) -> None:
+        self._idle_timer = None
+        if self._lost:
+            return
+        left = self.last_input + self.server.idle_timeout - asyncio.get_running_loop().time()
+        if left > 0:
+            self._arm_idle(left)
+        else:
+            self.server.background(self._close_idle())
+
+    async def _close_idle(self) -> None:
+        """Idle past the timeout: each session's process ends (its screen restored), the client is
+        told why, then the connection closes."""
+        idle = self.server.idle_timeout
+        message = f"ranks: closed after {_span(idle)} without input"
+        self.server.audit.log("idle", user=self.identity.name if self.identity else "?", peer=self.peer,
+                              what=f"{idle:g}s without input")
+        await asyncio.gather(*(s.end(message) for s in list(self.sessions)), return_exceptions=True)
+        if self.conn is not None and not self._lost:
+            self.conn.disconnect(asyncssh.DISC_BY_APPLICATION, message)
 
     # -- forwarding: all refused ------------------------------------------------------------------
     def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
@@ -188,6 +291,7 @@ class Connection(asyncssh.SSHServer):
         return False
 
     def session_requested(self) -> asyncssh.SSHServerSession:
+        self.touch()
         return Session(self.server, self)
 
     def _refused(self, what: str) -> None:
@@ -213,6 +317,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
     # -- requests ---------------------------------------------------------------------------------
     def connection_made(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
         self.chan = chan
+        self.conn_server.sessions.add(self)
 
     def pty_requested(self, term_type: str, term_size: tuple[int, int, int, int], term_modes: Any) -> bool:
         self.term = term_type or "xterm"
@@ -243,6 +348,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self.task = asyncio.get_running_loop().create_task(self._run())
 
     def data_received(self, data: bytes, datatype: Any) -> None:
+        self.conn_server.touch()
         if self.master is not None:
             self._pending += data
             self._flush()
@@ -255,6 +361,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         return True
 
     def terminal_size_changed(self, width: int, height: int, pixwidth: int, pixheight: int) -> None:
+        self.conn_server.touch()
         if width and height:
             self.size = (width, height)
             if self.master is not None:
@@ -266,8 +373,17 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self.server.sessions.discard(self)
+        self.conn_server.sessions.discard(self)
         if self.proc is not None and self.proc.returncode is None:
-            asyncio.get_running_loop().create_task(self.terminate())
+            self.server.background(self.terminate())
+        # (a process still being started is ended as soon as it is: `_started`)
+
+    def _started(self, proc: Child) -> Child:
+        """`proc` is the session's process now; the client may have gone while it was started."""
+        self.proc = proc
+        if self._closed:
+            self.server.background(self.terminate())
+        return proc
 
     # -- running ------------------------------------------------------------------------------------
     def _refuse(self, message: str, what: str, status: int = 1) -> None:
@@ -280,6 +396,8 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
     async def _run(self) -> None:
         ident = self.conn_server.identity
         assert self.chan is not None and ident is not None
+        if self._closed:  # (the client went before its request was looked at)
+            return
         cfg = self.server.cfg
         if len(self.server.sessions) >= cfg.max_sessions:
             return self._refuse(f"ranks: the server is full ({cfg.max_sessions} sessions); try again later",
@@ -318,9 +436,10 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         assert self.chan is not None
         env = self.server.child_env(None)
         env["NO_COLOR"] = "1"
-        proc = self.proc = await asyncio.create_subprocess_exec(
+        proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
             env=env, start_new_session=True)
+        self._started(proc)
         assert proc.stdout is not None and proc.stderr is not None
         self.stdin = proc.stdin
 
@@ -388,10 +507,13 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         env = self.server.child_env(self.term)
         env[ACTION_FD_ENV] = str(audit_wr)
         try:
-            self.proc = await self._spawn_on(slave, audit_wr, argv, env)
-        except BaseException:
+            proc = self._started(await self._spawn_on(slave, audit_wr, argv, env))
+        except BaseException:  # (nothing of the session is kept open)
             loop.remove_reader(audit_rd)
             os.close(audit_rd)
+            self.master = None
+            loop.remove_writer(master)
+            os.close(master)
             raise
         finally:
             os.close(slave)
@@ -411,10 +533,15 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
                 self.chan.write(data)
 
         loop.add_reader(master, readable)
+        exited = asyncio.ensure_future(proc.wait())
         try:
-            await done
-            rc = await self.proc.wait()
+            await asyncio.wait({done, exited}, return_when=asyncio.FIRST_COMPLETED)
+            if not done.done():  # its last output drains, unless something it left holds the terminal open
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(done), DRAIN_AFTER_EXIT)
+            rc = await exited
         finally:
+            exited.cancel()
             loop.remove_reader(master)
             loop.remove_writer(master)
             self.master = None
@@ -459,6 +586,13 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         else:
             loop.remove_writer(master)
 
+    async def end(self, message: str) -> None:
+        """End the session: its process (as `terminate`), then its exit status and `message`."""
+        await self.terminate(message)
+        if self.task is not None and not self.task.done():
+            with contextlib.suppress(TimeoutError, Exception):
+                await asyncio.wait_for(asyncio.shield(self.task), DRAIN_AFTER_EXIT + 1)
+
     async def terminate(self, message: str | None = None) -> None:
         """End the child's process group: SIGHUP and SIGTERM, SIGKILL after a grace; `message` is
         told to the client once the child is gone (its screen restored)."""
@@ -478,6 +612,15 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)  # whatever the group still holds
         await proc.wait()
+
+
+def _span(seconds: float) -> str:
+    """60 -> "1 minute", 90 -> "90 seconds", 7200 -> "2 hours"."""
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            n = int(seconds // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{seconds:g} second{'s' if seconds != 1 else ''}"
 
 
 def _read_some(fd: int, n: int) -> bytes | None:
@@ -509,6 +652,7 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
     except (OSError, asyncssh.KeyImportError) as exc:
         raise SessionError(f"cannot read the host key {cfg.host_key}: {getattr(exc, 'strerror', None) or exc}",
                            2) from None
+    login_grace, _ = cfg.timeouts()
     audit = Audit(cfg.audit_log)
     for w in ring.warnings:
         print(f"ranks: warning: {w}", file=sys.stderr)
@@ -516,7 +660,7 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
     try:
         acceptor = await asyncssh.create_server(
             lambda: Connection(server), cfg.host, cfg.port, server_host_keys=[host_key],
-            login_timeout=LOGIN_TIMEOUT, keepalive_interval=KEEPALIVE, keepalive_count_max=3,
+            login_timeout=login_grace, keepalive_interval=KEEPALIVE, keepalive_count_max=3,
             password_auth=False, kbdint_auth=False, gss_host=None, agent_forwarding=False,
             x11_forwarding=False, allow_scp=False, line_editor=False, encoding=None)
     except OSError as exc:

@@ -1,4 +1,11 @@
-"""Identities and permissions: bearer tokens, RBAC-like rules, impersonation."""
+"""Identities and permissions: bearer tokens, RBAC-like rules, impersonation.
+
+Every request needs a valid bearer token (kube-apiserver with `--anonymous-auth=false`): one
+without gets 401 Unauthorized, with TLS or without. Pods get their own namespace's service
+account (`service_account_token`), whose rules cover what the simulated launchers need in that
+namespace only. These identities are for exercising ranks, not a security boundary: every pod is
+a process of the one OS user running simcluster.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from dataclasses import dataclass, field
 from .errors import ApiError, forbidden
 
 MASTERS = "system:masters"
+SA_PREFIX = "system:serviceaccount:"
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,24 @@ class Rule:
 READ_VERBS = ("get", "list", "watch")
 
 
+def service_account_name(namespace: str, name: str = "default") -> str:
+    return f"{SA_PREFIX}{namespace}:{name}"
+
+
+def service_account_groups(namespace: str) -> tuple[str, ...]:
+    return ("system:serviceaccounts", f"system:serviceaccounts:{namespace}", "system:authenticated")
+
+
+def service_account_rules(namespace: str) -> tuple[Rule, ...]:
+    """What a pod's service account may do: what the simulated launchers need (read pods, their
+    logs, exec into them) in its own namespace, nothing else (no secrets, no other namespace).
+    The torchrun rendezvous of its namespace is allowed by `rendezvous` itself."""
+    return (
+        Rule.of(READ_VERBS, ["pods", "pods/log"], [""], namespaces=[namespace]),
+        Rule.of(("create", "get"), ["pods/exec"], [""], namespaces=[namespace]),
+    )
+
+
 @dataclass(frozen=True)
 class Identity:
     name: str
@@ -67,10 +93,9 @@ class Authz:
     tokens: dict[str, Identity] = field(default_factory=dict)
     bindings: dict[str, list[Rule]] = field(default_factory=dict)
     expired: set[str] = field(default_factory=set)
+    # `system:anonymous` for a request without credentials (kube's --anonymous-auth); off in
+    # simcluster (nothing turns it on): such a request gets 401
     anonymous: bool = False
-    # Like the old insecure port: without TLS, clients (kubectl) send no token, so a request
-    # without credentials is the cluster admin. Only ever on loopback.
-    insecure_admin: bool = False
 
     def add_user(
         self,
@@ -95,6 +120,17 @@ class Authz:
                 return tok
         return None
 
+    def service_account_token(self, namespace: str, name: str = "default") -> str:
+        """The token of `system:serviceaccount:<namespace>:<name>`: the one already there (a
+        scenario's or a test's `add_user` of that name keeps its own rules), else a new one with
+        `service_account_rules(namespace)`."""
+        user = service_account_name(namespace, name)
+        tok = self.token_for(user)
+        if tok is not None:
+            return tok
+        rules = () if f"user:{user}" in self.bindings else service_account_rules(namespace)
+        return self.add_user(user, groups=service_account_groups(namespace), rules=rules)
+
     def expire(self, token: str) -> None:
         self.expired.add(token)
 
@@ -104,8 +140,6 @@ class Authz:
             ident = self.tokens.get(tok)
             if ident is not None and tok not in self.expired:
                 return ident
-        elif self.insecure_admin and not authorization:
-            return Identity("system:unsecured", (MASTERS, "system:authenticated"))
         elif self.anonymous and not authorization:
             return Identity("system:anonymous", ("system:unauthenticated",))
         raise ApiError(401, "Unauthorized")

@@ -1,10 +1,26 @@
-"""Fault injection for tests: failures, latency and stalls, and a log of served requests."""
+"""Fault injection for tests: failures, latency and stalls, slow bodies, expired continue tokens, and
+a log of served requests.
+
+- `fail_next(path, status)`: the next matching requests answered with an error Status (429 with
+  Retry-After);
+- `latency`: every request waits this long before it is served;
+- `stall_next(path, after_bytes)`: the next matching response (a watch, a log) stops after
+  `after_bytes` of body and hangs, the connection open and silent (no FIN), until the client
+  goes away;
+- `slow_body_next(path, seconds)`: the next matching LIST's body is sent in pieces spread over
+  `seconds` (a slow link: the transfer outlasts a request timeout while bytes keep coming);
+- `expire_continue_next()`: the next LIST page asked for with a `continue` token finds the store
+  compacted (410 Expired, as etcd's compaction between pages does); `before` runs first (a
+  change made between the pages);
+- `ObjectStore.expire_watches()`: every open watch gets an in-band ERROR 410 mid-stream.
+"""
 
 from __future__ import annotations
 
 import re
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from urllib.parse import parse_qs
@@ -24,6 +40,20 @@ class StallRule:
     pattern: re.Pattern[str]
     after_bytes: int
     remaining: int
+
+
+@dataclass
+class SlowRule:
+    pattern: re.Pattern[str]
+    seconds: float
+    remaining: int
+
+
+@dataclass
+class ContinueRule:
+    pattern: re.Pattern[str]
+    remaining: int
+    before: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -97,6 +127,8 @@ class Faults:
     latency: float = 0.0
     fail_rules: list[FailRule] = field(default_factory=list)
     stall_rules: list[StallRule] = field(default_factory=list)
+    slow_rules: list[SlowRule] = field(default_factory=list)
+    continue_rules: list[ContinueRule] = field(default_factory=list)
 
     def fail_next(
         self,
@@ -116,10 +148,23 @@ class Faults:
         """The next `count` matching responses stop after `after_bytes` of body and hang."""
         self.stall_rules.append(StallRule(re.compile(path_regex), after_bytes, count))
 
+    def slow_body_next(self, path_regex: str, seconds: float, count: int = 1) -> None:
+        """The next `count` matching LIST bodies are sent in pieces spread over `seconds`."""
+        self.slow_rules.append(SlowRule(re.compile(path_regex), seconds, count))
+
+    def expire_continue_next(self, path_regex: str = "", count: int = 1,
+                             before: Callable[[], None] | None = None) -> None:
+        """The next `count` LISTs whose path matches and that carry a `continue` token find the
+        store compacted: 410 Expired. `before()` runs on the server's loop just before (e.g. a
+        pod removed between the pages)."""
+        self.continue_rules.append(ContinueRule(re.compile(path_regex), count, before))
+
     def clear(self) -> None:
         self.latency = 0.0
         self.fail_rules.clear()
         self.stall_rules.clear()
+        self.slow_rules.clear()
+        self.continue_rules.clear()
 
     def take_failure(self, method: str, path: str) -> FailRule | None:
         for rule in self.fail_rules:
@@ -138,6 +183,25 @@ class Faults:
                 rule.remaining -= 1
                 if rule.remaining == 0:
                     self.stall_rules.remove(rule)
+                return rule
+        return None
+
+
+    def take_slow(self, path: str) -> SlowRule | None:
+        for rule in self.slow_rules:
+            if rule.remaining > 0 and rule.pattern.search(path):
+                rule.remaining -= 1
+                if rule.remaining == 0:
+                    self.slow_rules.remove(rule)
+                return rule
+        return None
+
+    def take_continue_expiry(self, path: str) -> ContinueRule | None:
+        for rule in self.continue_rules:
+            if rule.remaining > 0 and rule.pattern.search(path):
+                rule.remaining -= 1
+                if rule.remaining == 0:
+                    self.continue_rules.remove(rule)
                 return rule
         return None
 

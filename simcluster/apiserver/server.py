@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import bisect
 import copy
+import ipaddress
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlsplit
 
 import orjson
 import yaml
@@ -17,7 +18,7 @@ from aiohttp import web
 
 from . import discovery, fieldlabels, negotiation, protobuf_bodies, transform
 from .auth import Authz, Identity
-from .errors import ApiError, status_object
+from .errors import ApiError, expired, status_object
 from .faults import Faults, RequestLog, RequestRecord
 from .patch import PatchError, apply_patch, strategic_supported
 from .rendezvous import PREFIX as RENDEZVOUS_PREFIX
@@ -29,8 +30,18 @@ from .validation import IPAllocator, check_body_type, default, validate_new
 
 MAX_BODY = 3 * 1024 * 1024  # the real API server's request body limit
 JSON = "application/json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+# What a request body may be (kube-apiserver's media types): objects as JSON, YAML or protobuf,
+# patches in the four patch types. Anything else (text/plain, form encodings: what a web page can
+# send without a CORS preflight) is 415, before it is read. A body without a Content-Type is read
+# as JSON, as kube-apiserver does (the official Python client, v37, sends creates that way); a
+# page cannot send one unnoticed: a browser's POST carries an Origin, refused, and no token.
+BODY_TYPES = (JSON, "application/yaml", PROTOBUF)
+PATCH_TYPES = ("application/json-patch+json", "application/merge-patch+json",
+               "application/strategic-merge-patch+json", "application/apply-patch+yaml")
 
 LIST_CHUNK = 1 << 20  # a LIST body is written in pieces of about this size, not joined whole
+SLOW_PIECES = 40  # a slowed body (`Faults.slow_body_next`) is sent in this many pieces
 
 
 @dataclass
@@ -77,16 +88,14 @@ def decode_body(raw: bytes, content_type: str, what: str = "request body") -> An
     """A request body as kube-apiserver reads it: JSON (also when no type is given), YAML, or
     Kubernetes protobuf for the built-in kinds; any other media type is refused with 415."""
     media = content_type.split(";", 1)[0].strip().lower()
-    if media in ("application/vnd.kubernetes.protobuf",):
+    if media == PROTOBUF:
         try:
             return protobuf_bodies.decode(raw)
         except protobuf_bodies.BodyError as exc:
             raise ApiError(exc.status, exc.message, reason="UnsupportedMediaType" if exc.status == 415 else None
                            ) from None
-    if media not in ("", "application/json", "application/yaml", "application/x-yaml", "text/yaml"):
-        raise ApiError(415, "the body of the request was in an unknown format - accepted media types include: "
-                            "application/json, application/yaml, application/vnd.kubernetes.protobuf",
-                       reason="UnsupportedMediaType")
+    if media and media not in BODY_TYPES:
+        raise unsupported_media_type(BODY_TYPES)
     try:
         if "yaml" in media:
             return yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -94,6 +103,74 @@ def decode_body(raw: bytes, content_type: str, what: str = "request body") -> An
     except (orjson.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError, RecursionError) as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ApiError(400, f"error decoding {what}: {msg}") from None
+
+
+def unsupported_media_type(accepted: tuple[str, ...]) -> ApiError:
+    return ApiError(415, "the body of the request was in an unknown format - accepted media types include: "
+                         + ", ".join(accepted), reason="UnsupportedMediaType")
+
+
+def check_body_media_type(request: web.Request) -> None:
+    """415 for a request body that is not JSON, YAML or protobuf (untyped: JSON), or for PATCH
+    not one of the patch types (untyped too)."""
+    if not request.body_exists:
+        return
+    media = request.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+    if request.method == "PATCH":
+        if media not in PATCH_TYPES:
+            raise unsupported_media_type(PATCH_TYPES)
+    elif media and media not in BODY_TYPES:
+        raise unsupported_media_type(BODY_TYPES)
+
+
+def _is_proxy(path: str) -> bool:
+    """`.../{pods,services,nodes}/<name>/proxy[/...]`: bodies there are the backend's, as they come."""
+    parts = [p for p in path.split("/") if p]
+    if parts[:1] == ["api"]:
+        rest = parts[2:]
+    elif parts[:1] == ["apis"]:
+        rest = parts[3:]
+    else:
+        return False
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        rest = rest[2:]
+    return len(rest) >= 3 and rest[2] == "proxy"
+
+
+def cross_origin(request: web.Request) -> str | None:
+    """Why a browser's request is refused (None when it is not one): a CORS preflight (OPTIONS),
+    or an `Origin` other than the API server's own (scheme, port and the address the client
+    connected to, or `localhost` on loopback). A page elsewhere, a DNS-rebound name included,
+    cannot talk to simcluster; clients that send their own origin (websocket-client does) can."""
+    if request.method == "OPTIONS":
+        return "CORS preflight requests are refused: simcluster serves no browser"
+    origin = request.headers.get("Origin")
+    if origin is None:
+        return None
+    refused = f'cross-origin requests are refused: origin "{_printable(origin)}" is not the API server'
+    try:
+        u = urlsplit(origin.strip())
+        port = u.port
+    except ValueError:
+        return refused
+    scheme = "https" if request.secure else "http"
+    sock = request.transport.get_extra_info("sockname") if request.transport is not None else None
+    if u.scheme != scheme or not u.hostname or not isinstance(sock, tuple) or u.path not in ("", "/"):
+        return refused
+    local, local_port = str(sock[0]), int(sock[1])
+    if (port or (443 if scheme == "https" else 80)) != local_port:
+        return refused
+    names = {local.lower()}
+    try:
+        if ipaddress.ip_address(local).is_loopback:
+            names.add("localhost")
+    except ValueError:
+        pass
+    return None if u.hostname.lower() in names else refused
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text)[:200]
 
 
 def raw_response(raw: bytes, status: int = 200) -> web.Response:
@@ -177,16 +254,23 @@ class ApiServer:
         path = request.path
         if len(path) > 1 and path.endswith("/") and "/proxy/" not in path:
             path = path.rstrip("/")
-        if path in ("/healthz", "/readyz", "/livez"):
-            return web.Response(text="ok"), "", ""
-        if path == "/version":
-            return json_response(discovery.SERVER_VERSION), "", ""
+        refused = cross_origin(request)
+        if refused is not None:
+            raise ApiError(403, refused)
+        # every path needs credentials, /healthz and /version too (kube-apiserver with
+        # --anonymous-auth=false)
         who = self.authz.authenticate(request.headers.get("Authorization"))
         who = self.authz.impersonate(
             who,
             request.headers.get("Impersonate-User"),
             request.headers.getall("Impersonate-Group", []),
         )
+        if not _is_proxy(path):
+            check_body_media_type(request)
+        if path in ("/healthz", "/readyz", "/livez"):
+            return web.Response(text="ok"), "", who.name
+        if path == "/version":
+            return json_response(discovery.SERVER_VERSION), "", who.name
         if path.startswith("/simcluster/admin/"):
             return await self._admin(request, who), "admin", who.name
         if path.startswith(RENDEZVOUS_PREFIX):
@@ -344,6 +428,12 @@ class ApiServer:
         except ValueError:
             raise ApiError(400, f'invalid limit "{q.get("limit")}"') from None
         token = q.get("continue")
+        if token:
+            rule = self.faults.take_continue_expiry(ctx.request.path)
+            if rule is not None:  # compacted between the pages: the token is now too old
+                if rule.before is not None:
+                    rule.before()
+                self.store.compact()
         list_rv = self.store.rv
         keys = self.store.sorted_keys(rt.key)
         start = 0
@@ -374,6 +464,9 @@ class ApiServer:
             include = transform.include_object(q.get("includeObject"))
             doc = transform.table(rt, [st.obj for st in items], target, include, resource_version=str(list_rv),
                                   continue_token=next_token, remaining=remaining)
+            slow = self.faults.take_slow(ctx.request.path)
+            if slow is not None:
+                return await self._send_slowly(ctx.request, dumps(doc), slow.seconds)
             return await self._send_body(ctx.request, dumps(doc))
         if target is not None and target.kind == negotiation.PARTIAL:
             raise negotiation.is_a_list(ctx.go_type(list_type=True))
@@ -382,7 +475,26 @@ class ApiServer:
             head = transform.list_head(negotiation.PARTIAL_LIST, target.api_version, meta)
         else:
             head = transform.list_head(rt.list_kind, rt.api_version, meta)
+        slow = self.faults.take_slow(ctx.request.path)
+        if slow is not None:
+            body = b"".join((head, b",".join(transform.list_items(target, items)), b"]}"))
+            return await self._send_slowly(ctx.request, body, slow.seconds)
         return await self._send_list(ctx.request, head, transform.list_items(target, items))
+
+    async def _send_slowly(self, request: web.Request, body: bytes, seconds: float) -> web.StreamResponse:
+        """`body` in SLOW_PIECES pieces spread evenly over `seconds` (a slow link: the transfer
+        takes that long, and the longest silence is seconds / SLOW_PIECES)."""
+        resp = web.StreamResponse(status=200, headers={"Content-Type": JSON})
+        resp.content_length = len(body)
+        await resp.prepare(request)
+        view = memoryview(body)
+        step = max(1, -(-len(body) // SLOW_PIECES))
+        pause = seconds / SLOW_PIECES
+        for i in range(0, len(body), step):
+            await resp.write(view[i:i + step])
+            await asyncio.sleep(pause)
+        await resp.write_eof()
+        return resp
 
     async def _send_body(self, request: web.Request, body: bytes) -> web.StreamResponse:
         """A JSON body; a big one written a megabyte at a time (aiohttp hands a body given whole to
@@ -480,16 +592,26 @@ class ApiServer:
             return resp
         stall = self.faults.take_stall(ctx.request.path)
         await resp.prepare(ctx.request)
+        sent = 0  # bytes of body written (a stall rule's `after_bytes` counts them)
+
+        async def write(data: bytes) -> bool:
+            """Write `data`; False once a stall rule says the stream goes silent from here."""
+            nonlocal sent
+            await resp.write(data)
+            sent += len(data)
+            return stall is None or sent < stall.after_bytes
 
         deadline = time.monotonic() + timeout
         try:
-            if stall is not None:
+            if stall is not None and stall.after_bytes <= 0:
                 await self._stall(ctx.request)
                 return resp
             for i in range(0, len(initial), 500):
-                await resp.write(b"".join(encoder.event(ev.type, ev.st) for ev in initial[i:i + 500]))
+                if not await write(b"".join(encoder.event(ev.type, ev.st) for ev in initial[i:i + 500])):
+                    await self._stall(ctx.request)
+                    return resp
             if initial_end:
-                await resp.write(encoder.bookmark(self.store.rv, initial_end=True))
+                await write(encoder.bookmark(self.store.rv, initial_end=True))
             while True:
                 left = deadline - time.monotonic()
                 if left <= 0:
@@ -498,10 +620,15 @@ class ApiServer:
                 try:
                     ev = await asyncio.wait_for(watcher.queue.get(), wait)
                 except TimeoutError:
-                    if bookmarks and not watcher.closed:
-                        await resp.write(encoder.bookmark(self.store.rv))
+                    if bookmarks and not watcher.closed and not await write(encoder.bookmark(self.store.rv)):
+                        await self._stall(ctx.request)
+                        return resp
                     continue
                 if ev is None:
+                    if watcher.expired:  # in band, as kube-apiserver ends a watch fallen out of its window
+                        await resp.write(dumps({"type": "ERROR", "object": expired(
+                            "The resourceVersion for the provided watch is too old.").status()}) + b"\n")
+                        await resp.write_eof()
                     return resp  # dropped: end the stream abruptly, as a dying connection would
                 batch = [ev]
                 while not watcher.queue.empty() and len(batch) < 500:
@@ -510,7 +637,10 @@ class ApiServer:
                         watcher.queue.put_nowait(None)
                         break
                     batch.append(nxt)
-                await resp.write(b"".join(encoder.event(e.type, e.st) for e in batch))
+                if not await write(b"".join(encoder.event(e.type, e.st) for e in batch)):
+                    # silent from here, the connection open (no FIN): what a dead link looks like
+                    await self._stall(ctx.request)
+                    return resp
             if bookmarks:
                 await resp.write(encoder.bookmark(self.store.rv))
             await resp.write_eof()

@@ -136,6 +136,7 @@ class Watcher:
     queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
     max_backlog: int = 100_000
     closed: bool = False
+    expired: bool = False  # ended by `ObjectStore.expire_watches`: told 410 Expired, in band
 
     def offer(self, ev: Event) -> None:
         if self.closed or ev.tkey != self.tkey:
@@ -485,6 +486,17 @@ class ObjectStore:
     def drop_watches(self) -> int:
         n = len(self._watchers)
         for w in list(self._watchers):
+            w.close()
+        self._watchers.clear()
+        return n
+
+    def expire_watches(self) -> int:
+        """End every open watch with an in-band ERROR 410 Expired after what it was already sent
+        (as kube-apiserver does when a watcher's resourceVersion falls out of its window
+        mid-stream); events committed from now on are not sent to them."""
+        n = len(self._watchers)
+        for w in list(self._watchers):
+            w.expired = True
             w.close()
         self._watchers.clear()
         return n

@@ -31,7 +31,8 @@
   the pods' namespace holders. If simcluster is killed outright, the reaper
   (`simcluster.node.reaper`) kills what is left.
 - Nodes: a node without a `Ready` condition gets `Ready=True`, one without an InternalIP gets one.
-- `pods/log`: see `podlogs`.
+- `pods/log`: see `podlogs`; `rotate_log(ns, pod, container)` rotates a running container's log
+  file as the kubelet's container log manager does (tests and admins).
 
 Tunables (attributes of `Kubelet`, also accepted as keyword arguments and from
 `sim.kubelet_options`): `backoff_base` (10 s) and `backoff_max` (300 s) of CrashLoopBackOff,
@@ -147,6 +148,19 @@ class Kubelet(Controller):
 
     def runtimes_on(self, node: str) -> list[PodRuntime]:
         return [rt for rt in self.runtimes.values() if rt.node == node and not rt.removed]
+
+    def rotate_log(self, namespace: str, pod: str, container: str) -> Path | None:
+        """Rotate a running container's log file now, as the container log manager does when it
+        passes containerLogMaxSize (`podlogs.LogWriter.rotate`): the rotated file, or None when
+        the pod or its container is not running here."""
+        rt = self.runtime(namespace, pod)
+        if rt is None or not rt.is_running(container):
+            return None
+        try:
+            writer = rt.log_writer(container, False)
+        except ApiError:
+            return None
+        return writer.rotate()
 
     # -- controller --------------------------------------------------------------------------------
     def initial_keys(self) -> Iterable[tuple[Any, ...]]:

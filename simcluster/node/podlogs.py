@@ -27,6 +27,16 @@ options `container`, `follow`, `previous`, `timestamps`, `tailLines`, `sinceSeco
 `sinceTime` (seconds precision, as the API server forwards it), `limitBytes` (may cut a line).
 A follow ends when the container instance ends (after its last lines) or the client goes away;
 a restart starts a new instance, and a new request is needed to read it, as with the kubelet.
+
+Rotation (`LogWriter.rotate()`, what the kubelet's container log manager does when a file passes
+`containerLogMaxSize`; `Kubelet.rotate_log(ns, pod, container)` is the hook for tests and admins):
+the file is renamed to `<restart>.log.<UTC yyyymmdd-hhmmss>` and the runtime reopens a new, empty
+`<restart>.log` (containerd's ReopenContainerLog); at most `MAX_FILES` files of an instance are
+kept. As with the kubelet, every request reads the current file only (what was rotated away can
+no longer be read through the API), and a follow that was open across the rotation goes on
+reading the rotated file to its end and then sends nothing more until the container ends: the
+connection stays open and silent, as `kubectl logs -f` is reported to stop at rotation
+(kubernetes/kubernetes#115701, #126564). A reader must notice and reopen (`sinceTime`).
 """
 
 from __future__ import annotations
@@ -55,6 +65,7 @@ _TAGS = {
 }
 READ_BLOCK = 1 << 20
 WRITE_BLOCK = 256 * 1024
+MAX_FILES = 5  # the kubelet's containerLogMaxFiles: the current file and 4 rotated ones
 
 
 # -- timestamps ------------------------------------------------------------------------------------
@@ -121,6 +132,9 @@ class LogWriter:
         self._partial: dict[int, bytes] = {1: b"", 2: b""}
         self._stamp = Stamper()
         self._timer: asyncio.TimerHandle | None = None
+        self.generation = 0  # rotations so far: a reader holding an older file reads it to its end
+        self.rotated: list[Path] = []  # the rotated files kept, oldest first
+        self._final: dict[int, int] = {}  # the size of each rotated generation's file
 
     def feed(self, fd: int, data: bytes) -> None:
         """Data read from stdout (fd 1) or stderr (fd 2)."""
@@ -182,6 +196,39 @@ class LogWriter:
         ev = self.changed
         self.changed = asyncio.Event()
         ev.set()
+
+    def size_of(self, generation: int) -> int:
+        """Bytes in the file of `generation` (the current one grows; a rotated one is final)."""
+        return self.size if generation == self.generation else self._final.get(generation, 0)
+
+    def rotate(self) -> Path | None:
+        """Rotate the file as the kubelet does: what is buffered is written, the file is renamed
+        `<name>.<UTC timestamp>` and a new empty file is opened at the same path. Returns the
+        rotated file (None when the instance has ended: the kubelet rotates running containers)."""
+        if self.closed or self._fd is None:
+            return None
+        self.flush()
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        target = self.path.with_name(f"{self.path.name}.{stamp}")
+        n = 0
+        while target.exists() or target in self.rotated:
+            n += 1
+            target = self.path.with_name(f"{self.path.name}.{stamp}.{n}")
+        os.rename(self.path, target)
+        with contextlib.suppress(OSError):
+            os.close(self._fd)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o640)
+        self._final[self.generation] = self.size
+        self.generation += 1
+        self.size = 0
+        self.rotated.append(target)
+        while len(self.rotated) > MAX_FILES - 1:
+            with contextlib.suppress(OSError):
+                self.rotated.pop(0).unlink()
+        ev = self.changed
+        self.changed = asyncio.Event()
+        ev.set()
+        return target
 
     def close(self) -> None:
         """The instance ended: flush partial lines (as `P` records) and wake every follower."""
@@ -384,6 +431,7 @@ async def stream_log(request: web.Request, writer: LogWriter, opts: LogOptions,
         await resp.write(data)
 
     path = writer.path
+    gen = writer.generation  # the file opened below; after a rotation it is read to its end only
     end = writer.size
     offset = tail_offset(path, end, opts.tail_lines) if opts.tail_lines is not None else 0
     since = opts.since_ns()
@@ -393,7 +441,7 @@ async def stream_log(request: web.Request, writer: LogWriter, opts: LogOptions,
         with open(path, "rb") as fh:
             while True:
                 changed = writer.changed  # taken before reading: a later flush sets it
-                end = writer.size
+                end = writer.size_of(gen)
                 out: list[bytes] = []
                 size = 0
                 while offset < end:
@@ -429,9 +477,9 @@ async def stream_log(request: web.Request, writer: LogWriter, opts: LogOptions,
                     await send(b"".join(out))
                 if remaining == 0 or not opts.follow:
                     break
-                if writer.closed and offset >= writer.size:
+                if writer.closed and offset >= writer.size_of(gen):
                     break
-                if offset < writer.size:
+                if offset < writer.size_of(gen):
                     continue
                 while not changed.is_set():
                     transport = request.transport

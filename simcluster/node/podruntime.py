@@ -4,10 +4,11 @@ A `PodRuntime` is created by the kubelet (`simcluster.node.kubelet`) for a pod b
 pod's directory `<workdir>/pods/<ns>_<name>_<uid>` (`root`) holds its volumes (`podvolumes`, at
 `<root>/<mountPath>`), `<root>/workspace` (the image's WORKDIR; the demo's `train.py` is copied in),
 the service-account files at `<root>/var/run/secrets/kubernetes.io/serviceaccount/` (`token`: the
-service account's own when simcluster has a user `system:serviceaccount:<ns>:<name>`, else the
-admin's; `ca.crt` when simcluster serves TLS; `namespace`; none with
-`automountServiceAccountToken: false` on the pod or its service account, or a volume there) and
-`<root>/.kube/config`, which points kubectl and the Python client at simcluster. Every
+token of `system:serviceaccount:<ns>:<name>`, the pod's service account, whose rules reach its own
+namespace only (`sim.service_account_token`); `ca.crt` when simcluster serves TLS; `namespace`;
+none with `automountServiceAccountToken: false` on the pod or its service account, or a volume
+there) and `<root>/.kube/config`, which points kubectl and the Python client at simcluster with
+that same token (no token when it is not mounted). No other credential is written into a pod. Every
 container's `command` + `args` runs as a local process (the image is ignored; with only `args`,
 the args are the command line) in its own session, stdin `/dev/null`, stdout/stderr captured into
 CRI log files (`podlogs`).
@@ -416,7 +417,7 @@ class PodRuntime:
         """Root directory, volumes, kubeconfig, /workspace, service-account files, namespaces.
         False (with an event) when volumes cannot be set up."""
         self.root.mkdir(parents=True, exist_ok=True)
-        token, automount = self._service_account()
+        sa_name, token, automount = self._service_account()
         try:
             mounts = materialise(self.pod, self.root, self._lookup, self.allocatable, token)
         except Exception as exc:  # a malformed volume must not stop the kubelet
@@ -436,7 +437,8 @@ class PodRuntime:
             try:
                 fd = os.open(kube / "config", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                 with os.fdopen(fd, "w") as fh:
-                    yaml.safe_dump(self.sim.kubeconfig(), fh, sort_keys=False)
+                    yaml.safe_dump(self.sim.pod_kubeconfig(self.namespace, sa_name, token if automount else None),
+                                   fh, sort_keys=False)
             except OSError as exc:
                 log.warning("kubelet: cannot write the pod kubeconfig: %s", exc)
             if WORKSPACE not in paths and TRAIN.is_file():
@@ -458,18 +460,17 @@ class PodRuntime:
             self.rewriter = PathRewriter(self.root, [*paths, *([SA_DIR] if sa else [])])
         return True
 
-    def _service_account(self) -> tuple[str, bool]:
-        """The token the pod's service account gets (its own when simcluster has a user
-        `system:serviceaccount:<ns>:<name>`, else the admin's) and whether it is mounted."""
+    def _service_account(self) -> tuple[str, str, bool]:
+        """The pod's service account, its token (`system:serviceaccount:<ns>:<name>`'s, never
+        another identity's) and whether it is mounted."""
         spec = self.pod.get("spec") or {}
         sa = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
-        tokens = getattr(self.sim, "user_tokens", None) or {}
-        token = tokens.get(f"system:serviceaccount:{self.namespace}:{sa}") or self.sim.admin_token
+        token = self.sim.service_account_token(self.namespace, sa)
         automount = spec.get("automountServiceAccountToken")
         if automount is None:
             obj = self._lookup("serviceaccounts", sa)
             automount = obj.get("automountServiceAccountToken") if obj is not None else None
-        return token, automount is not False
+        return sa, token, automount is not False
 
     def _write_service_account(self, target: Path, token: str) -> bool:
         """token, ca.crt (when simcluster serves TLS) and namespace, as kube-api-access gives them."""

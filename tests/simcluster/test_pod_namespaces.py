@@ -174,7 +174,9 @@ def test_service_account_files(simcluster, core):
     setup_cluster(simcluster, core)
     start(simcluster, core, mpi_pod("sa-pod"))
     out = sh(core, "sa-pod", f"cd {SA_DIR} && ls && cat namespace && echo && cat token")
-    assert out.splitlines() == ["ca.crt", "namespace", "token", "default", sim.admin_token], out
+    # the pod's own service account's token (its namespace's rules), never the admin's
+    sa_token = simcluster.call(sim.service_account_token, "default")
+    assert out.splitlines() == ["ca.crt", "namespace", "token", "default", sa_token], out
     assert sh(core, "sa-pod", f"cat {SA_DIR}/ca.crt").encode() == sim.ca_pem
     assert sh(core, "sa-pod", 'echo "$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"') == f"{sim.host}:{sim.port}\n"
     # a client in the pod reaches simcluster with them, as an in-cluster client would
@@ -316,7 +318,7 @@ def test_fallback_keeps_the_host_view(simcluster, core):
     assert "\n".join(lines[4:6]) + "\n" == HOSTFILE
     assert lines[6] == f"{root}/etc/mpi/hostfile"
     sa = root / SA_DIR.lstrip("/")
-    assert (sa / "token").read_text() == simcluster.sim.admin_token
+    assert (sa / "token").read_text() == simcluster.call(simcluster.sim.service_account_token, "default")
     assert (sa / "namespace").read_text() == "default"
     assert (sa / "ca.crt").read_bytes() == simcluster.sim.ca_pem
     if TRAIN.is_file():

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -49,8 +52,19 @@ def test_ready_line_kubeconfig_and_clean_exit(tmp_path, tls):
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")} | {"HOME": str(tmp_path)}
         nodes = subprocess.run([str(kubectl_path()), "--kubeconfig", str(kc), "get", "nodes", "-o", "name"],
                                capture_output=True, text=True, env=env, timeout=60)
-        assert nodes.returncode == 0, nodes.stderr
-        assert len(nodes.stdout.split()) == 8
+        if tls == "--tls":
+            assert nodes.returncode == 0, nodes.stderr
+            assert len(nodes.stdout.split()) == 8
+        else:
+            # every request needs the token, and kubectl (client-go) sends credentials over TLS only
+            assert nodes.returncode == 1 and "You must be logged in to the server" in nodes.stderr, nodes.stderr
+            token = cfg["users"][0]["user"]["token"]
+            req = urllib.request.Request(f"{url}/api/v1/nodes", headers={"Authorization": f"Bearer {token}"})
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                assert len(json.load(resp)["items"]) == 8
+            with pytest.raises(urllib.error.HTTPError) as err:
+                urllib.request.urlopen(f"{url}/api/v1/nodes", timeout=30)
+            assert err.value.code == 401
         port = int(url.rsplit(":", 1)[1])
         # the demo's workloads run as processes below simcluster
         kids = wait_for(lambda: k if len(k := children(proc.pid)) >= 5 else None, 20,

@@ -13,8 +13,8 @@
   JSON/YAML. Cells are plain text sanitised by `monitors.sanitize.clean`; colour (status only) is
   added when stdout is a terminal and NO_COLOR is unset.
 
-Exit codes: 0 ok, 1 failed, 2 usage, 3 no/invalid kubeconfig or context, 4 server unreachable,
-5 TLS failure, 6 unauthorized, 7 forbidden, 8 not found, 130 interrupted.
+Exit codes: 0 ok, 1 failed, 2 usage, 3 no/invalid kubeconfig, context or config file (or a failing
+exec credential plugin), 4 server unreachable or silent (--request-timeout), 5 TLS failure, 6 unauthorized, 7 forbidden, 8 not found, 130 interrupted.
 
 Light at import (it is on the path of `ranks --help`): what needs aiohttp, the monitor, YAML...
 is imported inside the function that uses it.
@@ -23,6 +23,7 @@ is imported inside the function that uses it.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -56,15 +57,31 @@ class UserError(Exception):
         self.code = code
 
 
+_SCHEME_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9._~+/=-]{6,}")
+_NAMED_CREDENTIAL = re.compile(r"(?i)\b(token|password|client-key-data|authorization|x-api-key)"
+                               r"([\"']?\s*[:=]\s*[\"']?)(?!\s)(?!bearer\b|basic\b)[^\s\"',}]{4,}")
+
+
+def redact(message: str) -> str:
+    """`message` with what looks like a credential replaced by <redacted>: `Bearer X`, `Basic X`,
+    `token: X`, `password=X`, `client-key-data: X`, `Authorization: X` (an error can quote a request,
+    a kubeconfig or a credential plugin's output)."""
+    message = _SCHEME_CREDENTIAL.sub(r"\1\2<redacted>", message)
+    return _NAMED_CREDENTIAL.sub(r"\1\2<redacted>", message)
+
+
 def error(message: str, code: int) -> int:
-    """Print `ranks: error: MESSAGE` on stderr; the exit code, to return."""
-    print(f"ranks: error: {message}", file=sys.stderr)
+    """Print `ranks: error: MESSAGE` on stderr (credentials redacted); the exit code, to return.
+    MESSAGE is sanitised (`clean`): what it echoes of the command line or the cluster (an ESC, a
+    newline, a bidi control in a name) cannot change the terminal or make a second line."""
+    print(f"ranks: error: {clean(redact(message), limit=2000)}", file=sys.stderr)
     return int(code)
 
 
 def fail(message: str, code: int = ExitCode.ERROR) -> NoReturn:
-    """Print `ranks: error: MESSAGE` on stderr and exit; never a traceback."""
-    print(f"ranks: error: {message}", file=sys.stderr)
+    """Print `ranks: error: MESSAGE` on stderr (credentials redacted, sanitised) and exit; never a
+    traceback."""
+    error(message, code)
     sys.exit(int(code))
 
 
@@ -101,6 +118,7 @@ def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]]) -
     try:
         from .options import impersonation
 
+        check_config_file()
         cfg = configure(load_cluster_config(opts.get("kubeconfig"), opts.get("context"), **impersonation(opts)), opts)
         return asyncio.run(body(cfg))
     except ConnectionProblem as exc:
@@ -134,6 +152,17 @@ async def resolve_project(client: KubeClient, project: str) -> str:
 
 
 # -- read-only mode and confirmation ---------------------------------------------------------------------
+
+def check_config_file() -> None:
+    """A configuration file that is not valid TOML (or RANKS_CONFIG naming no file) is exit 3 for
+    every command, not only for those that read a setting from it (read lightly: tomllib)."""
+    from tui.config_file import ConfigReadError, read_only_setting
+
+    try:
+        read_only_setting()
+    except ConfigReadError as exc:
+        raise UserError(str(exc), ExitCode.NO_CONFIG) from None
+
 
 def read_only_reason(opts: dict[str, Any]) -> str | None:
     """Why read-only mode is on (the flag, or the config file that says so), or None when off."""

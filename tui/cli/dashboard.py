@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from monitors.connection import ConnectionProblem, ExitCode, load_cluster_config
+from monitors.sanitize import clean
 
-from .common import configure, fail
+from .common import configure, error, fail
 from .options import dashboard_options, global_options, group_project, impersonation, merge_globals
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def prepare(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: st
     except ConfigFileError as exc:
         fail(str(exc).splitlines()[0] if str(exc) else "invalid configuration", ExitCode.NO_CONFIG)
     for problem in getattr(themes, "problems", []):
-        print(f"ranks: warning: {problem}", file=sys.stderr)
+        print(f"ranks: warning: {clean(problem, limit=2000)}", file=sys.stderr)
     if settings.theme not in themes:
         where = "--theme" if theme else (f"{settings.path}: theme" if settings.path else "theme")
         fail(f"{where}: unknown theme {settings.theme!r} (themes: {', '.join(themes.names())})", ExitCode.USAGE)
@@ -123,7 +124,7 @@ def run_app(cfg: Any, prepared: Prepared) -> int:
         signal.signal(sig, hang_up)
     rc = app.run()
     if app.exit_message:
-        print(f"ranks: error: {app.exit_message}", file=sys.stderr)
+        error(app.exit_message, rc if isinstance(rc, int) else 1)
     return int(rc if isinstance(rc, int) else (app.return_code or 0))
 
 
@@ -206,7 +207,7 @@ def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: s
         if base is None:
             base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ranks-demo-")))
         try:
-            base.mkdir(parents=True, exist_ok=True)
+            base.mkdir(mode=0o700, parents=True, exist_ok=True)  # (not readable by others in between)
             base.chmod(0o700)  # the cluster's tokens, TLS keys and pod logs: the user's alone
             kubeconfig, url = stack.enter_context(demo_cluster(base))
         except OSError as exc:

@@ -72,15 +72,17 @@ def logs_command(ctx: click.Context, workload: str, project: str | None, **kw: A
 
 # prefix colours, one per rank in rank order (ANSI 16-colour codes readable on dark and light terminals)
 PALETTE = ("36", "33", "35", "32", "34", "31", "96", "93", "95", "92", "94", "91")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(h|ms|m|s|us|µs|ns)")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)(h|ms|m|s|us|µs|ns)")  # (ASCII digits only, as Go)
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
 def parse_duration(text: str) -> float:
     """A Go duration (`10m`, `1h30m`, `45s`) in seconds; ValueError when malformed."""
+    from monitors.sanitize import shown
+
     s = text.strip()
     if not s:
-        raise ValueError("empty duration")
+        raise ValueError(f"{shown(text)} is not a duration: it is empty (use e.g. 30s, 10m, 1h30m)")
     pos = 0
     total = 0.0
     for m in _DURATION.finditer(s):
@@ -89,7 +91,7 @@ def parse_duration(text: str) -> float:
         total += float(m.group(1)) * _UNIT[m.group(2)]
         pos = m.end()
     if pos != len(s):
-        raise ValueError(f'invalid duration "{text}" (use e.g. 30s, 10m, 1h30m)')
+        raise ValueError(f"{shown(text)} is not a duration (use e.g. 30s, 10m, 1h30m)")
     return total
 
 
@@ -107,6 +109,7 @@ class Printer:
         self.width = 0
         self.colours: dict[str, str] = {}
         self.multi: set[str] = set()  # pods with several containers: the prefix names the container
+        self._names: dict[tuple[str, str, str], str] = {}  # (label, pod, container) -> the prefix's name
         self.broken = asyncio.Event()
         self.printed = 0
         self.dim = ""  # the collapsed lines' "(xN ranks)"
@@ -122,11 +125,17 @@ class Printer:
             names = containers.get(r.pod, ())
             if len(names) > 1:
                 self.multi.add(r.pod)
+                self._names.clear()
             for c in names or ("",):
                 self.width = max(self.width, len(self._name(r.label, r.pod, c)))
 
     def _name(self, label: str, pod: str, container: str) -> str:
-        return f"{label}/{container}" if pod in self.multi and container else label
+        key = (label, pod, container)
+        name = self._names.get(key)
+        if name is None:  # (a rank's label is cluster text, its role a label's value: printed without controls)
+            name = self._names[key] = clean(f"{label}/{container}" if pod in self.multi and container else label,
+                                            limit=80)
+        return name
 
     def lines(self, lines: list[LogLine]) -> None:
         if self.broken.is_set():
@@ -211,7 +220,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
     except FilterError as exc:
         return error(str(exc), ExitCode.USAGE)
     since_seconds = None
-    if since:
+    if since is not None:  # (an empty --since is an error, not "no limit")
         try:
             secs = parse_duration(since)
         except ValueError as exc:

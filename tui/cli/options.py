@@ -19,7 +19,7 @@ import click
 
 GLOBAL_KEYS = ("kubeconfig", "context", "prometheus", "read_only", "request_timeout", "as_user", "as_groups",
                "namespace")
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(h|ms|m|s|us|µs|ns)")
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs|ns)")  # (ASCII digits only, as Go)
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
@@ -27,7 +27,7 @@ def parse_request_timeout(text: str) -> float:
     """kubectl's --request-timeout: `30s`, `1m`, `1m30s`, `500ms`, a bare number of seconds, or
     `0` for no timeout. Seconds (0.0: none); ValueError with the rule when malformed."""
     s = text.strip()
-    if re.fullmatch(r"\d+(\.\d*)?", s):
+    if re.fullmatch(r"[0-9]+(\.[0-9]*)?", s):
         return float(s)
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
@@ -36,7 +36,9 @@ def parse_request_timeout(text: str) -> float:
         total += float(m.group(1)) * _UNIT[m.group(2)]
         pos = m.end()
     if not s or pos != len(s):
-        raise ValueError(f'"{text}" is not a duration (use e.g. 30s, 1m, 1m30s; 0 means no timeout)')
+        from monitors.sanitize import shown
+
+        raise ValueError(f"{shown(text)} is not a duration (use e.g. 30s, 1m, 1m30s; 0 means no timeout)")
     return total
 
 
@@ -93,9 +95,10 @@ def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                       help="User to impersonate for every request.")(fn)
     fn = click.option("--request-timeout", "request_timeout", metavar="DURATION", default=None,
                       callback=_request_timeout,
-                      help="How long one request to the API server may take before giving up (as kubectl: "
-                           "30s, 1m; 0: no limit). Default 30s; a server that keeps failing is given up on "
-                           "after the same time.")(fn)
+                      help="How long the API server may stay silent (to connect, or between the bytes of "
+                           "an answer) before a request is given up (as kubectl: 30s, 1m; 0: no limit); a long "
+                           "answer that keeps coming is not cut. Default 30s; a server that keeps failing is "
+                           "given up on after the same time.")(fn)
     fn = click.option("--kubeconfig", metavar="PATH", default=None, help="Path to the kubeconfig file.")(fn)
     fn = click.option("--context", metavar="NAME", default=None, help="The kubeconfig context to use.")(fn)
     fn = click.option("--prometheus", metavar="URL", default=None,

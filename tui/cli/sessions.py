@@ -500,12 +500,13 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
             stopped = [why for r in chosen if (why := not_running_reason(r)) is not None]
             if stopped:
                 raise UserError("not running: " + "; ".join(stopped), ExitCode.ERROR)
-            width = max(len(r.label) for r in chosen)
+            shown = {r.label: clean(r.label, limit=80) for r in chosen}  # (cluster text: no escapes)
+            width = max(len(v) for v in shown.values())
             out = sys.stdout.buffer
 
             def on_line(r: RankView, channel: int, line: bytes) -> None:
                 stream = out if channel == 1 else sys.stderr.buffer
-                stream.write(f"[{r.label:<{width}}] ".encode() + line)
+                stream.write(f"[{shown.get(r.label, ''):<{width}}] ".encode() + line)
                 stream.flush()
 
             results = await run_on_ranks(client, wl, chosen, command, on_line, container=container)

@@ -38,9 +38,11 @@ the virtual size and scroll position, and refreshes — nothing at all when noth
 
 from __future__ import annotations
 
+import os
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
@@ -58,6 +60,7 @@ from textual.strip import Strip
 
 from monitors.logs.filters import LineFilter
 from monitors.logs.terminal_text import SafeText, Span
+from monitors.sanitize import clean
 from tui.keymap import Keymap
 
 TS_WIDTH = 12  # HH:MM:SS.mmm
@@ -113,11 +116,18 @@ def format_clock(ns: int) -> str:
 
 
 def _label_of(line: Any) -> str:
-    label = getattr(line, "label", "") or ""
+    label = _shown_label(getattr(line, "label", "") or "")
     ranks = getattr(line, "ranks", ())
     if label and ranks and len(ranks) > 1:
         return f"{label} ×{len(ranks)}"
     return label
+
+
+@lru_cache(maxsize=4096)
+def _shown_label(label: str) -> str:
+    """A rank's label as shown: it comes from the pod's labels (a role is a `replica-type` value),
+    cluster text like any other: no control or escape sequence reaches the screen."""
+    return clean(label, limit=80)
 
 
 def _source_total(src: Any) -> int | None:
@@ -572,7 +582,9 @@ class LogView(ScrollView, can_focus=True):
         n = len(src)
         for i in range(n):  # the widest label first, so every prefix lines up
             self._note_label(_label_of(src[i]))
-        with open(path, "w", encoding="utf-8", newline="\n") as f:
+        # the user's alone from the start (logs can hold secrets); an existing file keeps its mode
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with open(fd, "w", encoding="utf-8", newline="\n") as f:
             for i in range(n):
                 f.write(self.plain_line(src[i]) + "\n")
         return n

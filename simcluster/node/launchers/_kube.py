@@ -6,10 +6,11 @@ Python with `-S`, so nothing outside the standard library is importable until `_
 - Credentials: the service-account files `/var/run/secrets/kubernetes.io/serviceaccount/`
   (`token`, `ca.crt`, `namespace`), else the same path under `$HOME` (pods without a mount
   namespace have HOME = the pod's root with its volumes under it), else the kubeconfig simcluster
-  writes at `$HOME/.kube/config` (its current context: server, CA, token).
+  writes at `$HOME/.kube/config` (its current context: server, CA, token). Either way the token is
+  the pod's service account's (`system:serviceaccount:<ns>:<name>`), whose rules cover what the
+  launchers do in their own namespace: read pods, exec into them, the torchrun rendezvous.
 - TLS: https when a CA is known (a non-empty `ca.crt`, or the kubeconfig says https), plain http
-  otherwise (simcluster started with `tls=False` serves http and takes a request without a token
-  as the admin).
+  otherwise (simcluster started with `tls=False`; it still wants the token).
 
 `Api.exec()` opens `pods/exec` over WebSocket (`v5.channel.k8s.io`, else `v4.channel.k8s.io`)
 with a small client of its own (handshake, frames, ping/pong): one byte of channel then the data,
