@@ -296,7 +296,10 @@ class LogStream:
         except ApiProblem as exc:
             if exc.status == 404:
                 return None
-            if exc.status not in (401, 403):  # (a pod that may not be read: its log may still be)
+            if exc.status == 401:  # credentials rejected: said once, the follow ends if it lasts
+                self._api_problem(exc, history=False)
+                return False
+            if exc.status != 403:  # (a pod that may not be read: its log may still be)
                 self.message = _problem_text(exc)
                 return False
             pod = None

@@ -363,7 +363,8 @@ def test_a_shell_into_the_launcher_over_ssh_runs_commands_and_returns(served: Se
     try:
         tmux.wait_for("hvd-interactive", timeout=45, why="alice's workloads over ssh")
         tmux.keys("/")
-        time.sleep(0.3)
+        tmux.wait_for(lambda s: "Logs" not in (s.rstrip("\n").splitlines() or [""])[-1], timeout=10,
+                      why="the filter input to take the keys (the footer's table keys gone)")
         tmux.type("hvd")
         tmux.wait_for(lambda s: "hvd-interactive" in s and "llama-finetune" not in s, timeout=10, why="the filter")
         tmux.keys("Enter")
