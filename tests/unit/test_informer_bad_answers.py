@@ -31,13 +31,17 @@ class Wire:
     def __init__(self, lists: list[bytes], watches: list[list[bytes]]) -> None:
         self.lists, self.watches = lists, watches
         self.list_calls = self.watch_calls = 0
+        self.answers = 0  # (KubeClient's count of answers: the informer's backoff wakes on it)
+
+    async def pause(self, seconds: float, **_: Any) -> None:
+        await asyncio.sleep(seconds)
 
     async def request(self, method: str, path: str, params: Any = None, accept: str = "") -> bytes:
         self.list_calls += 1
         return self.lists.pop(0) if self.lists else orjson.dumps({"metadata": {"resourceVersion": "9"}, "items": []})
 
     async def stream_lines(self, path: str, params: Any, read_timeout: float = 0,
-                           on_open: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
+                           on_open: Callable[[], None] | None = None, **_: Any) -> AsyncIterator[bytes]:
         self.watch_calls += 1
         lines = self.watches.pop(0) if self.watches else []
         if on_open:

@@ -349,6 +349,7 @@ def test_a_client_key_is_never_a_file_on_disk(tmp_path: Path, monkeypatch: pytes
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     monkeypatch.setattr(connection, "_DATA_FILES", {})
+    monkeypatch.setattr(kube_config, "_temp_files", {})  # (what earlier tests of this process left)
     cfg = load_cluster_config(str(kubeconfig(tmp_path / "config", official=official)))
     assert cfg.key_file and cfg.cert_file and cfg.ca_file
     assert Path(cfg.key_file).read_bytes() == KEY and Path(cfg.cert_file).read_bytes() == b"CERT"
