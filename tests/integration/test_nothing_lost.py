@@ -589,7 +589,7 @@ def test_follow_boundaries_of_a_quiet_rank(simcluster: ThreadedSimCluster, tmp_p
     lines = [(0.05 * i, f"rank=0 seq={i}") for i in range(10)] + [(QUIET + 0.05 * i, f"rank=0 seq={i}")
                                                                   for i in range(10, 20)]
     t.call(seed, sim, "quiet", [kf_pod("quiet", "Master", 0, timed(lines, t0, then_sleep=30))], workers=0)
-    while time.time() < t0 + 0.6:
+    while time.time() < t0 + 1.6:  # the first lines (to t0 + 0.45) older than --since 1s once read
         time.sleep(0.05)
     assert t.call(phase_of, sim, "quiet-master-0") == "Running"
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")}
