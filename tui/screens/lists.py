@@ -285,8 +285,8 @@ class ListScreen(RanksScreen, Generic[V]):
 
     def tick_ages(self, now: float) -> list[float]:
         """The app's age ticker: every age cell whose text is another at `now` is replaced and
-        repainted alone. Returns the times of every age held (rows filtered out too: they keep their
-        cells for when they come back)."""
+        repainted alone (rows filtered out too: they keep their cells for when they come back).
+        Returns the time the soonest-changing age counts from (none: no age held)."""
         # Each row's next change is remembered with the cells it was reckoned for, so a tick looks
         # again only at the rows whose text is due (a young cluster ticks every second, and
         # reckoning a thousand ages each time was most of an idle dashboard's UI thread); it
