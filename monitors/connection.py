@@ -69,6 +69,9 @@ class ClusterConfig:
     # whose change means new credentials (the kubeconfigs, a token file)
     _reload: Callable[[], ClusterConfig] | None = field(default=None, repr=False)
     sources: tuple[str, ...] = ()
+    # what the user named (--kubeconfig, --context), for hints that run ranks again the same way
+    kubeconfig_arg: str | None = None
+    context_arg: str | None = None
 
     def headers(self) -> dict[str, str]:
         """Auth headers, refreshed through exec plugins / token files when they expire."""
@@ -365,6 +368,7 @@ def load_cluster_config(
     cfg = _load_cluster_config(kubeconfig, context, impersonate_user, impersonate_groups)
     cfg._reload = functools.partial(load_cluster_config, kubeconfig, context, impersonate_user=impersonate_user,
                                     impersonate_groups=impersonate_groups)
+    cfg.kubeconfig_arg, cfg.context_arg = kubeconfig or None, context or None
     return cfg
 
 

@@ -555,6 +555,8 @@ def first_failure(placed: list[tuple[object, PodRec]]) -> FirstFailure | None:
 
 
 LEAD_ROLES = ("launcher", "master", "chief")
+# every status `derive_status` gives a workload (`ranks list --status` takes one of them)
+WORKLOAD_STATUSES = ("Running", "Pending", "Degraded", "Restarting", "Suspended", "Succeeded", "Failed")
 TERMINAL_CONDITIONS = {"Succeeded": "Succeeded", "Complete": "Succeeded", "Completed": "Succeeded",
                        "Failed": "Failed"}
 

@@ -10,14 +10,16 @@ and writes. The CLI (`ranks shell`) and the dashboard (`s`) both run a shell thr
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from monitors.connection import ExitCode
+from monitors.connection import ClusterConfig, ExitCode
 from monitors.humanize import gpus as fmt_gpus
 from monitors.humanize import plural
 from monitors.kube import ApiProblem, KubeClient, seg
@@ -28,6 +30,7 @@ from .cmdline import LAUNCHERS, launcher_in
 from .errors import SessionError
 from .exec_all import run_on_ranks
 from .exec_bridge import ExecError, ExecOutcome, ExecSession
+from .ssh import SSH_SESSION_ENV
 
 if TYPE_CHECKING:
     from .terminal import LocalTerminal
@@ -333,6 +336,36 @@ def ranks_on_path() -> bool:
     return shutil.which("ranks") is not None
 
 
+def _own_program() -> str | None:
+    """This process's `ranks` executable (absolute), when it was started as one (not `python -m`)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) not in ("ranks", "kubectl-ranks") or not os.access(argv0, os.X_OK):
+        return None
+    return os.path.abspath(argv0)
+
+
+def ranks_command(cfg: ClusterConfig | None = None) -> str | None:
+    """How the banner's hints run ranks on the user's machine, ready to paste in another terminal:
+    `ranks` when that is the command on the PATH, else this program's own path (`make demo` runs
+    `.venv/bin/ranks`); with `--kubeconfig`/`--context` when this ranks was pointed at them (the
+    demo's kubeconfig). None when there is no such command to offer (over the SSH door the user's
+    machine is another one)."""
+    if os.environ.get(SSH_SESSION_ENV):
+        return None
+    on_path, own = shutil.which("ranks"), _own_program()
+    if on_path is not None and (own is None or os.path.realpath(on_path) == os.path.realpath(own)):
+        parts = ["ranks"]
+    elif own is not None:
+        parts = [own]
+    else:
+        return None
+    if cfg is not None and cfg.kubeconfig_arg:
+        parts += ["--kubeconfig", os.path.abspath(cfg.kubeconfig_arg)]
+    if cfg is not None and cfg.context_arg:
+        parts += ["--context", cfg.context_arg]
+    return " ".join(shlex.quote(clean(p)) for p in parts)
+
+
 def _hostfile(target: ShellTarget) -> str:
     return clean(target.env.get("OMPI_MCA_orte_default_hostfile") or "/etc/mpi/hostfile")
 
@@ -362,10 +395,10 @@ def paste_lines(target: ShellTarget) -> list[str]:
     return ["python train.py"]
 
 
-def other_ranks(target: ShellTarget, *, cli: bool) -> list[str]:
+def other_ranks(target: ShellTarget, *, cli: str | None) -> list[str]:
     """Banner lines on starting the launch line on the other pods too (torchrun runs on every node,
     a TF/XGBoost script on every replica; MPI's launcher starts every rank itself): a `ranks exec`
-    command for the user's own machine when `cli` (`ranks` is on its PATH), else which pods."""
+    command for the user's own machine when `cli` (how ranks runs there), else which pods."""
     wl = target.workload
     if wl.kind == "MPIJob":
         return []
@@ -379,14 +412,14 @@ def other_ranks(target: ShellTarget, *, cli: bool) -> list[str]:
     q = shlex.quote
     return [f"  {what}: to start it on the other {plural(len(others), 'pod')}, run on your machine "
             "(not in this shell):",
-            f"    ranks exec {q(clean(wl.name))} -p {q(clean(wl.project))} --rank {','.join(labels)} -- "
+            f"    {cli} exec {q(clean(wl.name))} -p {q(clean(wl.project))} --rank {','.join(labels)} -- "
             f"sh -c {q(paste_lines(target)[0])}"]
 
 
-def banner(target: ShellTarget, *, cli: bool | None = None) -> str:
-    """What `ranks shell` prints before the prompt; `cli`: whether to show `ranks` commands for the
-    user's machine (default: when `ranks` is on the PATH)."""
-    cli = ranks_on_path() if cli is None else cli
+def banner(target: ShellTarget, *, cli: bool | str | None = None) -> str:
+    """What `ranks shell` prints before the prompt; `cli`: how the hints run ranks on the user's
+    machine (a command prefix; True: `ranks`; False: no such hints; default: `ranks_command()`)."""
+    cli = ranks_command() if cli is None else ("ranks" if cli is True else cli or None)
     wl, r, env = target.workload, target.rank, target.env
     lines = [
         f"ranks shell: {clean(wl.kind)} {clean(wl.name)} (project {clean(wl.project)})",
@@ -407,7 +440,8 @@ def banner(target: ShellTarget, *, cli: bool | None = None) -> str:
     lines.append(f"  commands and their exit status are recorded in ~/{HISTORY_NAME} (convert takes the last "
                  "launch that exited 0)")
     if cli:
-        lines.append(f"  on your machine, 'ranks convert {clean(wl.name)} -p {clean(wl.project)} --from-history' "
+        q = shlex.quote
+        lines.append(f"  on your machine, '{cli} convert {q(clean(wl.name))} -p {q(clean(wl.project))} --from-history' "
                      "turns the last launch into a training job")
     else:
         lines.append("  convert (t in the dashboard) turns the last launch into a training job")
@@ -427,7 +461,7 @@ async def run_shell_session(client: KubeClient, target: ShellTarget, term: Local
                             quiet: bool = False) -> ExecOutcome:
     """The banner, then the shell over `term` until it exits or the connection drops."""
     if not quiet:
-        term.sink(1, banner(target).encode())
+        term.sink(1, banner(target, cli=ranks_command(client.cfg) or False).encode())
     tty = term.is_tty
     session = await ExecSession.open(client, target.workload.namespace, target.rank.pod, shell_command(),
                                      container=target.container, tty=tty, stdin=True)

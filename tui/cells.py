@@ -184,10 +184,15 @@ def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float,
                  util_width: int = UTIL_BAR, health: Any = None) -> tuple[Text, ...]:
     ready = Text(f"{w.ranks_ready}/{w.ranks_total}", justify="right",
                  style="" if w.ranks_ready == w.ranks_total else "dim")
-    status = status_cell(look, w.status, "" if health is not None and not health.ok else workload_reason(w))
-    if health is not None and not health.ok:
-        status.append(f" {look.glyphs.warning} {health_note(health)}",
-                      style=f"bold {look.status_style('Degraded')}")
+    flagged = health is not None and not health.ok
+    if flagged and w.status == "Running":  # (hung and straggler say it runs: the mark alone, as narrow as it gets)
+        status = Text(f"{look.glyphs.warning} {health_note(health)}", style=f"bold {look.status_style('Degraded')}",
+                      no_wrap=True, overflow="ellipsis")
+    else:
+        status = status_cell(look, w.status, "" if flagged else workload_reason(w))
+        if flagged:
+            status.append(f" {look.glyphs.warning} {health_note(health)}",
+                          style=f"bold {look.status_style('Degraded')}")
     cells = [
         plain(w.name, 253),
         Text(kind_text(w), no_wrap=True, overflow="ellipsis"),

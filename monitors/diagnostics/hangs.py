@@ -276,7 +276,7 @@ def _hang_summary(for_s: float, known: int, live: int, th: Thresholds) -> str:
         return f"{head} and every rank's log silent as long"
     if known:
         return f"{head}; the logs of {known} of {live} ranks are silent as long (the others' are not followed)"
-    return f"{head}; no rank's log is followed, so the logs do not confirm it"
+    return f"{head}; whether the ranks' logs are silent too is not known (no rank's log is followed)"
 
 
 def _flag_ranks(ranks: Sequence[RankView], running: list[bool], silent: list[float | None],

@@ -7,3 +7,5 @@ SSH user the dashboard, or one read-only command, as their own Kubernetes identi
 - `server`: the asyncssh server, its sessions (each one a child `ranks` process, on a pty for the
   dashboard) and `serve`, which runs it until SIGINT/SIGTERM.
 """
+
+SSH_SESSION_ENV = "RANKS_SSH_SESSION"  # set in the door's children: the user's machine is another one

@@ -40,6 +40,7 @@ import asyncssh
 from sessions.action_log import ENV as ACTION_FD_ENV
 from sessions.errors import SessionError
 
+from . import SSH_SESSION_ENV
 from .audit import Audit
 from .keys import Grant, Identity, KeyRing, load_keyring, signature
 from .zygote_client import Child, Zygote
@@ -155,6 +156,7 @@ class Server:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "KUBECONFIG"))}
         env.update(self.cfg.extra_env)
         env.setdefault("LANG", "C.UTF-8")
+        env[SSH_SESSION_ENV] = "1"  # the shell banner's hints are not for this machine
         if term:
             env["TERM"] = term
         else:

@@ -43,12 +43,23 @@ except OSError:  # pragma: no cover - not Linux
     _libc = None
 
 
+# signals a container's processes start with the default action for, whatever the process that
+# runs simcluster ignores or blocks (a test runner, a daemon): Ctrl-C in a pod's terminal interrupts
+RESET_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGTSTP, signal.SIGTTIN,
+                 signal.SIGTTOU, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM, signal.SIGCHLD, signal.SIGPIPE)
+
+
 def pdeathsig_preexec(sig: int = signal.SIGKILL) -> Callable[[], None]:
-    """A `preexec_fn`: the child gets `sig` when the thread that started it ends."""
+    """A `preexec_fn`: the child gets `sig` when the thread that started it ends, and starts with
+    no signal blocked and the default action for `RESET_SIGNALS`, as a container runtime starts
+    a container's process."""
     parent = os.getpid()
     libc = _libc
 
     def setup() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        for s in RESET_SIGNALS:
+            signal.signal(s, signal.SIG_DFL)
         if libc is not None:
             libc.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
         if os.getppid() != parent:  # the parent died before prctl took effect

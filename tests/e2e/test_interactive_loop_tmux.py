@@ -181,7 +181,9 @@ def test_pytorch_session_end_to_end(simcluster, tmp_path):
         line = banner_lines(screen)[0]
         assert line == ("torchrun --nnodes=3 --nproc_per_node=1 --node_rank=$RANK --master_addr=$MASTER_ADDR "
                         "--master_port=$MASTER_PORT train.py"), line
-        hint = next(ln.strip() for ln in screen.splitlines() if ln.strip().startswith("ranks exec pt "))
+        # (this shell was started with --kubeconfig: the hint names it, so that it runs as pasted)
+        hint = next(ln.strip() for ln in screen.splitlines()
+                    if ln.strip().startswith(f"ranks --kubeconfig {sim.kubeconfig_path} exec pt "))
 
         # 1. line 1 in this shell (node 0), the banner's hint for the other nodes on "my machine"
         tmux.type(line)

@@ -141,6 +141,25 @@ def test_a_name_unique_among_the_projects_is_found_without_p(cluster: ThreadedSi
     one_line_error(ranks("logs", "twin", kubeconfig=kc), 2, "several projects", A, B, "-p")
 
 
+def test_an_empty_list_says_where_it_looked_and_unknown_choices_are_refused(cluster: ThreadedSimCluster) -> None:
+    """A new user's `ranks list` looks in the context's namespace (default here, where nothing
+    runs): it says so and how to look further; a status or a rank that cannot exist is an error."""
+    kc = cluster.sim.kubeconfig_path
+    r = ranks("list", kubeconfig=kc)
+    assert r.returncode == 0 and r.stdout == "", r
+    assert r.stderr.strip() == ("No workloads in default (the context's namespace); -A lists every project's, "
+                                "-p PROJECT one project's."), r.stderr
+    r = ranks("list", "-p", "team-b", "--status", "running", kubeconfig=kc)
+    assert r.returncode == 0 and r.stderr.strip() == "No Running workloads in runai-team-b.", r
+    r = ranks("list", "-A", "--status", "FAILED", kubeconfig=kc)
+    assert r.returncode == 0 and "bert-crash" in r.stdout and "hvd-interactive" not in r.stdout, r
+    one_line_error(ranks("list", "-A", "--status", "bogus", kubeconfig=kc), 2, "--status", "'bogus'", "'running'")
+    one_line_error(ranks("logs", "hvd-interactive", "--rank", "worker-9", kubeconfig=kc), 8,
+                   'no rank "worker-9" in mpijob/hvd-interactive (ranks: launcher, worker-0)')
+    r = ranks("logs", "hvd-interactive", "--rank", "worker-0,worker-9", "--tail", "1", kubeconfig=kc)
+    assert r.returncode == 0 and 'no rank "worker-9"' in r.stderr, r  # the rank that exists is read
+
+
 def test_names_are_checked_before_any_request(cluster: ThreadedSimCluster) -> None:
     kc = cluster.sim.kubeconfig_path
     since = time.time()

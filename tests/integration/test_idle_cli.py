@@ -45,8 +45,9 @@ def pods(t: ThreadedSimCluster, ns: str = A) -> dict[str, dict[str, Any]]:
 
 def running(t: ThreadedSimCluster) -> bool:
     phases = {n: p["status"].get("phase") for n, p in pods(t).items()}
-    want = [n for n in phases if n.startswith(("hvd-interactive-worker", "pt-interactive", "llama-finetune"))]
-    return len(want) == 2 + 3 + 4 and all(phases[n] == "Running" for n in want)
+    # (the sessions whole: hvd-interactive's launcher starts once its workers are ready)
+    want = [n for n in phases if n.startswith(("hvd-interactive", "pt-interactive", "llama-finetune"))]
+    return len(want) == 1 + 2 + 3 + 4 and all(phases[n] == "Running" for n in want)
 
 
 def created(p: dict[str, Any]) -> float:
@@ -83,8 +84,20 @@ def sessions_of(out: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
 
 def test_demo_sessions_listed_training_jobs_never(demo: ThreadedSimCluster) -> None:
     kc = demo.sim.kubeconfig_path
-    before = time.time()
-    found = sessions_of(idle("-A", "-o", "json", kubeconfig=kc))
+
+    def listed() -> tuple[float, list[dict[str, Any]]] | None:
+        # (a session with a GPU rank its exporter did not answer for, on a busy machine, is not
+        # known to be idle, and is rightly not listed: asked again)
+        t = time.time()
+        found = sessions_of(idle("-A", "-o", "json", kubeconfig=kc))
+        return (t, found) if {s["name"] for s in found} >= set(SESSIONS) else None
+
+    def hvd() -> str:
+        r = subprocess.run([sys.executable, "-m", "tui.cli", "get", "hvd-interactive", "-p", "team-a", "--kubeconfig",
+                            str(kc)], capture_output=True, text=True, timeout=60, cwd=ROOT)
+        return r.stdout + r.stderr
+
+    before, found = wait_for(listed, timeout=60, interval=1, what="both demo sessions read idle", detail=hvd)
     assert {s["name"]: s["gpus"] for s in found} == SESSIONS  # not llama-finetune, resnet-tf...
     hours = [s["idle_gpu_hours"] for s in found]
     assert hours == sorted(hours, reverse=True) and all(h > 0 for h in hours)

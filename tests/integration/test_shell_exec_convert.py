@@ -295,6 +295,29 @@ class ShellRun:
     shell: Shell
 
 
+def signal_state(marker: str) -> str:
+    """The signal masks of the processes holding `marker`, and of this one (why a Ctrl-C did nothing)."""
+    def masks(pid: int | str) -> str:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return "gone"
+        return " ".join(ln.replace("\t", "") for ln in status.splitlines() if ln.startswith(("SigBlk", "SigIgn", "SigPnd")))
+    return "; ".join([*(f"{pid}: {masks(pid)}" for pid in processes_matching(marker)), f"tests: {masks('self')}"])
+
+
+def in_foreground(marker: str) -> bool:
+    """A process whose command line holds `marker` is its terminal's foreground process group."""
+    for pid in processes_matching(marker):
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 5 and fields[2] == fields[5]:  # pgrp == tpgid
+            return True
+    return False
+
+
 @pytest.fixture(scope="module")
 def pt_shell(cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any],
              tmp_path_factory: pytest.TempPathFactory) -> ShellRun:
@@ -311,10 +334,13 @@ def pt_shell(cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[st
         # Ctrl-C goes to the remote command; the shell (and ranks) carry on
         sh.tmux.type(SLEEP)
         sh.tmux.keys("Enter")
-        sleep_seen = bool(wait_for(lambda: processes_matching(SLEEP), timeout=10, what="the remote sleep"))
+        # (bash hands the terminal to the command's process group just after starting it: a Ctrl-C
+        # before that goes to bash, as it would on any terminal)
+        sleep_seen = bool(wait_for(lambda: in_foreground(SLEEP), timeout=10, what="the remote sleep in the foreground"))
         sh.tmux.keys("C-c")
+        sleep_gone = bool(wait_for(lambda: not processes_matching(SLEEP), timeout=10, what="sleep to end",
+                                   detail=lambda: signal_state(SLEEP)))
         interrupted = sh.run('echo "alive-$((6*7))"')
-        sleep_gone = bool(wait_for(lambda: not processes_matching(SLEEP), timeout=5, what="sleep to end"))
         # launch lines for --from-history (they fail: no such script; recorded with their status)
         for line in (OLD_LAUNCH, NEW_LAUNCH):
             sh.run(line, alone=True)

@@ -77,6 +77,7 @@ def synthetic(tmp_path: Path) -> tuple[Path, Path]:
 def test_report_json_markdown_and_chart(bench_report: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(bench_report, "machine_info", lambda records=(): dict(MACHINE))
+    monkeypatch.setenv("COLUMNS", "200")  # the printed table's width, whatever terminal runs the tests
     jsonl, out_json = synthetic(tmp_path)
     md, chart = tmp_path / "docs" / "performance.md", tmp_path / "docs" / "performance.svg"
     limits = tmp_path / "limits.md"

@@ -12,6 +12,7 @@ import pty
 import re
 import select
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -661,6 +662,42 @@ def test_banner_hint_for_the_other_nodes_is_a_ranks_command_only_with_ranks_on_t
     # a master alone: nothing to start elsewhere
     alone = shell.banner(pt_target(workers=0), cli=True)
     assert "ranks exec" not in alone and "--nnodes=1" in alone
+
+
+def test_banner_hints_run_as_pasted_in_another_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make demo` runs `.venv/bin/ranks` (not on the PATH) on the demo's own kubeconfig: the hints
+    name that program and that kubeconfig; over the SSH door there is no such hint."""
+    from monitors.connection import ClusterConfig
+
+    venv = tmp_path / "my venv" / "bin"
+    venv.mkdir(parents=True)
+    own = venv / "ranks"
+    own.write_text("#!/bin/sh\n")
+    own.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    monkeypatch.delenv(shell.SSH_SESSION_ENV, raising=False)
+    monkeypatch.setattr(sys, "argv", [str(own), "demo"])
+    cfg = ClusterConfig(server="https://127.0.0.1:1", context="sim", namespace="default", user="admin",
+                        kubeconfig_arg=str(tmp_path / "demo" / "kubeconfig"))
+    prefix = f"'{own}' --kubeconfig {tmp_path}/demo/kubeconfig"
+    assert shell.ranks_command(cfg) == prefix
+    lines = shell.banner(pt_target(), cli=shell.ranks_command(cfg)).split("\r\n")
+    assert f"    {prefix} exec ddp -p team-a --rank worker-0,worker-1 -- sh -c '{TORCHRUN}'" in lines
+    assert f"  on your machine, '{prefix} convert ddp -p team-a --from-history' turns the last launch into a " \
+           "training job" in lines
+    cfg.context_arg = "other"
+    assert shell.ranks_command(cfg) == prefix + " --context other"
+    # `ranks` on the PATH is this very program: its name is enough
+    monkeypatch.setenv("PATH", str(venv))
+    assert shell.ranks_command(None) == "ranks"
+    # started some other way (python -m), with no ranks on the PATH: no command to offer
+    monkeypatch.setattr(sys, "argv", ["/usr/lib/python3/tui/cli/__main__.py"])
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert shell.ranks_command(cfg) is None
+    assert "ranks exec" not in shell.banner(pt_target(), cli=shell.ranks_command(cfg) or False)
+    monkeypatch.setattr(sys, "argv", [str(own)])
+    monkeypatch.setenv(shell.SSH_SESSION_ENV, "1")
+    assert shell.ranks_command(cfg) is None
 
 
 def test_mpi_banner_lines_run_in_the_launcher() -> None:

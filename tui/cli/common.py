@@ -22,6 +22,7 @@ is imported inside the function that uses it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
@@ -106,9 +107,71 @@ def configure(cfg: ClusterConfig, opts: dict[str, Any]) -> ClusterConfig:
     return cfg
 
 
-def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]]) -> int:
+INTERRUPT_GRACE = 5.0  # seconds a reading command may take to wind down after Ctrl-C
+
+
+def _run_interruptible(main: Awaitable[int], grace: float) -> int:
+    """`main` on a new event loop, as `asyncio.run`, except that Ctrl-C is bounded: the first one
+    cancels it (it winds down: streams closed, what was read printed) and, if that has not ended
+    the process `grace` seconds later, it ends anyway (exit 130), as a second Ctrl-C does at once.
+    For commands that only read or whose remote commands end with their connections (`logs -f`,
+    `exec`): nothing of theirs is left half-done in the cluster by ending early."""
+    import asyncio
+    import signal
+    import threading
+
+    def leave() -> None:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        with contextlib.suppress(Exception):
+            print(f"ranks: interrupted (it had not wound down {grace:g}s after Ctrl-C)", file=sys.stderr, flush=True)
+        os._exit(ExitCode.INTERRUPTED)
+
+    task: asyncio.Task[int] | None = None
+    hits = 0
+
+    async def wrapper() -> int:
+        nonlocal task
+        task = asyncio.current_task()
+        return await main
+
+    with asyncio.Runner() as runner:
+        loop = runner.get_loop()
+
+        def on_sigint(_signum: int, _frame: Any) -> None:
+            nonlocal hits
+            hits += 1
+            if hits == 1 and task is not None and not task.done():
+                loop.call_soon_threadsafe(task.cancel)
+                timer = threading.Timer(grace, leave)
+                timer.daemon = True
+                timer.start()
+                return
+            leave()
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            return runner.run(wrapper())
+        except asyncio.CancelledError:
+            if hits:
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def threading_main() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]], *,
+        interrupt_grace: float | None = None) -> int:
     """`body` on the cluster of `opts` (kubeconfig, context, request timeout), in a new event
-    loop: its exit code, or the failure's as one line on stderr."""
+    loop: its exit code, or the failure's as one line on stderr. `interrupt_grace`: Ctrl-C ends
+    the command within that many seconds (`_run_interruptible`); without it, the body winds down
+    in its own time (a submit removing what it created)."""
     import asyncio
 
     from monitors.connection import ConnectionProblem, load_cluster_config
@@ -120,6 +183,8 @@ def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]]) -
 
         check_config_file()
         cfg = configure(load_cluster_config(opts.get("kubeconfig"), opts.get("context"), **impersonation(opts)), opts)
+        if interrupt_grace is not None and threading_main():
+            return _run_interruptible(body(cfg), interrupt_grace)
         return asyncio.run(body(cfg))
     except ConnectionProblem as exc:
         return error(exc.message, exc.code)
@@ -406,7 +471,8 @@ def print_projects(projects: list[ProjectView], output: str) -> None:
     _print(headers, rows, "No projects found.")
 
 
-def print_workloads(wls: list[WorkloadView], output: str, *, show_project: bool) -> None:
+def print_workloads(wls: list[WorkloadView], output: str, *, show_project: bool,
+                    empty: str = "No workloads found.") -> None:
     now = time.time()
     if output in ("json", "yaml"):
         from monitors.export import workload_json
@@ -427,7 +493,7 @@ def print_workloads(wls: list[WorkloadView], output: str, *, show_project: bool)
         if output == "wide":
             row += [w.framework, "yes" if w.interactive else "no", w.user or "-", w.reason or "-"]
         rows.append(row)
-    _print(headers, rows, "No workloads found.", colour_col=headers.index("STATUS"))
+    _print(headers, rows, empty, colour_col=headers.index("STATUS"))
 
 
 def event_order(e: EventRec) -> tuple[float, int, str]:

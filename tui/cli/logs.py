@@ -24,7 +24,7 @@ from monitors.connection import ClusterConfig, ExitCode
 from monitors.humanize import plural
 from monitors.sanitize import clean
 
-from .common import colour_enabled, error, locate, run
+from .common import INTERRUPT_GRACE, colour_enabled, error, locate, run
 from .options import PROJECT, global_options, group_project, merge_globals, workload_argument
 
 if TYPE_CHECKING:
@@ -261,7 +261,14 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
                     story = what_happened(wl, monitor.model.events_for(wl, 10_000), recording)
                 _print_failure(wl, report, output, colour, recording, story)
                 return ExitCode.OK
-            for name in flt.unknown_ranks(wl.ranks):
+            unknown = flt.unknown_ranks(wl.ranks)
+            if unknown and not follow and not any(flt.wants_rank(r) for r in wl.ranks):
+                # none of the ranks asked for exists, and no follow waits for one: as `ranks exec`
+                names = ", ".join(f'"{clean(n, limit=80)}"' for n in unknown)
+                have = ", ".join(clean(r.label) for r in wl.ranks) or "none"
+                return error(f"no rank {names} in {wl.kind.lower()}/{clean(wl.name)} (ranks: {have})",
+                             ExitCode.NOT_FOUND)
+            for name in unknown:
                 Printer.notice(f'no rank "{name}" in {wl.kind.lower()}/{wl.name} (yet)')
             printer = Printer(output, colour=colour, timestamps=timestamps, flt=flt, follow=follow)
             printer.set_ranks(wl, _containers(monitor, wl))
@@ -299,7 +306,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
                 await engine.stop()
             await monitor.stop()
 
-    return run(opts, body)
+    return run(opts, body, interrupt_grace=INTERRUPT_GRACE)
 
 
 def _flight_recorder(cfg: ClusterConfig, monitor: Monitor, engine: LogEngine) -> FlightRecorder:

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from monitors.connection import ClusterConfig, ExitCode
+from monitors.model import WORKLOAD_STATUSES
+from monitors.sanitize import clean
 
 from .common import (
     UserError,
@@ -44,8 +46,8 @@ def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
 @click.command("list")
 @PROJECT
 @ALL
-@click.option("--status", "status", metavar="STATUS", default=None,
-              help="Only workloads with this status (Running, Pending, Degraded, Failed, ...).")
+@click.option("--status", "status", type=click.Choice(WORKLOAD_STATUSES, case_sensitive=False), default=None,
+              help="Only workloads with this status.")
 @click.option("--mine", is_flag=True, help="Only workloads I submitted.")
 @OUTPUT
 @global_options
@@ -123,12 +125,25 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
                 me = cfg.impersonate_user or cfg.user
                 wls = [w for w in wls if w.user == me]
             wls.sort(key=lambda w: (w.namespace, w.name))
-            print_workloads(wls, output, show_project=namespaces is None)
+            print_workloads(wls, output, show_project=namespaces is None,
+                            empty=_no_workloads(namespaces, status, mine, project is None))
             return ExitCode.OK
         finally:
             await monitor.stop()
 
     return run(opts, body)
+
+
+def _no_workloads(namespaces: tuple[str, ...] | list[str] | None, status: str | None, mine: bool,
+                  context_namespace: bool) -> str:
+    """What an empty list says: what was looked for and where (the context's namespace is often not
+    where the workloads are: say how to look further)."""
+    what = "No " + (f"{status.capitalize()} " if status else "") + "workloads" + (" of yours" if mine else "")
+    if namespaces is None:
+        return f"{what} in any project."
+    where = ", ".join(clean(ns) for ns in namespaces) or "no namespace"
+    hint = " (the context's namespace); -A lists every project's, -p PROJECT one project's" if context_namespace else ""
+    return f"{what} in {where}{hint}."
 
 
 def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:

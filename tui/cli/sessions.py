@@ -20,6 +20,7 @@ import click
 from monitors.connection import ClusterConfig, ExitCode
 
 from .common import (
+    INTERRUPT_GRACE,
     UserError,
     confirm,
     emit_structured,
@@ -521,7 +522,7 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
                     print(f"{res.rank.label}: exit {res.exit_code}{why}", file=sys.stderr)
             return ExitCode.OK if not failed else ExitCode.ERROR
 
-    return run(opts, body)
+    return run(opts, body, interrupt_grace=INTERRUPT_GRACE)
 
 
 # -- convert ---------------------------------------------------------------------------------------------------

@@ -135,8 +135,9 @@ def why_text(look: Look, w: WorkloadView, diagnosis: Any, health: Any = None) ->
         t.append("\n")
     if ours and not diagnosis.ok:
         t.append(clean(diagnosis.summary, limit=400))
-    else:  # (the first finding says it)
-        t.append(f"{clean(findings[0][0], limit=20)} ", style="bold")
+    else:  # (the first finding says it; a hang's words begin with "hung for")
+        if findings[0][0] != "hang":
+            t.append(f"{clean(findings[0][0], limit=20)} ", style="bold")
         t.append(clean(findings[0][1], limit=400))
         findings = findings[1:]
     for kind, text in findings:
