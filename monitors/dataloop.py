@@ -120,6 +120,24 @@ class LogHandle:
             del self._loop._engines[key]
 
 
+# a batch's newest lines of each rank are read for training progress, no more: a rank printing
+# thousands of lines a second supersedes its older steps within the batch anyway
+PROGRESS_LINES = 32
+
+
+def newest_per_rank(lines: list[LogLine], n: int) -> list[LogLine]:
+    """The last `n` lines of each rank in `lines`, in their order."""
+    seen: dict[str, int] = {}
+    kept: list[LogLine] = []
+    for ln in reversed(lines):
+        k = seen.get(ln.label, 0)
+        if k < n:
+            seen[ln.label] = k + 1
+            kept.append(ln)
+    kept.reverse()
+    return kept
+
+
 class DataLoop:
     def __init__(
         self,
@@ -233,10 +251,14 @@ class DataLoop:
         from .diagnostics.progress import ProgressBoard
 
         await monitor.load_full_pods(key)  # the list has its pods as Table rows: no containers, no exits
+        if key == self._focus and self._synced:
+            self._push_focus()  # judged again on the whole pods (requests, tolerations: why it is pending)
         board = self._board = ProgressBoard(self.progress_patterns)
 
         def on_lines(lines: list[LogLine]) -> None:
             took = False
+            if len(lines) > PROGRESS_LINES:
+                lines = newest_per_rank(lines, PROGRESS_LINES)
             for ln in lines:
                 if ln.kind == "line" and board.feed(ln.label, ln.ts / 1e9 if ln.ts else time.time(), ln.text):
                     took = True

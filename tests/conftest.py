@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,16 @@ import pytest
 pytest_plugins = ["simcluster.pytest_plugin"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_as_a_shell_gives_it() -> None:
+    """The commands tests start get SIGINT as a user's interactive shell gives it to a foreground
+    command (default action, not blocked), whatever the test runner or an earlier test left."""
+    if threading.current_thread() is threading.main_thread():
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 @pytest.fixture

@@ -55,3 +55,18 @@ def test_a_quick_wind_down_ends_at_once_as_an_interrupt() -> None:
     r, took = interrupt("quick", 4.0)
     assert r.returncode == 130 and r.stdout == "winding down\ninterrupted cleanly\n" and r.stderr == "", r
     assert took < 3.5, took  # (not held to the grace)
+
+
+def test_a_command_started_to_ignore_ctrl_c_keeps_ignoring_it() -> None:
+    """`ranks logs -f > log &` in a script: the terminal's Ctrl-C is the script's, not its."""
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, "quick", "1.0"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        proc.send_signal(signal.SIGINT)
+        time.sleep(1.5)
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait(10)

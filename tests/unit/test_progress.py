@@ -312,3 +312,16 @@ def test_feeding_is_cheap() -> None:
         for _ in range(n):
             board.feed("r", 1.0, line)
         assert (time.perf_counter() - t0) / n < bound
+
+
+def test_the_dashboard_reads_a_batchs_newest_lines_of_each_rank_in_order() -> None:
+    from monitors.dataloop import newest_per_rank
+    from monitors.logs.lines import LogLine, Origin
+
+    def line(label: str, n: int) -> LogLine:
+        return LogLine(n, f"step {n}".encode(), Origin(label, 0, "worker", 0, "ns", f"pod-{label}", "main", None))
+
+    batch = [line("b" if i % 3 == 0 else "a", i) for i in range(1, 30)]  # b: 3, 6, ..., 27; a: the rest
+    kept = [(ln.label, ln.ts) for ln in newest_per_rank(batch, 4)]
+    assert kept == [("b", 18), ("b", 21), ("b", 24), ("a", 25), ("a", 26), ("b", 27), ("a", 28), ("a", 29)]
+    assert newest_per_rank(batch[:3], 4) == batch[:3]

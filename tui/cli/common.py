@@ -149,6 +149,8 @@ def _run_interruptible(main: Awaitable[int], grace: float) -> int:
                 return
             leave()
 
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started to ignore Ctrl-C (`cmd &` in a script): it does
+            return runner.run(wrapper())
         previous = signal.signal(signal.SIGINT, on_sigint)
         try:
             return runner.run(wrapper())
