@@ -194,6 +194,9 @@ def quit_and_check_restored(demo: Demo) -> None:
     assert not left, f"ranks demo left processes behind: {left}"
     assert oct(demo.workdir.stat().st_mode & 0o777) == oct(0o700), "the demo's files are the user's alone"
     assert not (demo.workdir / "kubeconfig").exists(), "the kubeconfig of a stopped demo is removed"
+    flight = demo.workdir.parent / "home" / ".local" / "state" / "ranks" / "flight"
+    kept = sorted(p.name for p in flight.iterdir()) if flight.exists() else []
+    assert kept == [], f"the stopped demo's flight recordings are kept: {kept}"
 
 
 # ---------------------------------------------------------------- tests in a terminal

@@ -171,6 +171,17 @@ async def test_log_prompts_show_as_typed_and_an_empty_filtered_view_says_why(dem
         view = logs.query_one(LogView)
         await pilot_wait(pilot, lambda: len(view.source) == 0, what="nothing matches")
         await pilot_wait(pilot, lambda: "no line matches /nomatch-zz" in rendered(view), what="why the view is empty")
+        # a rank the workload does not have: said so, with the ranks it has
+        await pilot.press("slash")
+        await pilot_wait(pilot, lambda: inp.has_focus, what="the / prompt")
+        await pilot.press("ctrl+u")
+        await pilot.press("enter")
+        await pilot.press("r")
+        await pilot_wait(pilot, lambda: inp.has_focus, what="the r prompt")
+        await type_text(pilot, "worker-9")
+        await pilot.press("enter")
+        await pilot_wait(pilot, lambda: "no rank worker-9 in this workload (ranks: " in rendered(view),
+                         what="the unknown rank said")
 
 
 # -- 6. 80 columns -----------------------------------------------------------------------------------

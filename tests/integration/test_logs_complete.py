@@ -59,6 +59,14 @@ def pytorchjob(name: str, sleeps: dict[str, float], *, workers: int = 2, fail_ra
     }
 
 
+def pods_of(simcluster: Any, job: str) -> list[tuple[str, str, str]]:
+    """(name, phase, node) of a job's pods now (what a failed assertion shows)."""
+    def read() -> list[tuple[str, str, str]]:
+        return [(p["metadata"]["name"], p["status"].get("phase", ""), p["spec"].get("nodeName", ""))
+                for p in simcluster.sim.store.objects(("", "pods"), NS) if p["metadata"]["name"].startswith(job)]
+    return simcluster.call(read)
+
+
 @pytest.mark.simcluster(components=("operators", "scheduler", "kubelet"))
 def test_follow_to_the_end_keeps_every_rank_s_last_lines_whatever_finishes_first(simcluster):
     sim = simcluster.sim
@@ -86,7 +94,8 @@ def test_follow_to_the_end_keeps_every_rank_s_last_lines_whatever_finishes_first
                 expected += ["Traceback (most recent call last):", "RuntimeError: boom on 2"]
             else:
                 expected.append(f"end {rank}")
-            assert got == expected, (name, rank, got[-5:])
+            assert got == expected, (name, rank, got[-5:], {r: sum(1 for x in rows if x["rank"] == r) for r in (0, 1, 2)},
+                                     err[-2000:], pods_of(simcluster, name))
         assert [r["ts"] for r in rows] == sorted(r["ts"] for r in rows), name
 
 

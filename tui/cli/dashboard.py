@@ -219,7 +219,14 @@ def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: s
         if url and not settings.prometheus_url:
             settings = settings.with_overrides(prometheus_url=url)
         prepared.settings = settings
-        return run_app(cfg, prepared)
+        try:
+            return run_app(cfg, prepared)
+        finally:  # the demo's cluster ends with it, and so do its flight recordings (a new one each run)
+            import shutil
+
+            from monitors.flight_recorder import store_for
+
+            shutil.rmtree(store_for(cfg).dir, ignore_errors=True)
 
 
 # -- simcluster alone --------------------------------------------------------------------------------

@@ -209,13 +209,21 @@ class LogsScreen(RanksScreen):
             self.view.set_filter(None)
             self.view.empty_text = ""
         else:
-            self.view.set_filter(LineFilter.build(ranks=ranks or None, roles=roles or None, include=include,
-                                                  exclude=exclude, highlight=include))
+            flt = LineFilter.build(ranks=ranks or None, roles=roles or None, include=include, exclude=exclude,
+                                   highlight=include)
+            self.view.set_filter(flt)
             said = "  ".join(f for f in (self.text_filter and f"/{self.text_filter}",
                                           self.rank_filter and f"ranks {self.rank_filter}") if f)
             keys = {(True, False): "/ changes it", (False, True): "r changes it", (True, True): "/ and r change them"
                     }[(bool(self.text_filter), bool(self.rank_filter))]
-            self.view.empty_text = f"no line matches {clean(said, limit=200)} ({keys})"
+            wl = self.dashboard.store.workloads.get(self.key)
+            unknown = flt.unknown_ranks(wl.ranks) if wl is not None and ranks else []
+            if unknown:  # (a rank that may still come: said, not refused)
+                have = ", ".join(clean(r.label, limit=40) for r in wl.ranks) or "none yet"  # type: ignore[union-attr]
+                self.view.empty_text = (f"no rank {', '.join(clean(u, limit=40) for u in unknown)} in this workload "
+                                        f"(ranks: {clean(have, limit=200)}; {keys})")
+            else:
+                self.view.empty_text = f"no line matches {clean(said, limit=200)} ({keys})"
         self._set_status("")
 
     def _save(self, path: str) -> None:
