@@ -331,11 +331,6 @@ def _slots(target: ShellTarget) -> int:
     return max(1, int(gpus))
 
 
-def ranks_on_path() -> bool:
-    """Whether `ranks` is a command on this machine (the banner's hints for it need it)."""
-    return shutil.which("ranks") is not None
-
-
 def _own_program() -> str | None:
     """This process's `ranks` executable (absolute), when it was started as one (not `python -m`)."""
     argv0 = sys.argv[0] if sys.argv else ""

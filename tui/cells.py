@@ -185,14 +185,13 @@ def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float,
     ready = Text(f"{w.ranks_ready}/{w.ranks_total}", justify="right",
                  style="" if w.ranks_ready == w.ranks_total else "dim")
     flagged = health is not None and not health.ok
+    mark, mark_style = f"{look.glyphs.warning} {health_note(health)}", f"bold {look.status_style('Degraded')}"
     if flagged and w.status == "Running":  # (hung and straggler say it runs: the mark alone, as narrow as it gets)
-        status = Text(f"{look.glyphs.warning} {health_note(health)}", style=f"bold {look.status_style('Degraded')}",
-                      no_wrap=True, overflow="ellipsis")
+        status = Text(mark, style=mark_style, no_wrap=True, overflow="ellipsis")
     else:
         status = status_cell(look, w.status, "" if flagged else workload_reason(w))
         if flagged:
-            status.append(f" {look.glyphs.warning} {health_note(health)}",
-                          style=f"bold {look.status_style('Degraded')}")
+            status.append(f" {mark}", style=mark_style)
     cells = [
         plain(w.name, 253),
         Text(kind_text(w), no_wrap=True, overflow="ellipsis"),

@@ -632,7 +632,7 @@ def test_pytorch_paste_line_is_torchrun_for_this_node_from_the_operators_variabl
 def test_banner_hint_for_the_other_nodes_is_a_ranks_command_only_with_ranks_on_the_path(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert not shell.ranks_on_path()
+    assert shell.ranks_command() is None
     without = shell.banner(pt_target()).split("\r\n")
     assert not any("ranks exec" in ln or "ranks convert" in ln for ln in without), without
     assert "  every node runs torchrun: run line 1 in a shell on each of the other pods too " \
@@ -644,7 +644,7 @@ def test_banner_hint_for_the_other_nodes_is_a_ranks_command_only_with_ranks_on_t
     fake = tmp_path / "ranks"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
-    assert shell.ranks_on_path()
+    assert shell.ranks_command() == "ranks"
     lines = shell.banner(pt_target()).split("\r\n")
     assert lines[lines.index("  ready to paste:") + 1] == f"    {TORCHRUN}"
     at = next(i for i, ln in enumerate(lines) if "run on your machine" in ln)

@@ -120,11 +120,11 @@ def _run_interruptible(main: Awaitable[int], grace: float) -> int:
     import signal
     import threading
 
-    def leave() -> None:
+    def leave(why: str) -> None:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
         with contextlib.suppress(Exception):
-            print(f"ranks: interrupted (it had not wound down {grace:g}s after Ctrl-C)", file=sys.stderr, flush=True)
+            print(f"ranks: interrupted ({why})", file=sys.stderr, flush=True)
         os._exit(ExitCode.INTERRUPTED)
 
     task: asyncio.Task[int] | None = None
@@ -143,11 +143,11 @@ def _run_interruptible(main: Awaitable[int], grace: float) -> int:
             hits += 1
             if hits == 1 and task is not None and not task.done():
                 loop.call_soon_threadsafe(task.cancel)
-                timer = threading.Timer(grace, leave)
+                timer = threading.Timer(grace, leave, (f"it had not wound down {grace:g}s after Ctrl-C",))
                 timer.daemon = True
                 timer.start()
                 return
-            leave()
+            leave("Ctrl-C again")
 
         if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started to ignore Ctrl-C (`cmd &` in a script): it does
             return runner.run(wrapper())
