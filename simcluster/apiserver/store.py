@@ -505,6 +505,10 @@ class ObjectStore:
     def watch_count(self) -> int:
         return len(self._watchers)
 
+    def watching(self, tkey: TypeKey, namespace: str | None) -> int:
+        """Open watches of one type in one namespace (None: cluster-wide ones)."""
+        return sum(1 for w in self._watchers if w.tkey == tkey and w.namespace == namespace and not w.closed)
+
     def compact(self) -> None:
         """Forget all history: a watch from any earlier resourceVersion now gets 410."""
         self._history.clear()

@@ -23,6 +23,7 @@ import pytest
 
 from simcluster.scenarios.nodes import gpu_node
 from tests.e2e.test_demo_tmux import RANKS, clean_env
+from tests.kubectl_binary import kubectl_path
 from tests.tmux_driver import Tmux
 from tests.waiting import processes_matching, wait_for
 
@@ -53,6 +54,42 @@ def follow_logs(sim, name: str) -> str:
              timeout=30, what=f"{name} created")
     r = ranks(sim, "logs", name, "-p", "default", "-f", timeout=120)
     return r.stdout
+
+
+def kubectl(sim, *args: str) -> None:
+    r = subprocess.run([str(kubectl_path()), "--kubeconfig", str(sim.kubeconfig_path), *args], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, (args, r.stdout, r.stderr)
+
+
+def pod_watches(simcluster) -> int:
+    """Open watches of the pods of the namespace `default` (a follow's monitor keeps one)."""
+    return simcluster.call(simcluster.sim.store.watching, ("", "pods"), "default")
+
+
+def follow_logs_from_the_start(simcluster, name: str, nodes: list[str]) -> str:
+    """`ranks logs NAME -f` attached before any pod of the job runs: `nodes` are cordoned (the job's
+    pods wait), and uncordoned once the follow watches the pods. A rank still running when the
+    job succeeds is deleted with its log (cleanPodPolicy Running): only a follow that was there
+    from its start has all of it, which is what this asserts (on a busy machine, a follow started
+    after `convert` may come after the whole job)."""
+    sim = simcluster.sim
+    wait_for(lambda: ranks(sim, "get", name, "-p", "default", "-o", "json", check=False).returncode == 0,
+             timeout=30, what=f"{name} created")
+    before = pod_watches(simcluster)
+    proc = subprocess.Popen([*RANKS, "logs", name, "-p", "default", "-f"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env(sim))
+    try:
+        wait_for(lambda: pod_watches(simcluster) > before, timeout=60, what="the follow watching the pods",
+                 detail=lambda: proc.poll())
+        kubectl(sim, "uncordon", *nodes)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, (out, err)
+    return out
 
 
 def workload(sim, name: str) -> dict:
@@ -221,11 +258,13 @@ def test_pytorch_session_end_to_end(simcluster, tmp_path):
             others.kill()
         tmux.kill()
 
+    nodes = [f"gpu-{n}" for n in range(3)]
+    kubectl(sim, "cordon", *nodes)  # the converted job's pods wait until its logs are followed
     conv = ranks(sim, "convert", "pt", "-p", "default", "--from-history", "--yes", timeout=90)
     diff = [ln for ln in conv.stdout.splitlines() if ln.startswith("+") and "torchrun" in ln]
     assert diff and "--master_addr=$MASTER_ADDR" in diff[0], conv.stdout
     assert "pt-master" not in diff[0] and "pt-worker" not in diff[0], diff
-    logs = follow_logs(sim, "pt-train")
+    logs = follow_logs_from_the_start(simcluster, "pt-train", nodes)
     wait_for(lambda: workload(sim, "pt-train")["workload"]["status"] == "Succeeded", timeout=90,
              what="the converted job Succeeded", detail=lambda: workload(sim, "pt-train"))
     for r in range(3):

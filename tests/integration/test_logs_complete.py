@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -22,6 +23,7 @@ import pytest
 from simcluster.scenarios.nodes import gpu_node
 from tests.faults import answered, assert_consumed, assert_fired
 from tests.integration.test_logs import NS, kf_pod, phase_of, seed
+from tests.kubectl_binary import kubectl_path
 from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,8 +71,13 @@ def pods_of(simcluster: Any, job: str) -> list[tuple[str, str, str]]:
 
 @pytest.mark.simcluster(components=("operators", "scheduler", "kubelet"))
 def test_follow_to_the_end_keeps_every_rank_s_last_lines_whatever_finishes_first(simcluster):
+    """Each follow is there before its job's pods start (the node is cordoned until every follow
+    watches the pods): `fails` reaches its backoff limit, and the operator then deletes every pod
+    of it, logs included, so a follow that came later would find nothing left to read."""
     sim = simcluster.sim
-    simcluster.call(sim.apply, gpu_node("gpu-0", 8))
+    node = gpu_node("gpu-0", 8)
+    node["spec"]["unschedulable"] = True
+    simcluster.call(sim.apply, node)
     jobs = {
         "workers-first": pytorchjob("workers-first", {"Master": 2.5, "Worker": 1.5}),
         "master-first": pytorchjob("master-first", {"Master": 1.5, "Worker": 2.5}),  # Succeeded before workers end
@@ -80,9 +87,15 @@ def test_follow_to_the_end_keeps_every_rank_s_last_lines_whatever_finishes_first
     for body in jobs.values():
         simcluster.call(sim.apply, body)
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")}
+    before = simcluster.call(sim.store.watching, ("", "pods"), NS)
     procs = {name: subprocess.Popen(ranks(sim.kubeconfig_path, "logs", name, "-p", NS, "-f", "-o", "json"),
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT)
              for name in jobs}
+    wait_for(lambda: simcluster.call(sim.store.watching, ("", "pods"), NS) >= before + len(procs), timeout=60,
+             what="every follow watching the pods", detail=lambda: {n: p.poll() for n, p in procs.items()})
+    uncordon = subprocess.run([str(kubectl_path()), "--kubeconfig", str(sim.kubeconfig_path), "uncordon", "gpu-0"],
+                              capture_output=True, text=True, timeout=60)
+    assert uncordon.returncode == 0, uncordon.stderr
     for name, proc in procs.items():
         out, err = proc.communicate(timeout=90)
         assert proc.returncode == 0, (name, err)  # ends by itself once the job and every rank are done
@@ -177,3 +190,33 @@ def test_follow_with_rejected_credentials_says_so_once_and_ends_with_exit_6(simc
     assert sum("unauthorized (401)" in ln for ln in lines) == 2, lines  # the note once, then the error
     assert lines[-1].startswith("ranks: error: master-0/pytorch: unauthorized (401)"), lines
     assert took < 20, took
+
+
+@pytest.mark.simcluster(components=("operators", "scheduler", "kubelet"))
+def test_ranks_whose_pods_were_deleted_are_named_not_left_out_in_silence(simcluster):
+    """A PyTorchJob past its backoff limit: the operator deletes every pod of it (whatever its
+    cleanPodPolicy), logs and all. `ranks logs` (and `-f`) say how many ranks had no pod left and
+    give the line that shows what is known of the failure; that line runs as printed."""
+    sim = simcluster.sim
+    simcluster.call(sim.apply, gpu_node("gpu-0", 8))
+    simcluster.call(sim.apply, pytorchjob("gone", {"Master": 60, "Worker": 0.2}, fail_rank=1))
+    wait_for(lambda: json.loads(run(sim.kubeconfig_path, "get", "gone", "-p", NS, "-o", "json").stdout or "{}")
+             .get("workload", {}).get("status") == "Failed", timeout=60, what="the job Failed")
+    wait_for(lambda: pods_of(simcluster, "gone") == [], timeout=30, what="its pods deleted")
+    for follow in ((), ("-f",)):
+        r = run(sim.kubeconfig_path, "logs", "gone", "-p", NS, *follow)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ""
+        note = r.stderr.strip().splitlines()
+        assert len(note) == 1, note
+        assert note[0].startswith("ranks: note: 3 of 3 ranks of pytorchjob/gone (failed) had no pod left: "
+                                  "deleted before their logs could be read; what is known of the failure: "), note
+        hint = note[0].split("what is known of the failure: ", 1)[1]
+        assert hint.endswith(f"logs gone -p {NS} --first-failure"), hint
+    words = shlex.split(hint)  # (`ranks` here: these tests run `python -m tui.cli`, not a `ranks` program)
+    assert words[0] == "ranks", words
+    shown = subprocess.run([PY, "-m", "tui.cli", *words[1:], "--kubeconfig", str(sim.kubeconfig_path)], capture_output=True,
+                           text=True, timeout=90, cwd=ROOT,
+                           env={k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")})
+    assert shown.returncode == 0, shown.stderr
+    assert "pytorchjob/gone failed, and its pods are gone" in shown.stdout, shown.stdout

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -291,7 +292,10 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
                 await engine.stop()  # what was read is printed first
                 f = engine.fatal_failure
                 return error(clean(f.one_line(), limit=500), f.code)
-            if not follow and not engine.streams:
+            gone = _gone_note(engine, wl, flt, cfg) if not printer.broken.is_set() else None
+            if gone:
+                Printer.notice(gone)
+            elif not follow and not engine.streams:
                 Printer.notice(f"{wl.kind.lower()}/{wl.name} has no started pods to read logs from")
             if engine.failures and not printer.broken.is_set():
                 message, code = failure_summary(engine.failures)
@@ -319,6 +323,28 @@ def _flight_recorder(cfg: ClusterConfig, monitor: Monitor, engine: LogEngine) ->
     recorder.prime(monitor.model)
     recorder.watch(monitor.model)
     return recorder
+
+
+def _gone_note(engine: LogEngine, started: WorkloadView, flt: LineFilter, cfg: ClusterConfig) -> str | None:
+    """A finished workload with fewer ranks read (or still there) than it has: their pods were
+    deleted before their logs could be read (the operator's cleanPodPolicy; every pod of a job
+    that reached its backoff limit). Said, with where to look next, rather than nothing."""
+    wl = engine.workload or started
+    if wl.status not in ("Succeeded", "Failed") or flt.ranks or flt.roles:
+        return None  # (running: they may come; a filter asked for some ranks only)
+    seen = {s.origin.label for s in [*engine.streams.values(), *engine.queued]} | {r.label for r in wl.ranks}
+    gone = wl.ranks_total - len(seen)
+    if gone <= 0:
+        return None
+    what = f"{wl.kind.lower()}/{wl.name}"
+    note = (f"{gone} of {wl.ranks_total} ranks of {what} ({wl.status.lower()}) had no pod left: "
+            "deleted before their logs could be read")
+    if wl.status == "Failed":
+        from sessions.shell import ranks_command
+
+        note += (f"; what is known of the failure: {ranks_command(cfg) or 'ranks'} logs "
+                 f"{shlex.quote(clean(wl.name))} -p {shlex.quote(clean(wl.namespace))} --first-failure")
+    return note
 
 
 def _containers(monitor: Monitor, wl: WorkloadView) -> dict[str, tuple[str, ...]]:
