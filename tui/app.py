@@ -200,7 +200,8 @@ class RanksApp(DashboardActions, App[int]):
         if first_sync:
             self._resolve_start()
             settle_heap()
-        screen = self.screen
+        stack = self.screen_stack  # empty while the app closes (data already on its way still arrives)
+        screen = stack[-1] if stack else None
         # a screen pushed but not composed yet gets nothing: its on_mount reads the store
         if isinstance(screen, RanksScreen) and screen.query(Crumbs):
             screen.model_changed(diff)

@@ -21,14 +21,15 @@ import yaml
 from rich.text import Text
 
 from monitors.connection import load_cluster_config
-from monitors.dataloop import DataOptions
+from monitors.dataloop import DataOptions, DataStatus, DataUpdate
+from monitors.model_views import KeyedDiff, ModelDiff
 from simcluster.apiserver.auth import READ_VERBS, Rule
 from simcluster.cluster import ThreadedSimCluster
 from tests.faults import answered, assert_fired
 from tests.kubeflow_objects import job, pod
 from tests.waiting import one_line_error, pilot_wait
 from themes import load_themes
-from tui.app import RanksApp
+from tui.app import DataArrived, RanksApp
 from tui.screens.base import Banner, Crumbs
 from tui.screens.lists import EmptyNote, WorkloadsScreen
 from tui.settings import Settings
@@ -181,6 +182,10 @@ async def test_dashboard_says_the_project_does_not_exist(cluster: ThreadedSimClu
         async with app.run_test(size=(160, 40)) as pilot:
             await pilot_wait(pilot, lambda s=said, a=app: s in banner(a), what=f"the banner saying {said}", timeout=30)
             assert isinstance(app.screen, WorkloadsScreen) and app.screen.namespace == project
+        # data already on its way when the app closed (its screens gone) is let go, not an error
+        assert app.screen_stack == []
+        app._data(DataArrived(DataUpdate(ModelDiff(KeyedDiff(), KeyedDiff(), KeyedDiff(), status_changed=True),
+                                         DataStatus(phase="live"), synced=True)))
 
 
 # -- item 10: slow and failing servers -------------------------------------------------------------
