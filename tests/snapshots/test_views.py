@@ -408,7 +408,8 @@ def test_workload_events(snap_compare: SnapCompare, cluster: ThreadedSimCluster,
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = await open_workload(pilot, "bert-crash")
         app = screen.dashboard
-        await settled(pilot, lambda: len(app.store.events) == 8, what="the workload's events")
+        await settled(pilot, lambda: len(app.store.events) == 8, what="the workload's events",
+                      detail=lambda: (app.store.events, app.store.status, app.screen_stack))
         await show_tab(pilot, "tab-events")
         events = screen.query_one("#events", Static)
         await settled(pilot, lambda: "PyTorchJobFailed" in str(events.render()), what="the events list")
