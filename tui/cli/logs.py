@@ -343,7 +343,7 @@ def _gone_note(engine: LogEngine, started: WorkloadView, flt: LineFilter, cfg: C
         from sessions.shell import ranks_command
 
         note += (f"; what is known of the failure: {ranks_command(cfg) or 'ranks'} logs "
-                 f"{shlex.quote(clean(wl.name))} -p {shlex.quote(clean(wl.namespace))} --first-failure")
+                 f"{shlex.quote(clean(wl.name))} -p {shlex.quote(clean(wl.project or wl.namespace))} --first-failure")
     return note
 
 
