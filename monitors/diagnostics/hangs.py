@@ -64,6 +64,7 @@ ASSESSED = ("Running", "Degraded")
 NOT_PEERS = frozenset({"launcher", "ps", "evaluator"})  # roles not compared with the workers
 STRAGGLER_RATE = 0.7  # x the peers' median steps per second
 STRAGGLER_UTIL = 0.6  # x the peers' median GPU utilisation
+QUIET_AFTER = 30.0  # s: every GPU idle and every log silent this long is said (not yet a hang)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,9 @@ class JobHealth:
     ranks: tuple[RankHealth, ...]
     summary: str  # one sentence
     logs_confirmed: bool = False  # hung, and at least one rank's log (all known ones) silent too
+    # not hung (yet): every GPU under the idle mark now and every rank's log silent this long (s),
+    # at least QUIET_AFTER; what a one-shot `ranks why` says rather than "nothing wrong"
+    quiet_for: float | None = None
 
     @property
     def flagged(self) -> tuple[RankHealth, ...]:
@@ -230,6 +234,7 @@ def assess(wl: WorkloadView, history: History, now: float, th: Thresholds = DEFA
 
     # a whole-job hang
     hung, hung_for, confirmed, summary = False, None, False, ""
+    quiet_for: float | None = None
     if wl.status == "Running":
         spans: list[float] = []
         for j, r in enumerate(ranks):
@@ -254,6 +259,11 @@ def assess(wl: WorkloadView, history: History, now: float, th: Thresholds = DEFA
                 hung, hung_for, confirmed = True, min(known), True
                 summary = (f"hung for {age(min(known))}: every rank's log silent for over {age(th.hang_after)} "
                            f"and every GPU under {th.idle_util:g}% now (no GPU history says since when)")
+        if not hung and live and len(known) == len(live):
+            gpu = [j for j, r in enumerate(ranks) if running[j] and r.gpus > 0 and r.node]
+            if gpu and all(util[j] is not None and util[j] < th.idle_util for j in gpu):  # type: ignore[operator]
+                quiet = min(known)
+                quiet_for = quiet if quiet >= QUIET_AFTER else None
 
     health = tuple(_rank_health(r.label, r.pod, silent[j], util[j], idle[j], (), (), rates[j])
                    if (fl := flags.get(j)) is None else
@@ -263,11 +273,14 @@ def assess(wl: WorkloadView, history: History, now: float, th: Thresholds = DEFA
     if not summary:
         if flags:
             summary = "; ".join(f"{h.label} {' and '.join(h.flags)}: {'; '.join(h.why)}" for h in health if h.flags)
+        elif quiet_for is not None:
+            summary = (f"no progress for {age(quiet_for)}: every GPU under {th.idle_util:g}% and every rank's "
+                       f"log silent (called hung after {age(th.hang_after)}; hang_after_minutes)")
         elif not seen:
             summary = "nothing to judge by yet: no GPU reading and no log followed"
         else:
             summary = "no hang or straggler seen"
-    return JobHealth(wl.key, hung, hung_for, health, summary, confirmed)
+    return JobHealth(wl.key, hung, hung_for, health, summary, confirmed, quiet_for)
 
 
 def _hang_summary(for_s: float, known: int, live: int, th: Thresholds) -> str:

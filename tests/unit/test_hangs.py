@@ -107,6 +107,26 @@ def test_a_job_idle_but_still_logging_is_not_hung() -> None:
     assert h.summary == "no hang or straggler seen"
 
 
+def test_idle_and_silent_but_not_for_n_yet_is_said_as_no_progress_not_nothing() -> None:
+    # `ranks why` on a job that stalled 5 minutes ago, with hangs called after 10: "no progress
+    # for 5m", with the threshold it waits for, rather than "nothing wrong"; the list marks nothing
+    wl = hung_job(last_log=NOW - 300)
+    for hist in (hist_for(wl, (90.0, 600), (0.0, 300)), hist_for(wl, (0.0, STEP))):  # a history, one reading
+        h = assess(wl, hist, NOW, Thresholds(hang_after=600))
+        assert not h.hung and h.ok and h.marker == ""
+        assert h.quiet_for == 300
+        assert h.summary == ("no progress for 5m: every GPU under 5% and every rank's log silent "
+                             "(called hung after 10m; hang_after_minutes)")
+    # one rank still logging, a GPU still busy, or a pause shorter than 30 s: nothing said
+    for other in (workload("t", [rank("master-0", util=0.0, last_log=NOW - 300, name="t"),
+                                 rank("worker-0", util=0.0, last_log=NOW - 2, name="t")]),
+                  workload("t", [rank("master-0", util=0.0, last_log=NOW - 300, name="t"),
+                                 rank("worker-0", util=80.0, last_log=NOW - 300, name="t")]),
+                  hung_job(last_log=NOW - 10)):
+        h = assess(other, steady(other), NOW)
+        assert h.quiet_for is None and "no progress" not in h.summary
+
+
 def test_one_rank_still_logging_vetoes_a_hang() -> None:
     wl = workload("train", [rank("master-0", util=0.0, last_log=NOW - 900),
                             rank("worker-0", util=0.0, last_log=NOW - 3)])

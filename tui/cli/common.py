@@ -434,6 +434,10 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], colour_col: int
         for i, c in enumerate(row):
             widths[i] = max(widths[i], cell_len(c))
     use_colour = colour_enabled()
+    room = terminal_width()
+    gap = "   "  # (as kubectl; two spaces when that makes the table fit the terminal: 80 columns)
+    if room is not None and sum(widths) + 3 * (len(widths) - 1) > room:
+        gap = "  "
     lines = []
     for r, row in enumerate([list(headers), *cells]):
         parts = []
@@ -445,8 +449,21 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], colour_col: int
                 if code:
                     text = f"\x1b[{code}m{c}\x1b[0m"
             parts.append(text + pad)
-        lines.append("   ".join(parts).rstrip())
+        lines.append(gap.join(parts).rstrip())
     return "\n".join(lines)
+
+
+def terminal_width() -> int | None:
+    """The terminal's width when output goes to one (COLUMNS first, as the shell sets it); None
+    when it is piped (the columns stay as they are for scripts)."""
+    value = os.environ.get("COLUMNS", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    if not sys.stdout.isatty():
+        return None
+    import shutil
+
+    return shutil.get_terminal_size().columns
 
 
 def emit_structured(data: Any, output: str) -> None:

@@ -135,14 +135,17 @@ async def located_with_tails(cfg: Any, opts: dict[str, Any], ref: str, project: 
 
 def with_health(d: Any, health: JobHealth | None) -> Any:
     """The diagnosis with the job's hang and its flagged ranks added as findings (`hang`, then
-    `straggler`/`silent`/`idle` per rank), the summary led by them when nothing else was wrong."""
+    `straggler`/`silent`/`idle` per rank; `quiet`: every GPU idle and every log silent, not a hang
+    yet), the summary led by them when nothing else was wrong."""
     import dataclasses
 
     from monitors.diagnostics.why import Finding
 
-    if health is None or health.ok:
+    if health is None or (health.ok and health.quiet_for is None):
         return d
     found = []
+    if health.ok:  # not hung yet, but nothing moves: said, with when it will be called a hang
+        found.append(Finding("quiet", health.summary))
     if health.hung:
         found.append(Finding("hang", health.summary))
     for r in health.flagged:
