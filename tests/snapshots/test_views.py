@@ -657,3 +657,34 @@ def test_workload_recorded_failure(snap_compare: SnapCompare, recorded_cluster: 
                       and app.screen.query_one("#failure").has_class("-shown"), what="the recorded failure")
 
     snap(snap_compare, make_app(recorded_cluster, "dark"), run_before)
+
+
+async def test_workload_events_at_80_columns_give_each_message_a_line_of_its_own(cluster: ThreadedSimCluster) -> None:
+    """At 80 columns an event's message would get about 20 cells beside its reason and object: it
+    goes on the next line, whole; widened, the events are drawn again one line each."""
+    from textual.geometry import Region
+
+    app = make_app(cluster, "dark")
+    async with app.run_test(size=SMALL) as pilot:
+        screen = await open_workload(pilot, "bert-crash")
+        await settled(pilot, lambda: len(app.store.events) == 8, what="the workload's events")
+        await show_tab(pilot, "tab-events")
+        widget = screen.query_one("#events", Static)
+
+        def painted() -> list[str]:
+            w, h = widget.size
+            return [strip.text.rstrip() for strip in widget.render_lines(Region(0, 0, w, h))]
+
+        messages = [e.message for e in app.store.events]
+        def split() -> bool:
+            lines = painted()
+            return len(lines) >= 16 and all(ln.startswith(" " * 9) for ln in lines[1:16:2])
+
+        await settled(pilot, split, what="each message under its event", detail=painted)
+        lines = painted()
+        assert len(lines) >= 16, lines
+        for m in messages:  # on a line of its own: 67 cells of it (about 20 beside the rest)
+            assert any(ln.startswith(" " * 9) and ln.lstrip().startswith(m[:60]) for ln in lines), (m, "\n".join(lines))
+        await pilot.resize_terminal(130, 30)
+        await settled(pilot, lambda: len([ln for ln in painted() if ln.strip()]) == 8, what="one line per event")
+        assert all(any(m[:30] in ln and not ln.startswith(" " * 9) for ln in painted()) for m in messages), painted()

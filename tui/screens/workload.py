@@ -251,21 +251,49 @@ def _short_label(r: RankView) -> str:
     return f"{r.role[:1]}{'' if idx is None else idx}"[:3]
 
 
-def event_lines(look: Look, events: tuple[EventRec, ...], now: float) -> Text:
+EVENT_FIELDS = 34  # cells before an event's object and message: age, mark, reason, count and gaps
+EVENT_MESSAGE_MIN = 30  # fewer cells left for the message than this: it goes on a line of its own
+EVENT_INDENT = 9  # a message on its own line starts under the reason
+
+
+def _event_objects(events: tuple[EventRec, ...]) -> dict[EventRec, str]:
+    return {e: f"{clean(e.kind, limit=20).lower()}/{clean(e.object_name, limit=60)}" for e in events}
+
+
+def event_rows(events: tuple[EventRec, ...], width: int | None) -> int:
+    """Lines per event in `width` cells: 1, or 2 when the message would get fewer than
+    EVENT_MESSAGE_MIN cells beside the rest (80 columns: the message on a line of its own)."""
+    if not events or not width:
+        return 1
+    objects = _event_objects(events)
+    room = width - EVENT_FIELDS - max(len(o) for o in objects.values())
+    return 2 if room < EVENT_MESSAGE_MIN else 1
+
+
+def event_lines(look: Look, events: tuple[EventRec, ...], now: float, width: int | None = None) -> Text:
+    """The Events tab: newest first, one line per event; two in a narrow `width` (the message
+    under the rest, so that it can be read at 80 columns)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if not events:
         t.append("no events", style="dim")
         return t
-    objects = {e: f"{clean(e.kind, limit=20).lower()}/{clean(e.object_name, limit=60)}" for e in events}
-    width = max(len(o) for o in objects.values())
+    objects = _event_objects(events)
+    width_o = max(len(o) for o in objects.values())
+    split = event_rows(events, width) == 2
     for e in reversed(events):
         t.append(f"{age(now - e.last, live=True) if e.last else '-':>6} ", style="dim")
         warning = e.type == "Warning"
         t.append(f"{look.glyphs.warning if warning else ' '} ", style=look.status_style("Failed") if warning else "")
         t.append(f"{clean(e.reason, limit=30):<17} ", style=look.status_style("Failed") if warning else "")
-        t.append(f"{objects[e]:<{width}} ", style="dim")
-        t.append(f"{'x' + str(e.count) if e.count > 1 else '':>4} ", style="dim")
-        t.append(" " + clean(e.message, limit=400) + "\n")
+        t.append(f"{objects[e]:<{width_o}} ", style="dim")
+        count = f"{'x' + str(e.count) if e.count > 1 else '':>4}"
+        message = clean(e.message, limit=400)
+        if split:
+            t.append(count, style="dim")
+            t.append(f"\n{' ' * EVENT_INDENT}{message}\n")
+        else:
+            t.append(count + " ", style="dim")
+            t.append(f" {message}\n")
     return t
 
 
@@ -320,6 +348,7 @@ class WorkloadScreen(RanksScreen):
         self._header_first = ""  # the header's first line as shown (the age is on it)
         self._header_age = ""
         self._events_drawn: tuple[EventRec, ...] = ()
+        self._event_rows = 1  # lines per event as drawn (two when narrow)
         self._event_ages: list[str] = []  # as shown, top to bottom
 
     @property
@@ -464,15 +493,32 @@ class WorkloadScreen(RanksScreen):
         events = self._events_drawn if tick else self.dashboard.store.events
         ages = [age(now - e.last, live=True) if e.last else "-" for e in reversed(events)]
         widget = self.query_one("#events", LiveStatic)
+        width = widget.size.width or None
+        rows = event_rows(events, width)
         if tick:
-            changed = [(y, max(6, len(a), len(b))) for y, (a, b) in enumerate(zip(ages, self._event_ages,
-                                                                                 strict=False)) if a != b]
+            changed = [(y * rows, max(6, len(a), len(b))) for y, (a, b) in enumerate(zip(ages, self._event_ages,
+                                                                                        strict=False)) if a != b]
             if changed:
-                widget.patch(event_lines(self.dashboard.look, events, now), [Region(0, y, w, 1) for y, w in changed])
+                widget.patch(event_lines(self.dashboard.look, events, now, width),
+                             [Region(0, y, w, 1) for y, w in changed])
         else:
-            widget.update(event_lines(self.dashboard.look, events, now))
+            widget.update(event_lines(self.dashboard.look, events, now, width))
             self.dashboard.ages_shown([e.last for e in events if e.last], now)
-        self._events_drawn, self._event_ages = events, ages
+            if width is None:  # (a tab just shown has no size yet: looked at again once it has)
+                self.call_after_refresh(self._events_relayout)
+        self._events_drawn, self._event_ages, self._event_rows = events, ages, rows
+
+    def on_resize(self) -> None:
+        """A message that goes on its own line below a width, beside the rest above it: drawn again
+        when the terminal's width crosses it (once the tab has its new size)."""
+        self.call_after_refresh(self._events_relayout)
+
+    def _events_relayout(self) -> None:
+        if not self.is_mounted or self.last is None or not self._events_drawn or self.query_one(TabbedContent).active != "tab-events":
+            return
+        width = self.query_one("#events", LiveStatic).size.width or None
+        if event_rows(self._events_drawn, width) != self._event_rows:
+            self._draw_events(self.dashboard.clock())
 
     def tick_ages(self, now: float) -> list[float]:
         """The app's age ticker: the header's age and, on the Events tab, the events' ages, each
