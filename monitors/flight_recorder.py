@@ -32,6 +32,7 @@ import orjson
 
 from .kube import ApiProblem, seg
 from .sanitize import clean
+from .state_dir import state_home
 
 if TYPE_CHECKING:
     from .kube import KubeClient
@@ -108,11 +109,6 @@ def store_for(cfg: Any) -> FlightStore:
     """The store of a cluster configuration (`connection.ClusterConfig`): its context, server and
     impersonated user."""
     return FlightStore(cfg.context, cfg.server, user=cfg.impersonate_user)
-
-
-def state_home() -> Path:
-    raw = os.environ.get("XDG_STATE_HOME", "")
-    return Path(raw) if raw and os.path.isabs(raw) else Path.home() / ".local" / "state"
 
 
 class FlightStore:

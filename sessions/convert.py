@@ -30,7 +30,7 @@ from monitors.kube import ApiProblem, KubeClient
 from .cmdline import MPI_LAUNCHERS, TORCH_LAUNCHERS, Token, launches_in
 from .errors import SessionError
 from .lifecycle import Target, problem
-from .manifests import INTERACTIVE_GRACE_SECONDS, run_policy
+from .manifests import DEBUG_COMMAND, DEBUG_FAILURE, DEBUG_OF, INTERACTIVE_GRACE_SECONDS, run_policy
 from .names import check_name
 
 REPLICA_FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
@@ -40,6 +40,7 @@ SERVER_FIELDS = ("uid", "resourceVersion", "creationTimestamp", "generation", "m
                  "deletionTimestamp", "deletionGracePeriodSeconds", "ownerReferences", "finalizers")
 UNATTENDED_POLICY = run_policy(interactive=False)  # as `ranks submit --command` gives a job
 CONVERTED_FROM = "ranks/converted-from"
+DEBUG_MARKS = (DEBUG_OF, DEBUG_COMMAND, DEBUG_FAILURE)  # a `ranks debug` session's (sessions.debug)
 FRAMEWORKS = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "XGBoostJob": "xgboost", "MPIJob": "mpi"}
 
 
@@ -47,7 +48,7 @@ def default_name(name: str) -> str:
     return f"{name[: 63 - 6].rstrip('-')}-train"
 
 
-def _clean_meta(meta: dict[str, Any], *, drop_interactive: bool) -> dict[str, Any]:
+def clean_meta(meta: dict[str, Any], *, drop_interactive: bool) -> dict[str, Any]:
     out = {k: v for k, v in meta.items() if k not in SERVER_FIELDS}
     for key in ("labels", "annotations"):
         values = dict(out.get(key) or {})
@@ -64,7 +65,7 @@ def _clean_meta(meta: dict[str, Any], *, drop_interactive: bool) -> dict[str, An
 
 def comparable(job: dict[str, Any]) -> dict[str, Any]:
     """The parts of a job a user wrote (for the diff): no status, no server-set metadata."""
-    meta = _clean_meta(job.get("metadata") or {}, drop_interactive=False)
+    meta = clean_meta(job.get("metadata") or {}, drop_interactive=False)
     return {"apiVersion": job.get("apiVersion"), "kind": job.get("kind"), "metadata": meta,
             "spec": copy.deepcopy(job.get("spec") or {})}
 
@@ -230,9 +231,11 @@ def command_of(job: dict[str, Any]) -> str:
     return ""
 
 
-def unattended(job: dict[str, Any], command: str, name: str | None = None) -> dict[str, Any]:
+def unattended(job: dict[str, Any], command: str, name: str | None = None,
+               base: dict[str, Any] | None = None) -> dict[str, Any]:
     """The unattended job built from interactive `job`, running `command` (a shell command line,
-    rewritten for the new job by `rewrite_command`)."""
+    rewritten for the new job by `rewrite_command`). `base`: the job a `ranks debug` session was
+    made from: the new job is that one's spec (its runPolicy too) with the command."""
     kind = job.get("kind", "")
     field = REPLICA_FIELDS.get(kind)
     if field is None:
@@ -246,12 +249,15 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None) -> di
     check_name(new_name, FRAMEWORKS.get(kind, "pytorch"), workers)
     if new_name == src_name:
         raise SessionError(f"the new job needs a name other than {src_name} (--name)", ExitCode.USAGE)
-    out = comparable(job)
-    meta = _clean_meta(out["metadata"], drop_interactive=True)
+    if base is not None and base.get("kind") != kind:
+        base = None
+    out = comparable(base if base is not None else job)
+    meta = clean_meta(out["metadata"], drop_interactive=True)
     meta["name"] = new_name
     meta.pop("generateName", None)
     meta.setdefault("annotations", {})[CONVERTED_FROM] = src_name
-    meta["annotations"].pop("ranks/submit-id", None)
+    for key in ("ranks/submit-id", *DEBUG_MARKS):
+        meta["annotations"].pop(key, None)
     out["metadata"] = meta
     spec = out["spec"]
     replicas: dict[str, Any] = spec.get(field) or {}
@@ -261,7 +267,12 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None) -> di
         tmpl = rspec.setdefault("template", {})
         tmeta = tmpl.get("metadata")
         if tmeta:
-            tmpl["metadata"] = _clean_meta(tmeta, drop_interactive=True)
+            tmeta = clean_meta(tmeta, drop_interactive=True)
+            for key in DEBUG_MARKS:
+                (tmeta.get("annotations") or {}).pop(key, None)
+            if not tmeta.get("annotations"):
+                tmeta.pop("annotations", None)
+            tmpl["metadata"] = tmeta
         pod_spec = tmpl.get("spec") or {}
         if pod_spec.get("terminationGracePeriodSeconds") == INTERACTIVE_GRACE_SECONDS:
             del pod_spec["terminationGracePeriodSeconds"]  # the training command gets the default to stop
@@ -279,7 +290,8 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None) -> di
                            "container to run the command in", ExitCode.ERROR)
     policy = dict(spec.get("runPolicy") or {})
     policy.pop("suspend", None)
-    policy.update(UNATTENDED_POLICY)
+    if base is None:
+        policy.update(UNATTENDED_POLICY)
     spec["runPolicy"] = policy
     return out
 

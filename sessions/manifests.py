@@ -44,6 +44,9 @@ NODE_POOL_LABEL = "run.ai/node-pool"
 PROJECT_LABEL = "project"
 USER_KEY = "ranks/user"
 INTERACTIVE_KEY = "ranks/interactive"
+DEBUG_OF = "ranks/debug-of"  # a `ranks debug` session: the job it was made from (sessions.debug)
+DEBUG_COMMAND = "ranks/debug-command"  # that job's command (the session's shell history gets it)
+DEBUG_FAILURE = "ranks/debug-failure"  # how that job failed, as ranks saw it
 FRACTION_KEY = "gpu-fraction"
 SLEEP_INFINITY = ("sleep", "infinity")
 # An interactive pod's PID 1 is `sleep infinity`, which ignores SIGTERM (PID 1 has no default
@@ -382,3 +385,10 @@ def render(spec: SubmitSpec) -> dict[str, Any]:
 
 def framework_of_kind(kind: str) -> Framework | None:
     return next((f for f in FRAMEWORKS.values() if f.kind == kind), None)
+
+
+def debug_seed(pod: dict[str, Any]) -> tuple[str, str, str]:
+    """A `ranks debug` session pod's (original job, its command, how it failed), from its
+    annotations; empty strings for any other pod."""
+    notes = (pod.get("metadata") or {}).get("annotations") or {}
+    return (str(notes.get(DEBUG_OF) or ""), str(notes.get(DEBUG_COMMAND) or ""), str(notes.get(DEBUG_FAILURE) or ""))

@@ -1,7 +1,8 @@
 """A shell in a rank's pod: choosing the pod, the banner with ready-to-paste launch lines, the
-remote command (bash recording each command with its exit status and time in a history file; sh
-as a fallback), the session itself and why it ended, reading back the history it recorded and
-picking the launch to convert from it.
+remote command (bash recording each command, and each launch it runs, with its exit status and
+time in a history file; sh as a fallback), the session itself (its history mirrored into ranks'
+history store meanwhile) and why it ended. Reading the history back: `sessions.history`,
+`sessions.session_history`; picking the launch: `sessions.launches`.
 
 Nothing here opens the local terminal: the caller hands `run_shell_session` a byte stream
 (`sessions.terminal.LocalTerminal`, or an SSH channel), which is what `ExecSession.bridge` reads
@@ -10,12 +11,12 @@ and writes. The CLI (`ranks shell`) and the dashboard (`s`) both run a shell thr
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
-import re
 import shlex
 import shutil
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -26,16 +27,17 @@ from monitors.kube import ApiProblem, KubeClient, seg
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
 
-from .cmdline import LAUNCHERS, launcher_in
-from .errors import SessionError
-from .exec_all import run_on_ranks
 from .exec_bridge import ExecError, ExecOutcome, ExecSession
+from .history import HISTORY_NAME
+from .manifests import debug_seed
+from .session_history import instance, mirror_history, read_histories
 from .ssh import SSH_SESSION_ENV
 
 if TYPE_CHECKING:
+    from .history_store import HistoryStore
     from .terminal import LocalTerminal
 
-HISTORY_NAME = ".ranks_history"
+FINAL_READ = 5.0  # s for the last read of a shell's history when it ends
 
 # The remote side: find a writable history file, then bash, whose PROMPT_COMMAND appends each
 # command once it has finished as one record `<epoch>\t<exit status>\t<command>` (the lines after
@@ -54,6 +56,13 @@ HISTORY_NAME = ".ranks_history"
 # exclusively (mktemp; without mktemp, noclobber's O_EXCL on a name from bash's $RANDOM, written
 # by that same open), 0600, and removed by the shell it starts as soon as it is read: no one can
 # plant a link at it or read or change it. No rc file at all: sh, as without bash.
+#
+# Launches: the rc defines a function for each launcher (horovodrun, mpirun, mpiexec, torchrun,
+# deepspeed; python and python3 for `-m torch.distributed.run|launch`), exported to the scripts
+# bash runs, that runs the real one and appends `@launch\t<history number>\t<start>\t<end>\t
+# <status>\t<launcher>\t<cwd>\t<start dir>\t<argv>` (`printf %q`): each launch with its own
+# status and its arguments as run, whatever the line around it (see `sessions.history`). A launch
+# on a line kept out of the history (a leading space) is not recorded either.
 SHELL_SCRIPT = r"""
 __ranks_own() {
   [ ! -h "$1" ] && ( umask 077; : >> "$1" ) 2>/dev/null && [ -f "$1" ] && [ -O "$1" ] && [ ! -h "$1" ] &&
@@ -91,6 +100,50 @@ __ranks_record() {
   builtin history -a 2>/dev/null
   return $s
 }
+export RANKS_START_DIR="$PWD"
+__ranks_launch() {
+  local __l=$1 __t0 __t1 __s __n= __h __q
+  shift
+  printf -v __t0 '%(%s)T' -1
+  command "$@"
+  __s=$?
+  printf -v __t1 '%(%s)T' -1
+  __h=$(HISTTIMEFORMAT= builtin history 1 2>/dev/null)
+  [[ $__h =~ ^\ *([0-9]+) ]] && __n=${BASH_REMATCH[1]}
+  if [[ -z $__n || $__n != "${__ranks_seen-}" ]]; then
+    printf -v __q '%q ' "$@"
+    printf '@launch\t%s\t%s\t%s\t%s\t%s\t%q\t%q\t%s\n' "$__n" "$__t0" "$__t1" "$__s" "$__l" "$PWD" \
+      "${RANKS_START_DIR-}" "${__q% }" >> "$RANKS_HISTFILE"
+  fi
+  return $__s
+}
+__ranks_py() {
+  local __p=$1 __m= __x __k=0
+  shift
+  local -a __v=("$@")
+  while (( __k < ${#__v[@]} )); do
+    __x=${__v[__k]}
+    case $__x in
+      -m) __m=${__v[__k+1]-}; break ;;
+      -m?*) __m=${__x#-m}; break ;;
+      -X|-W|--check-hash-based-pycs) __k=$((__k + 2)) ;;
+      -?*) __k=$((__k + 1)) ;;
+      *) break ;;
+    esac
+  done
+  case $__m in
+    torch.distributed.run|torch.distributed.launch) __ranks_launch "python -m $__m" "$__p" "$@" ;;
+    *) command "$__p" "$@" ;;
+  esac
+}
+horovodrun() { __ranks_launch horovodrun horovodrun "$@"; }
+mpirun() { __ranks_launch mpirun mpirun "$@"; }
+mpiexec() { __ranks_launch mpiexec mpiexec "$@"; }
+torchrun() { __ranks_launch torchrun torchrun "$@"; }
+deepspeed() { __ranks_launch deepspeed deepspeed "$@"; }
+python() { __ranks_py python "$@"; }
+python3() { __ranks_py python3 "$@"; }
+export -f __ranks_launch __ranks_py horovodrun mpirun mpiexec torchrun deepspeed python python3
 PROMPT_COMMAND="__ranks_record${PROMPT_COMMAND:+; $PROMPT_COMMAND}"
 __ranks_on_exit=$(trap -p EXIT); __ranks_on_exit=${__ranks_on_exit#"trap -- "}
 eval "__ranks_on_exit=${__ranks_on_exit%" EXIT"}"
@@ -107,138 +160,16 @@ HISTFILE="$H"; export HISTFILE
 exec sh -i
 """.replace("__HIST__", HISTORY_NAME)
 
-RECORD = re.compile(r"(\d+)\t(-?\d+)\t(.*)")
-BASH_TIMESTAMP = re.compile(r"#(\d{9,12})")  # a plain history's time line (HISTTIMEFORMAT)
 
-
-def shell_command() -> list[str]:
-    return ["/bin/sh", "-c", SHELL_SCRIPT]
-
-
-def history_command() -> list[str]:
-    """Prints the session's shell history (as recorded by `shell_command`): only a file of the
-    user's own (not one someone else left in /tmp)."""
-    script = (f'for f in "${{HOME:-/tmp}}/{HISTORY_NAME}" "/tmp/{HISTORY_NAME}"; do '
-              '[ -r "$f" ] && [ -O "$f" ] && cat "$f" && exit 0; done; exit 0')
-    return ["/bin/sh", "-c", script]
-
-
-@dataclass(frozen=True)
-class HistoryEntry:
-    """A command of the shell history; status and time None where not recorded (a history written
-    by an older ranks, or by sh: plain lines)."""
-
-    command: str
-    status: int | None = None
-    time: float | None = None
-
-
-def parse_history(text: str) -> list[HistoryEntry]:
-    """The commands of a history file, oldest first: records (`<epoch>\t<status>\t<command>` with
-    `\t\t<line>` continuations) and plain lines (a bash `#<epoch>` line before one is its time)."""
-    entries: list[HistoryEntry] = []
-    continues = False  # the last entry is a record: a `\t\t` line is more of its command
-    when: float | None = None
-    for line in text.split("\n"):
-        line = line.removesuffix("\r")
-        if continues and line.startswith("\t\t"):
-            last = entries[-1]
-            entries[-1] = HistoryEntry(f"{last.command}\n{line[2:]}", last.status, last.time)
-            continue
-        record = RECORD.fullmatch(line)
-        if record is not None:
-            entries.append(HistoryEntry(record[3], int(record[2]), float(record[1])))
-            continues, when = True, None
-            continue
-        continues = False
-        stamp = BASH_TIMESTAMP.fullmatch(line.strip())
-        if stamp is not None:
-            when = float(stamp[1])
-        elif line.strip():
-            entries.append(HistoryEntry(line.strip(), None, when))
-            when = None
-    return entries
-
-
-@dataclass(frozen=True)
-class Launch:
-    """A command of the history that runs a distributed launcher (see `sessions.cmdline`)."""
-
-    command: str
-    launcher: str
-    status: int | None
-    time: float | None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == 0
-
-    def outcome(self) -> str:
-        return "exit status not recorded" if self.status is None else f"exit {self.status}"
-
-    def when(self, now: float) -> str:
-        if self.time is None:
-            return "from an older history (no time recorded)"
-        return f"from {ago(now - self.time)}"
-
-
-def ago(seconds: float) -> str:
-    s = int(seconds)
-    if s < 2:
-        return "just now"
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if s >= size:
-            return f"{plural(s // size, unit)} ago"
-    return f"{s} seconds ago"
-
-
-def launches(history: str) -> list[Launch]:
-    """The history's launch commands, most recent first: those whose command word (after
-    assignments, `env`, `time`, `nohup`) is a launcher; comments, `ranks ...` lines and other
-    commands never are."""
-    out: list[Launch] = []
-    for entry in reversed(parse_history(history)):
-        launcher = launcher_in(entry.command)
-        if launcher is not None:
-            out.append(Launch(entry.command.strip(), launcher, entry.status, entry.time))
-    return out
-
-
-def launch_choices(found: list[Launch], *, allow_failed: bool) -> list[Launch]:
-    """What to offer in a picker, most recent first, each command once: the launches that exited 0
-    (with `allow_failed`, every launch)."""
-    out: list[Launch] = []
-    seen: set[str] = set()
-    for launch in found:
-        if (allow_failed or launch.ok) and launch.command not in seen:
-            seen.add(launch.command)
-            out.append(launch)
-    return out
-
-
-def pick_launch(found: list[Launch], *, allow_failed: bool = False, now: float | None = None,
-                where: str = f"~/{HISTORY_NAME}") -> tuple[Launch, str]:
-    """The launch to convert and what to say about it: the last that exited 0; with
-    `allow_failed`, the last whatever its status (said as a warning when it did not exit 0). A
-    history with no launch, or only failed ones (without `allow_failed`), is a SessionError (1)."""
-    now = time.time() if now is None else now
-    if not found:
-        raise SessionError(f"no launch in the session's shell history ({where}): run {', '.join(LAUNCHERS)} or "
-                           "python -m torch.distributed.run in `ranks shell` first, or give --command",
-                           ExitCode.ERROR)
-    ok = next((launch for launch in found if launch.ok), None)
-    chosen = found[0] if allow_failed or ok is None else ok
-    cmd = clean(chosen.command, limit=200)
-    if not chosen.ok and not allow_failed:
-        raise SessionError(f"no launch in the session's shell history exited 0; the last one, "
-                           f"{chosen.when(now)}, has {chosen.outcome()}: {cmd} "
-                           "(fix it and run it again in the shell, or pass --allow-failed to take it anyway)",
-                           ExitCode.ERROR)
-    if not chosen.ok:
-        return chosen, f"warning: using a launch that did not exit 0 ({chosen.outcome()}), {chosen.when(now)}: {cmd}"
-    later = found.index(chosen)
-    more = f"; {plural(later, 'later launch', 'later launches')} did not exit 0" if later else ""
-    return chosen, f"using the launch {chosen.when(now)} (exit 0{more}): {cmd}"
+def shell_command(seed: str = "") -> list[str]:
+    """The remote command; `seed`: a command put in the shell's history list first (a debug
+    session's job command: ↑ recalls it), not recorded as run."""
+    lines = ""
+    seed = clean(seed, single_line=False, limit=None)
+    if seed.strip() and "RANKS_RC" not in seed:
+        lines = f"history -s -- {shlex.quote(seed)}\n"
+    marker = "HISTIGNORE=\n"
+    return ["/bin/sh", "-c", SHELL_SCRIPT.replace(marker, marker + lines, 1)]
 
 
 class NotYet(ExecError):
@@ -431,6 +362,12 @@ def banner(target: ShellTarget, *, cli: bool | str | None = None) -> str:
         lines.append("  TF_CONFIG is set on every replica")
     lines.append("  ready to paste:")
     lines += [f"    {line}" for line in paste_lines(target)]
+    origin, command, failure = debug_seed(target.pod)
+    if origin:
+        how = f" ({clean(failure, limit=200)})" if failure else ""
+        lines.append(f"  a debug session of {clean(origin)}{how}: "
+                     + ("its command is in this shell's history: up-arrow and Enter run it as the job did"
+                        if command.strip() else "the job ran its image's entrypoint (no command to recall)"))
     lines += other_ranks(target, cli=cli)
     lines.append(f"  commands and their exit status are recorded in ~/{HISTORY_NAME} (convert takes the last "
                  "launch that exited 0)")
@@ -453,18 +390,43 @@ async def shell_target(client: KubeClient, wl: WorkloadView, rank: RankView, con
 
 
 async def run_shell_session(client: KubeClient, target: ShellTarget, term: LocalTerminal, *,
-                            quiet: bool = False) -> ExecOutcome:
-    """The banner, then the shell over `term` until it exits or the connection drops."""
+                            quiet: bool = False, store: HistoryStore | None = None,
+                            job: dict[str, Any] | None = None) -> ExecOutcome:
+    """The banner, then the shell over `term` until it exits or the connection drops; with
+    `store`, the rank's history mirrored there meanwhile (and the session's `job`)."""
     if not quiet:
         term.sink(1, banner(target, cli=ranks_command(client.cfg) or False).encode())
     tty = term.is_tty
-    session = await ExecSession.open(client, target.workload.namespace, target.rank.pod, shell_command(),
-                                     container=target.container, tty=tty, stdin=True)
+    session = await ExecSession.open(client, target.workload.namespace, target.rank.pod,
+                                     shell_command(seed=debug_seed(target.pod)[1]), container=target.container,
+                                     tty=tty, stdin=True)
+    mirror = None
+    if store is not None and target.workload.interactive:
+        mirror = asyncio.create_task(mirror_history(client, target.workload, target.rank, store,
+                                                    target.container, job))
     try:
         with term:
             return await session.bridge(term, term.sink, term.resizes() if tty else None)
     finally:
         await session.close()
+        if mirror is not None:
+            await finish_mirror(client, target, store, mirror)
+
+
+async def finish_mirror(client: KubeClient, target: ShellTarget, store: HistoryStore | None,
+                        mirror: asyncio.Task[None]) -> None:
+    """The mirror stopped, and the history read once more (what the last seconds added), quietly."""
+    mirror.cancel()
+    with contextlib.suppress(BaseException):
+        await mirror
+    if store is None:
+        return
+    with contextlib.suppress(Exception):
+        found = await asyncio.wait_for(read_histories(client, target.workload, [target.rank]), FINAL_READ)
+        for r, text, _res in found:
+            if text is not None:
+                await asyncio.to_thread(store.save_history, target.workload.namespace, target.workload.kind,
+                                        target.workload.name, target.workload.uid, r.label, r.pod, instance(r), text)
 
 
 async def explain_end(client: KubeClient, target: ShellTarget, outcome: ExecOutcome) -> str:
@@ -487,16 +449,3 @@ async def explain_end(client: KubeClient, target: ShellTarget, outcome: ExecOutc
     if deleting or phase in ("Failed", "Succeeded"):
         return f"pod {target.rank.pod} stopped during the shell ({'deleting' if deleting else phase})"
     return outcome.message if outcome.lost else ""
-
-
-async def session_history(client: KubeClient, wl: WorkloadView) -> list[Launch]:
-    """Launches from the session's shell history (in its lead pod), most recent first, with their
-    exit status and time; a history that cannot be read is a SessionError (exit 1)."""
-    lead = pick_rank(wl)
-    chunks: list[bytes] = []
-    results = await run_on_ranks(client, wl, [lead], history_command(),
-                                 lambda _r, ch, line: chunks.append(line) if ch == 1 else None)
-    if not results[0].ok:
-        raise SessionError(f"cannot read the shell history in {lead.pod}: "
-                           f"{clean(results[0].error) or 'exit ' + str(results[0].exit_code)}", ExitCode.ERROR)
-    return launches(b"".join(chunks).decode("utf-8", "replace"))

@@ -284,8 +284,9 @@ class RanksApp(DashboardActions, App[int]):
     def open_workloads(self, namespace: str | None) -> None:
         self.push_screen(WorkloadsScreen(namespace))
 
-    def open_workload(self, key: WorkloadKey) -> None:
-        self.push_screen(WorkloadScreen(key))
+    def open_workload(self, key: WorkloadKey, *, created: bool = False) -> None:
+        """A workload's detail; `created`: one just created here, which the watch has yet to bring."""
+        self.push_screen(WorkloadScreen(key, created=created and key not in self.store.workloads))
 
     def open_logs(self, key: WorkloadKey, *, previous: bool = False, rank: str = "", note: str = "") -> None:
         """The merged logs; `rank`: shown filtered to that rank; `previous`: the previous instances."""

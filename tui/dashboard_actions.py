@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -17,20 +18,21 @@ from monitors.connection import ExitCode
 from monitors.humanize import plural
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
-from sessions import convert, lifecycle
+from sessions import convert, debug, lifecycle
 from sessions.action_log import report
 from sessions.errors import SessionError
 from sessions.exec_all import run_on_ranks
 from sessions.exec_bridge import ExecError, ExecOutcome
+from sessions.history_store import store_for
+from sessions.launches import Launch
 from sessions.manifests import SubmitSpec, spec_problems
+from sessions.session_history import keep_before_losing, loss_note, record_exec, session_launches
 from sessions.shell import (
-    Launch,
     NotYet,
     explain_end,
     not_running_reason,
     pick_rank,
     run_shell_session,
-    session_history,
     shell_target,
 )
 from sessions.submit import submit
@@ -103,7 +105,7 @@ class DashboardActions:
         client = self._client()
         target = await shell_target(client, wl, r)
         report(f"shell {wl.namespace}/{r.pod} container={target.container}")
-        outcome = await run_shell_session(client, target, LocalTerminal())
+        outcome = await run_shell_session(client, target, LocalTerminal(), store=store_for(self.cfg))
         return outcome, await explain_end(client, target, outcome)
 
     # -- exec on all ranks -------------------------------------------------------------------------------
@@ -137,7 +139,12 @@ class DashboardActions:
             self.call_from_thread(screen.add_line, r.label, width, text)
 
         async def go() -> list[Any]:
-            return await run_on_ranks(self._client(), wl, wl.ranks, argv, on_line)
+            start = time.time()
+            results = await run_on_ranks(self._client(), wl, wl.ranks, argv, on_line)
+            if wl.interactive:  # a launch run this way is one convert can take
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(record_exec, store_for(self.cfg), wl, argv, results, start)
+            return results
 
         try:
             results = await self._on_data(go())
@@ -159,18 +166,24 @@ class DashboardActions:
         if self.refused(f"delete {wl.name}"):
             return
         what = "interactive session" if wl.interactive else "workload"
-        question = Text(f"Delete {what} {wl.kind.lower()}/{clean(wl.name)} in {clean(wl.namespace)} "
-                        f"({wl.status}, {plural(len(wl.ranks), 'pod')})?")
+        question = (f"Delete {what} {wl.kind.lower()}/{clean(wl.name)} in {clean(wl.namespace)} "
+                    f"({wl.status}, {plural(len(wl.ranks), 'pod')})?")
+        if wl.interactive:
+            self._ask_before_losing(wl, "delete", question)
+            return
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._lifecycle(wl, "delete")
 
-        self.push_screen(ConfirmScreen(question, yes="Delete"), answered)
+        self.push_screen(ConfirmScreen(Text(question), yes="Delete"), answered)
 
     def toggle_suspend(self: RanksApp, wl: WorkloadView) -> None:
         verb = "resume" if wl.status == "Suspended" else "suspend"
         if self.refused(f"{verb} {wl.name}"):
+            return
+        if verb == "suspend" and wl.interactive:
+            self._ask_before_losing(wl, verb, f"Suspend interactive session {wl.kind.lower()}/{clean(wl.name)}?")
             return
         extra = " (its pods are deleted; the job stays)" if verb == "suspend" else ""
         question = Text(f"{verb.capitalize()} {wl.kind.lower()}/{clean(wl.name)}{extra}?")
@@ -180,6 +193,24 @@ class DashboardActions:
                 self._lifecycle(wl, verb)
 
         self.push_screen(ConfirmScreen(question, yes=verb.capitalize()), answered)
+
+    @work(group="lifecycle", exclusive=True)
+    async def _ask_before_losing(self: RanksApp, wl: WorkloadView, verb: str, question: str) -> None:
+        """An interactive session: its shells' histories kept first, then the question with what
+        the pods take with them and what ranks keeps; it starts on Cancel."""
+        self.notify(f"keeping the shell histories of {wl.name} first...", timeout=3, markup=False)
+        try:
+            kept = await self._on_data(keep_before_losing(self._client(), wl, store_for(self.cfg)))
+        except Exception:
+            kept = -1
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._lifecycle(wl, verb)
+
+        text = Text(question)
+        text.append("\n\n" + loss_note(verb, wl, kept))
+        self.push_screen(ConfirmScreen(text, yes=verb.capitalize(), destructive=True), answered)
 
     @work(group="lifecycle")
     async def _lifecycle(self: RanksApp, wl: WorkloadView, verb: str) -> None:
@@ -212,24 +243,27 @@ class DashboardActions:
 
     @work(group="convert", exclusive=True)
     async def _open_convert(self: RanksApp, wl: WorkloadView) -> None:
-        async def go() -> tuple[dict[str, Any], list[Launch]]:
+        async def go() -> tuple[dict[str, Any], list[Launch], dict[str, Any] | None, str | None]:
             client = self._client()
-            job = await lifecycle.get(client, lifecycle.target_of(wl))
+            store = store_for(self.cfg)
+            target = lifecycle.target_of(wl)
+            job = await lifecycle.get(client, target)
             history: list[Launch] = []
-            with contextlib.suppress(ExecError, SessionError):  # no history: the form starts empty
-                if not_running_reason(pick_rank(wl)) is None:
-                    history = await session_history(client, wl)
-            return job, history
+            with contextlib.suppress(ExecError, SessionError, OSError):  # no history: the form starts empty
+                history = await session_launches(client, wl, store, job)
+            saved = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
+            base, default = await debug.original(client, target, job, saved)
+            return job, history, base, default
 
         try:
-            job, history = await self._on_data(go())
+            job, history, base, default = await self._on_data(go())
         except Exception as exc:
             self.notify(_message(exc), severity="error", markup=False)
             return
 
         def build(job: dict[str, Any], command: str, name: str | None) -> tuple[dict[str, Any], str]:
-            new = convert.unattended(job, command, name)
-            return new, convert.diff(job, new)
+            new = convert.unattended(job, command, name or default, base=base)
+            return new, convert.diff(base or job, new)
 
         self.push_screen(ConvertScreen(wl.key, job, history, build))
 
@@ -269,7 +303,54 @@ class DashboardActions:
         report(f"{what}: ok")
         self.notify(f"{created.ref} created" + (f"; {wl.name} deleted" if delete_interactive else ""), markup=False)
         self.go_back()
-        self.open_workload((created.namespace, created.kind, created.name))
+        self.open_workload((created.namespace, created.kind, created.name), created=True)
+
+    # -- debug: a session made from a job --------------------------------------------------------------
+    def debug_workload(self: RanksApp, wl: WorkloadView) -> None:
+        """A failed or running job back into an interactive session (`ranks debug`), asked first."""
+        if self.refused(f"create a debug session of {wl.name}"):
+            return
+        if wl.interactive:
+            self.notify(f"{wl.name} is an interactive session already: s opens its shell", severity="warning",
+                        markup=False)
+            return
+        if wl.kind not in convert.REPLICA_FIELDS:
+            self.notify(f"cannot debug a {wl.kind}: only Kubeflow PyTorchJob, TFJob, XGBoostJob and MPIJob",
+                        severity="warning", markup=False)
+            return
+        name = debug.default_name(wl.name)
+        how = debug.failure_of(wl)
+        question = Text(f"Create the interactive session {wl.kind.lower()}/{name} from {clean(wl.name)} ({how})?\n\n"
+                        "The same image, env, volumes, resources and replicas; every "
+                        f"{'launcher' if wl.kind == 'MPIJob' else 'replica'} runs sleep infinity; the job's command "
+                        "is in the session's shell history (s, then up-arrow, runs it as the job did); t converts "
+                        "it back, with the diff against the job.")
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._debug(wl, name, how)
+
+        self.push_screen(ConfirmScreen(question, yes="Create"), answered)
+
+    @work(group="submit", exclusive=True)
+    async def _debug(self: RanksApp, wl: WorkloadView, name: str, how: str) -> None:
+        async def go() -> dict[str, Any]:
+            client = self._client()
+            target = lifecycle.target_of(wl)
+            job = await lifecycle.get(client, target)
+            session = debug.session_from(job, name, failure=how)
+            return await debug.create_session(client, target, session, job, store_for(self.cfg))
+
+        what = f"debug {wl.kind.lower()}/{wl.namespace}/{wl.name} as {name}"
+        try:
+            await self._on_data(go())
+        except Exception as exc:
+            report(f"{what}: failed: {_message(exc)}")
+            self.notify(_message(exc), severity="error", markup=False)
+            return
+        report(f"{what}: ok")
+        self.notify(f"{name} created: s opens its shell once it runs", markup=False)
+        self.open_workload((wl.namespace, wl.kind, name), created=True)
 
     # -- new session ----------------------------------------------------------------------------------------------
     def new_session(self: RanksApp, namespace: str | None = None) -> None:
@@ -317,7 +398,7 @@ class DashboardActions:
         report(f"{what}: ok")
         self.notify(f"{created['kind'].lower()}/{spec.name} submitted", markup=False)
         self.go_back()
-        self.open_workload((spec.namespace, created["kind"], spec.name))
+        self.open_workload((spec.namespace, created["kind"], spec.name), created=True)
 
 
 def spec_from_form(values: dict[str, Any], user: str, project: Any) -> SubmitSpec:

@@ -40,7 +40,8 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in DROP_ENV and not k.startswith("RANKS_")}
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(tmp_path / "config"), LC_ALL="C.UTF-8", LANG="C.UTF-8",
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_STATE_HOME=str(tmp_path / "state"),
+               LC_ALL="C.UTF-8", LANG="C.UTF-8",
                TERM="xterm-256color", PYTHONDONTWRITEBYTECODE="1")
     return env
 

@@ -42,6 +42,7 @@ def ranks(sim, *args: str, timeout: float = 60, check: bool = True) -> subproces
 def cli_env(sim) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_"))}
     env["KUBECONFIG"] = str(sim.kubeconfig_path)
+    env["XDG_STATE_HOME"] = str(Path(sim.workdir).parent / "state")  # as clean_env(tmp_path): the shells' too
     if VENV_BIN is not None:
         env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
     return env

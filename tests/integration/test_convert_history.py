@@ -17,6 +17,7 @@ import copy
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -30,17 +31,11 @@ from textual.widgets import Checkbox, Input, OptionList, Static
 from monitors.connection import load_cluster_config
 from monitors.kube import KubeClient
 from sessions.exec_bridge import ExecSession
+from sessions.history import HistoryEntry, parse_history
 from sessions.locate import locate_workload
 from sessions.manifests import FRAMEWORKS, SubmitSpec
-from sessions.shell import (
-    HistoryEntry,
-    banner,
-    history_command,
-    parse_history,
-    pick_rank,
-    shell_command,
-    shell_target,
-)
+from sessions.session_history import history_command
+from sessions.shell import banner, pick_rank, shell_command, shell_target
 from sessions.submit import submit
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import namespace
@@ -124,7 +119,7 @@ def env(cluster: ThreadedSimCluster) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR", "FORCE_COLOR")
            and not k.startswith("RANKS_")}
-    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / "config"), RANKS_CONFIG="",
+    env.update(HOME=str(home), XDG_CONFIG_HOME=str(home / "config"), XDG_STATE_HOME=str(home / "state"), RANKS_CONFIG="",
                KUBECONFIG=str(cluster.sim.kubeconfig_path), LC_ALL="C.UTF-8", LANG="C.UTF-8")
     return env
 
@@ -153,7 +148,9 @@ def record(age: float, status: int, command: str) -> str:
 
 
 def write_history(env: dict[str, str], session: str, rank: str, *lines: str) -> None:
-    """The session's history in its lead pod (~/.ranks_history), written there through exec."""
+    """The session's history in its lead pod (~/.ranks_history), written there through exec; what
+    ranks kept of the earlier histories (and `ranks exec` runs) forgotten: this one is the whole."""
+    shutil.rmtree(Path(env["XDG_STATE_HOME"]) / "ranks" / "sessions", ignore_errors=True)
     r = ranks(env, "exec", session, "-p", "team-a", "--rank", rank, "--", "sh", "-c",
               'printf "%s\\n" "$@" > "$HOME/.ranks_history"', "sh", *lines)
     assert r.returncode == 0, (r.stdout, r.stderr)
@@ -248,12 +245,12 @@ def test_only_failed_launches_are_refused_in_one_line_unless_allowed(
                   record(30, 0, "ls"))
     t0 = time.time()
     r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--yes")
-    one_line_error(r, 1, "no launch in the session's shell history exited 0", "from 3 minutes ago", "exit 1",
+    one_line_error(r, 1, "no launch in the session's shell history exited 0", "from 3 minutes ago", "exit 1 on master-0",
                    PT_FAILED, "--allow-failed")
     assert r.stdout == ""
     r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--allow-failed", "--dry-run")
     assert r.returncode == 0, r.stderr
-    assert r.stderr.splitlines()[0] == (f"ranks: warning: using a launch that did not exit 0 (exit 1), "
+    assert r.stderr.splitlines()[0] == (f"ranks: warning: using a launch that did not exit 0 (exit 1 on master-0), "
                                         f"from 3 minutes ago: {PT_FAILED}")
     added = added_lines(r.stdout)
     runs = ("torchrun --nnodes=3 --nproc_per_node=1 --node_rank=$RANK --master_addr=$MASTER_ADDR "
@@ -267,7 +264,8 @@ def test_no_launch_and_bad_flags(cluster: ThreadedSimCluster, env: dict[str, str
     write_history(env, "pt", "master-0", record(10, 0, "ls"), "torchrun-like but plain", "# torchrun x")
     t0 = time.time()
     one_line_error(ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--dry-run"), 1,
-                   "no launch in the session's shell history (~/.ranks_history in pt's lead pod)", "--command")
+                   "no launch in the session's shell history (~/.ranks_history in pt's pods and what ranks kept of "
+                   "it)", "--command")
     one_line_error(ranks(env, "convert", "pt", "-p", "team-a", "--command", "true", "--allow-failed", "--dry-run"),
                    2, "--allow-failed goes with --from-history")
     # --command is rewritten too; the session's name left where it is no pod or host is said
@@ -344,7 +342,8 @@ def test_the_shell_records_statuses_in_the_pod_and_convert_reads_them(
     assert all(e.time is not None and abs(e.time - time.time()) < 120 for e in entries)
     line = one_line_error(ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--dry-run"), 1,
                           "no launch in the session's shell history exited 0", f"exit {entries[2].status}")
-    assert line.endswith(f": {launch} (fix it and run it again in the shell, or pass --allow-failed to take it "
+    ran = launch.replace("$RANK", "0")  # its arguments as they ran (the master's node rank)
+    assert line.endswith(f": {ran} (fix it and run it again in the shell, or pass --allow-failed to take it "
                          "anyway)"), line
 
 
@@ -391,8 +390,9 @@ def test_pytorch_banner_lines_run_as_pasted_then_convert_takes_that_launch(
     r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--dry-run")
     assert r.returncode == 0, r.stderr
     said = r.stderr.splitlines()[0]
-    assert re.fullmatch(rf"ranks: using the launch from (just now|\d+ seconds ago|1 minute ago) \(exit 0\): "
-                        rf"{re.escape(line)}", said), said
+    ran = "torchrun --nnodes=3 --nproc_per_node=1 --node_rank=0 --master_addr=pt-master-0 --master_port=23456 train.py"
+    assert re.fullmatch(rf"ranks: using the launch from (just now|\d+ seconds ago|1 minute ago) \(exit 0 on 3 "
+                        rf"nodes\): {re.escape(ran)}", said), said  # the master's, as it ran; every node's status
     assert added_lines(r.stdout).count(f"+            - {line}") == 2, r.stdout
 
 

@@ -5,6 +5,9 @@ read-only refusals. (The shell, which needs a real terminal, is tested in tests/
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -177,7 +180,7 @@ async def test_read_only_refuses_every_action_and_says_why(demo: ThreadedSimClus
     app = make_app(demo.sim.kubeconfig_path, read_only=True)
     async with app.run_test(size=(120, 36)) as pilot:
         await select(pilot, app, XGB, 3)
-        for key in ("s", "x", "t", "z", "ctrl+d", "n"):
+        for key in ("s", "x", "t", "z", "ctrl+d", "n", "D"):
             before = len(notifications(app))
             await pilot.press(key)
             await pilot_wait(pilot, lambda b=before: len(notifications(app)) > b, what=f"a refusal for {key}", timeout=20)
@@ -195,3 +198,64 @@ async def test_shell_without_a_real_terminal_says_so(demo: ThreadedSimCluster) -
         await pilot_wait(pilot, lambda: any("real terminal" in m for m in notifications(app)),
                          what="the headless refusal", timeout=20)
         assert isinstance(app.screen, WorkloadsScreen)
+
+
+async def test_suspending_a_session_says_what_is_lost_and_kept_and_starts_on_cancel(
+        demo: ThreadedSimCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #24, item 3: the session's launches are kept before its pods go; the question says what
+    the pods take with them and what ranks keeps, and Enter (on Cancel) suspends nothing."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    record = "@launch\\t7\\t1767225600\\t1767225660\\t0\\thorovodrun\\t/w\\t/w\\thorovodrun -np 2 python train.py"
+    r = subprocess.run([sys.executable, "-m", "tui.cli", "exec", HVD[2], "-p", "team-a", "--rank", "launcher", "--",
+                        "sh", "-c", f'printf "{record}\\n1767225661\\t0\\thorovodrun -np 2 python train.py\\n" '
+                        '> "$HOME/.ranks_history"'], capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "KUBECONFIG": str(demo.sim.kubeconfig_path)}, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr
+    app = make_app(demo.sim.kubeconfig_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await select(pilot, app, HVD, 3)
+        await pilot.press("z")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the confirmation", timeout=30)
+        screen = app.screen
+        assert isinstance(screen, ConfirmScreen)
+        text = screen.question.plain
+        assert text.startswith("Suspend interactive session mpijob/hvd-interactive?"), text
+        assert "every file outside mounted volumes" in text and "ranks keeps the 1 launch recorded" in text, text
+        assert screen.focused is not None and screen.focused.id == "no"  # it starts on Cancel
+        await pilot.press("enter")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back", timeout=20)
+        assert not ((job_object(demo, HVD) or {}).get("spec", {}).get("runPolicy") or {}).get("suspend")
+    kept = list((tmp_path / "state" / "ranks" / "sessions").rglob("*.json"))
+    assert kept and all(p.stat().st_mode & 0o777 == 0o600 for p in kept), kept
+
+
+async def test_debug_makes_a_session_from_a_job_and_opens_it(demo: ThreadedSimCluster, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #24, item 6: D on a job asks, then creates the session from its spec and opens it (on
+    its way, not "deleted", until the watch brings it)."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = make_app(demo.sim.kubeconfig_path)
+    new = (XGB[0], XGB[1], "xgb-churn-debug")
+    try:
+        async with app.run_test(size=(120, 36)) as pilot:
+            await select(pilot, app, XGB, 3)
+            await pilot.press("D")
+            await pilot_wait(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question", timeout=20)
+            assert isinstance(app.screen, ConfirmScreen)
+            assert app.screen.question.plain.startswith("Create the interactive session xgboostjob/xgb-churn-debug "
+                                                        "from xgb-churn (running)?"), app.screen.question.plain
+            await pilot.press("y")
+            await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.key == new,
+                             what="the session's screen", timeout=30)
+            assert "this workload was deleted" not in str(app.screen.banner_text() or "")
+            obj = job_object(demo, new)
+            assert obj is not None and obj["metadata"]["annotations"]["ranks/debug-of"] == "xgb-churn"
+            for rspec in obj["spec"]["xgbReplicaSpecs"].values():
+                assert rspec["template"]["spec"]["containers"][0]["command"] == ["sleep", "infinity"]
+            await pilot_wait(pilot, lambda: new in app.store.workloads and app.store.workloads[new].interactive,
+                             what="the session in the model, interactive", timeout=30)
+            assert app.screen.banner_text() is None
+    finally:
+        subprocess.run([sys.executable, "-m", "tui.cli", "delete", new[2], "-p", new[0], "--yes"], capture_output=True,
+                       timeout=60, env={**os.environ, "KUBECONFIG": str(demo.sim.kubeconfig_path)},
+                       stdin=subprocess.DEVNULL)

@@ -25,7 +25,8 @@ import pytest
 import yaml
 
 from monitors.kube import KubeClient
-from sessions.shell import history_command, parse_history
+from sessions.history import parse_history
+from sessions.session_history import history_command
 from sessions.submit import submit
 from simcluster.apiserver.tls import make_tls
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread

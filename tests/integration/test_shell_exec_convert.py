@@ -31,8 +31,9 @@ import pytest
 
 from monitors.connection import load_cluster_config
 from monitors.kube import ApiProblem, KubeClient
+from sessions.history import parse_history
 from sessions.manifests import FRAMEWORKS, SubmitSpec
-from sessions.shell import history_command, parse_history
+from sessions.session_history import history_command
 from sessions.submit import submit
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import namespace
@@ -410,17 +411,19 @@ def test_convert_from_history_refuses_failed_launches_unless_allowed(cluster: Th
     t0 = time.time()
     r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--yes", "--dry-run")
     line = one_line_error(r, 1, "no launch in the session's shell history exited 0", "--allow-failed")
-    assert NEW_LAUNCH.split(" new_train")[0] in line and "new_train.py" in line and "old_train" not in line, line
+    ran = NEW_LAUNCH.replace("$RANK", "0")  # the arguments as they ran on the master (node rank 0)
+    assert line.endswith(f"has exit 1: {ran} (fix it and run it again in the shell, or pass --allow-failed to take "
+                         "it anyway)") and "old_train" not in line, line
     assert r.stdout == ""
     r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--allow-failed", "--yes", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("--- PyTorchJob/pt\n+++ PyTorchJob/pt-train\n"), r.stdout
     added = [ln for ln in r.stdout.splitlines() if ln.startswith("+")]
-    assert any(NEW_LAUNCH in ln for ln in added), r.stdout
+    assert any(NEW_LAUNCH in ln for ln in added), r.stdout  # rewritten: the operator's $RANK again
     assert "old_train.py" not in r.stdout and "after-the-launch" not in r.stdout
     warning = r.stderr.splitlines()[0]
     assert warning.startswith("ranks: warning: using a launch that did not exit 0 (exit "), r.stderr
-    assert warning.endswith(f": {NEW_LAUNCH}"), r.stderr
+    assert warning.endswith(f": {ran}"), r.stderr
     assert "ranks: dry run: nothing was created" in r.stderr
     assert mutations_since(cluster, t0) == [] and job_of(cluster, "pytorch", "pt-train") is None
 

@@ -82,7 +82,7 @@ def test_every_command_is_listed_in_order_and_resolves_to_itself() -> None:
     ctx = click.Context(cli)
     names = cli.list_commands(ctx)
     assert names == sorted(names) == sorted(SUBCOMMANDS)
-    assert names == ["convert", "delete", "demo", "exec", "get", "idle", "list", "logs", "projects", "resume",
+    assert names == ["convert", "debug", "delete", "demo", "exec", "get", "idle", "list", "logs", "projects", "resume",
                      "serve", "shell", "sim", "submit", "suspend", "top", "why"]
     for name in names:
         command = cli.get_command(ctx, name)

@@ -31,8 +31,9 @@ import yaml
 from monitors import connection
 from monitors.connection import load_cluster_config
 from monitors.prom_discovery import ApiEndpoint
-from sessions import shell
-from tests.unit.test_sessions import LocalShell
+from sessions import session_history, shell
+from sessions.history import parse_history
+from tests.unit.test_shell_history import LocalShell
 
 ROOT = Path(__file__).resolve().parents[2]
 BASH = shutil.which("bash")
@@ -119,7 +120,7 @@ def test_the_history_is_created_0600_whatever_the_umask(home: Path, tmpdir_: Pat
     sh.type("true")
     assert sh.finish("exit 0") == 0
     assert mode(home / ".ranks_history") == 0o600
-    assert [e.command for e in shell.parse_history(sh.history)] == ["true", "exit 0"]
+    assert [e.command for e in parse_history(sh.history)] == ["true", "exit 0"]
 
 
 def test_an_older_world_readable_history_is_made_0600_and_kept(home: Path, tmpdir_: Path) -> None:
@@ -130,7 +131,7 @@ def test_an_older_world_readable_history_is_made_0600_and_kept(home: Path, tmpdi
     sh.prompts(1)
     assert sh.finish("exit 0") == 0
     assert mode(hist) == 0o600
-    assert [e.command for e in shell.parse_history(sh.history)] == ["torchrun old.py", "exit 0"]
+    assert [e.command for e in parse_history(sh.history)] == ["torchrun old.py", "exit 0"]
 
 
 def fallback_script(tmp_history: Path) -> str:
@@ -151,7 +152,7 @@ def test_the_tmp_fallback_is_0600_too(home: Path, tmp_path: Path, tmpdir_: Path)
     sh.type("true")
     sh.finish("exit 0")
     assert mode(fallback) == 0o600
-    assert [e.command for e in shell.parse_history(fallback.read_text())] == ["true", "exit 0"]
+    assert [e.command for e in parse_history(fallback.read_text())] == ["true", "exit 0"]
 
 
 def test_a_link_planted_at_the_tmp_fallback_is_not_followed(home: Path, tmp_path: Path, tmpdir_: Path) -> None:
@@ -172,7 +173,8 @@ def test_a_link_planted_at_the_tmp_fallback_is_not_followed(home: Path, tmp_path
 
 
 def test_history_command_reads_only_a_file_of_the_users_own() -> None:
-    assert '[ -O "$f" ]' in shell.history_command()[2]
+    for argv in (session_history.history_command(), session_history.mirror_command()):
+        assert '[ -O "$f" ]' in argv[2] and '[ ! -h "$f" ]' in argv[2]
 
 
 # -- what is not recorded -----------------------------------------------------------------------------
@@ -189,7 +191,7 @@ def test_a_command_typed_with_a_leading_space_is_recorded_nowhere(home: Path, tm
     assert secret not in history
     assert secret not in (home / ".bash_history").read_text()
     # the rest is recorded as before, each with its own status
-    assert [(e.status, e.command) for e in shell.parse_history(history)] == [
+    assert [(e.status, e.command) for e in parse_history(history)] == [
         (0, 'test -n "$SECRET"'), (0, "true"), (3, "sh -c 'exit 3'")]
 
 
@@ -206,7 +208,7 @@ def test_what_is_typed_at_a_password_prompt_is_not_echoed_or_recorded(home: Path
     assert password.encode() not in sh.seen  # no echo on the terminal
     for recorded in (sh.history, (home / ".bash_history").read_text()):
         assert password not in recorded
-    assert [e.command for e in shell.parse_history(sh.history)][:2] == ["read -rs PW", 'echo "length=${#PW}"']
+    assert [e.command for e in parse_history(sh.history)][:2] == ["read -rs PW", 'echo "length=${#PW}"']
 
 
 # -- the rc file --------------------------------------------------------------------------------------
@@ -245,7 +247,7 @@ def test_the_rc_file_has_a_random_name_is_0600_and_a_planted_link_is_not_followe
     sh.type("true")
     assert sh.finish("exit 0") == 0
     assert victim.read_text() == "precious\n"
-    assert [e.command for e in shell.parse_history(sh.history)] == ["true", "exit 0"]  # recorded: the rc ran
+    assert [e.command for e in parse_history(sh.history)] == ["true", "exit 0"]  # recorded: the rc ran
     removed = log.read_text().splitlines()
     assert len(removed) == 1, removed
     perms, _kind, name = re.fullmatch(r"(\d+) (regular (?:empty )?file) (.+)", removed[0]).groups()  # type: ignore[union-attr]
@@ -285,7 +287,7 @@ def test_without_mktemp_the_rc_file_is_created_exclusively_and_skips_a_planted_l
     sh.type("true")
     assert sh.finish("exit 0") == 0
     assert victim.read_text() == "precious\n"
-    assert [e.command for e in shell.parse_history(sh.history)] == ["true", "exit 0"]
+    assert [e.command for e in parse_history(sh.history)] == ["true", "exit 0"]
     assert log.read_text().splitlines() == [f"600 regular file {tmpdir_ / names[1]}"]
     assert sorted(p.name for p in tmpdir_.iterdir()) == [names[0]]
 
@@ -299,7 +301,7 @@ def test_an_unusable_tmpdir_puts_the_rc_file_in_tmp(home: Path, tmp_path: Path) 
     sh.prompts(1)
     sh.type("true")
     assert sh.finish("exit 0") == 0
-    assert [e.command for e in shell.parse_history(sh.history)] == ["true", "exit 0"]  # bash with the rc
+    assert [e.command for e in parse_history(sh.history)] == ["true", "exit 0"]  # bash with the rc
     perms, name = log.read_text().split(" regular file ")
     assert perms == "600" and Path(name.strip()).parent == Path("/tmp") and not Path(name.strip()).exists()
 
@@ -540,5 +542,5 @@ def test_the_script_runs_where_sh_is_bash(home: Path, tmpdir_: Path) -> None:
     sh.prompts(1)
     sh.type(" export SECRET=under-bash-as-sh", "true")
     assert sh.finish("exit 2") == 2
-    assert [e.command for e in shell.parse_history(sh.history)] == ["true", "exit 2"]
+    assert [e.command for e in parse_history(sh.history)] == ["true", "exit 2"]
     assert mode(home / ".ranks_history") == 0o600 and list(tmpdir_.iterdir()) == []

@@ -5,15 +5,9 @@ shell history."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
-import pty
 import re
-import select
-import shutil
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +31,7 @@ from sessions.convert import (
     unattended,
 )
 from sessions.errors import SessionError
-from sessions.exec_all import RankResult
-from sessions.exec_bridge import ExecError, ExecOutcome
+from sessions.exec_bridge import ExecError
 from sessions.manifests import (
     BACKOFF_LIMIT,
     FRACTION_KEY,
@@ -63,14 +56,12 @@ from sessions.names import (
 from sessions.shell import (
     NotYet,
     default_container,
-    launches,
     not_running_reason,
     pick_rank,
     shell_target,
 )
 from tests.kubeflow_objects import job, pod
 from tests.unit.test_model import load
-from tests.waiting import wait_for
 
 NS = "runai-team-a"
 SLEEP = ["sleep", "infinity"]
@@ -846,292 +837,3 @@ def test_default_container() -> None:
     with pytest.raises(ExecError) as err:
         default_container({"metadata": {"name": "p"}, "spec": {"containers": []}})
     assert err.value.code == ExitCode.ERROR and err.value.message == 'pod "p" has no containers'
-
-
-# -- shell: the history ------------------------------------------------------------------------------
-
-T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
-
-# records as the shell writes them (epoch, exit status, command; a multi-line command continues on
-# lines starting with two tabs), after lines an older ranks wrote (plain, bash's #epoch lines)
-HISTORY = "\n".join([
-    "#1767225000",
-    "horovodrun -np 2 -H a:1,b:1 python old.py",  # old format: no exit status
-    "ls /data",
-    f"{T0:.0f}\t0\tnvidia-smi",
-    f"{T0 + 10:.0f}\t0\t# horovodrun -np 2 commented out",
-    f"{T0 + 20:.0f}\t0\techo 'use torchrun --nnodes=2 here'",
-    f"{T0 + 30:.0f}\t0\tranks exec sess -p team-a --rank worker-0 -- sh -c 'torchrun train.py'",
-    f"{T0 + 40:.0f}\t0\tNCCL_DEBUG=INFO horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py",
-    f"{T0 + 50:.0f}\t0\tfor i in 1 2; do",
-    "\t\t  echo $i",
-    "\t\tdone",
-    f"{T0 + 60:.0f}\t127\ttorchrun --nnodes=3 train.py",
-    f"{T0 + 70:.0f}\t1\tmpirun -np 2 python nope.py",
-    "",
-]) + "\n"
-
-
-def test_parse_history_records_continuations_and_plain_lines() -> None:
-    entries = shell.parse_history(HISTORY)
-    assert entries[0] == shell.HistoryEntry("horovodrun -np 2 -H a:1,b:1 python old.py", None, 1767225000.0)
-    assert entries[1] == shell.HistoryEntry("ls /data", None, None)  # a plain line: no status, no time
-    assert entries[2] == shell.HistoryEntry("nvidia-smi", 0, T0)
-    assert entries[7] == shell.HistoryEntry("for i in 1 2; do\n  echo $i\ndone", 0, T0 + 50)
-    assert [(e.status, e.command) for e in entries[-2:]] == [(127, "torchrun --nnodes=3 train.py"),
-                                                             (1, "mpirun -np 2 python nope.py")]
-    assert len(entries) == 10
-    # a tab-indented plain line is a command of its own, not a continuation
-    assert shell.parse_history("ls\n\t\tpwd\r\n") == [shell.HistoryEntry("ls"), shell.HistoryEntry("pwd")]
-    assert shell.parse_history("") == []
-
-
-@pytest.mark.parametrize(("line", "launcher"), [
-    ("horovodrun -np 4 python train.py", "horovodrun"),
-    ("mpirun -np 2 python t.py", "mpirun"),
-    ("mpiexec -n 2 python t.py", "mpiexec"),
-    ("torchrun --nnodes=2 train.py", "torchrun"),
-    ("deepspeed --num_gpus 8 train.py", "deepspeed"),
-    ("python -m torch.distributed.run --nproc_per_node 2 t.py", "python -m torch.distributed.run"),
-    ("python3 -u -m torch.distributed.launch t.py", "python -m torch.distributed.launch"),
-    ("/opt/conda/bin/python3.11 -mtorch.distributed.run t.py", "python -m torch.distributed.run"),
-    ("NCCL_DEBUG=INFO OMP_NUM_THREADS=1 torchrun train.py", "torchrun"),
-    ("env -u HTTP_PROXY A=1 nohup time -p /usr/local/bin/horovodrun -np 2 x > run.log 2>&1 &", "horovodrun"),
-    ("cd /workspace && torchrun train.py | tee log", "torchrun"),
-    ("for n in 1 2; do mpirun -np $n x; done", "mpirun"),
-    ("echo a#b; mpiexec -n 2 x", "mpiexec"),
-    # never a launch
-    ("# horovodrun -np 2 python train.py", None),
-    ("ls # torchrun", None),
-    ("echo torchrun --nnodes=2 train.py", None),
-    ("ranks exec sess --all -- sh -c 'torchrun train.py'", None),
-    ("kubectl exec sess-master-0 -- torchrun train.py", None),
-    ("sh -c 'torchrun train.py'", None),
-    ('echo "$(torchrun --help)"', None),
-    ("python train.py", None),
-    ("python -m torch.utils.collect_env", None),
-    ("python -c 'import torch.distributed.run'", None),
-    ("vim torchrun.sh", None),
-    ("HOROVOD=horovodrun", None),
-    ("horovodrun() { echo stand-in; }", None),
-    ("torchrun () { :; }; torchrun train.py", "torchrun"),
-])
-def test_a_launch_is_its_command_word(line: str, launcher: str | None) -> None:
-    assert launcher_in(line) == launcher
-
-
-def test_launches_most_recent_first_with_status_and_time() -> None:
-    found = launches(HISTORY)
-    assert [(x.launcher, x.status, x.time) for x in found] == [
-        ("mpirun", 1, T0 + 70), ("torchrun", 127, T0 + 60), ("horovodrun", 0, T0 + 40),
-        ("horovodrun", None, 1767225000.0)]
-    assert found[2].command == "NCCL_DEBUG=INFO horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py"
-    assert launches("ls\ncd /data\npython train.py\n") == []
-
-
-def test_pick_the_last_launch_that_exited_0_and_say_which_and_when() -> None:
-    found = launches(HISTORY)
-    launch, note = shell.pick_launch(found, now=T0 + 40 + 4 * 60 + 5)
-    assert launch is found[2]
-    assert note == ("using the launch from 4 minutes ago (exit 0; 2 later launches did not exit 0): "
-                    "NCCL_DEBUG=INFO horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py")
-    ok_last = [shell.Launch("torchrun train.py", "torchrun", 0, T0)]
-    assert shell.pick_launch(ok_last, now=T0 + 1) == (ok_last[0], "using the launch from just now (exit 0): "
-                                                                  "torchrun train.py")
-
-
-def test_only_failed_launches_are_refused_unless_allowed() -> None:
-    failed = [x for x in launches(HISTORY) if not x.ok]
-    with pytest.raises(SessionError) as err:
-        shell.pick_launch(failed, now=T0 + 70 + 2 * 3600)
-    assert err.value.code == ExitCode.ERROR
-    assert err.value.message == (
-        "no launch in the session's shell history exited 0; the last one, from 2 hours ago, has exit 1: "
-        "mpirun -np 2 python nope.py (fix it and run it again in the shell, or pass --allow-failed to take it "
-        "anyway)")
-    assert "\n" not in err.value.message
-    launch, note = shell.pick_launch(failed, allow_failed=True, now=T0 + 70 + 2 * 3600)
-    assert launch is failed[0]
-    assert note == ("warning: using a launch that did not exit 0 (exit 1), from 2 hours ago: "
-                    "mpirun -np 2 python nope.py")
-    # --allow-failed takes the latest even when an older one succeeded
-    assert shell.pick_launch(launches(HISTORY), allow_failed=True)[0].status == 1
-
-
-def test_an_old_plain_history_has_no_status_it_is_refused_unless_allowed() -> None:
-    old = launches("#1767225000\nhorovodrun -np 2 python train.py\n")
-    with pytest.raises(SessionError) as err:
-        shell.pick_launch(old, now=1767225000 + 86400 * 3)
-    assert "the last one, from 3 days ago, has exit status not recorded: horovodrun" in err.value.message
-    launch, note = shell.pick_launch(launches("torchrun a.py\n"), allow_failed=True)
-    assert launch.status is None and launch.time is None
-    assert note == ("warning: using a launch that did not exit 0 (exit status not recorded), from an older history "
-                    "(no time recorded): torchrun a.py")
-
-
-def test_no_launch_at_all() -> None:
-    with pytest.raises(SessionError) as err:
-        shell.pick_launch([], where="~/.ranks_history in hvd's lead pod")
-    assert err.value.code == ExitCode.ERROR
-    assert err.value.message.startswith("no launch in the session's shell history (~/.ranks_history in hvd's "
-                                        "lead pod): run horovodrun, mpirun, mpiexec, torchrun, deepspeed or ")
-
-
-def test_launch_choices_each_command_once() -> None:
-    found = launches(HISTORY + f"{T0 + 80:.0f}\t0\ttorchrun ok.py\n{T0 + 90:.0f}\t0\ttorchrun ok.py\n")
-    assert [c.command for c in shell.launch_choices(found, allow_failed=False)] == [
-        "torchrun ok.py", "NCCL_DEBUG=INFO horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py"]
-    assert shell.launch_choices(found, allow_failed=False)[0].time == T0 + 90  # the latest
-    assert len(shell.launch_choices(found, allow_failed=True)) == 5
-
-
-def test_the_pick_says_what_it_shows_without_control_sequences() -> None:
-    found = [shell.Launch("torchrun \x1b]52;c;aGk=\x07train.py\x1b[2J", "torchrun", 0, T0)]
-    _, note = shell.pick_launch(found, now=T0 + 30)
-    assert "\x1b" not in note and "\x07" not in note and note.endswith("torchrun train.py")
-
-
-def test_history_command_reads_the_file_the_shell_writes() -> None:
-    argv = shell.history_command()
-    assert argv[:2] == ["/bin/sh", "-c"]
-    assert '"${HOME:-/tmp}/.ranks_history"' in argv[2] and '"/tmp/.ranks_history"' in argv[2]
-    assert ".ranks_history" in shell.SHELL_SCRIPT and "__HIST__" not in shell.SHELL_SCRIPT
-
-
-class LocalShell:
-    """`shell_command()` run here on a pseudo-terminal as the pod runs it: HOME a temporary
-    directory (whose .bashrc sets a prompt to wait for), the given PATH."""
-
-    PROMPT = b"@@ready@@ "
-
-    def __init__(self, home: Path, path: str | None = None, argv0: str = "/bin/sh") -> None:
-        env = {"HOME": str(home), "PATH": path or os.environ.get("PATH", "/usr/bin:/bin"), "TERM": "dumb",
-               "PS1": self.PROMPT.decode()}
-        self.home = home
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # pragma: no cover - the child
-            os.execve(argv0, shell.shell_command(), env)
-        self.seen = b""
-        self.code: int | None = None
-
-    def read(self) -> None:
-        if select.select([self.fd], [], [], 0.05)[0]:
-            with contextlib.suppress(OSError):
-                self.seen += os.read(self.fd, 65536)
-
-    def prompts(self, n: int) -> None:
-        wait_for(lambda: self.read() or self.seen.count(self.PROMPT) >= n, timeout=10, what=f"prompt {n}",
-                 detail=lambda: self.seen[-500:])
-
-    def type(self, *commands: str) -> None:
-        """Each command (its lines), then the prompt after it."""
-        for command in commands:
-            count = self.seen.count(self.PROMPT)
-            os.write(self.fd, command.replace("\n", "\r").encode() + b"\r")
-            self.prompts(count + 1)
-
-    def finish(self, line: str) -> int:
-        """Type `line`, which ends the shell: its exit status."""
-        os.write(self.fd, line.encode() + b"\r")
-
-        def ended() -> bool:
-            self.read()
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.code = os.waitstatus_to_exitcode(status)
-            return bool(pid)
-
-        wait_for(ended, timeout=10, what="the shell to end", detail=lambda: self.seen[-500:])
-        os.close(self.fd)
-        assert self.code is not None
-        return self.code
-
-    @property
-    def history(self) -> str:
-        return (self.home / ".ranks_history").read_text()
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    if shutil.which("bash") is None:
-        pytest.skip("no bash here")
-    (tmp_path / ".bashrc").write_text(f"PS1='{LocalShell.PROMPT.decode()}'\n")
-    return tmp_path
-
-
-def test_the_shell_records_each_command_once_with_its_status(home: Path) -> None:
-    (home / ".bash_history").write_text("torchrun from-an-earlier-session.py\n")  # bash loads it: not a new command
-    sh = LocalShell(home)
-    sh.prompts(1)
-    sh.type("true", "", "", "false", "ranks-no-such-command --x", "for i in 1 2; do\necho $i\ndone",
-            "echo 'two\nlines'", "sleep 0; (exit 3)")
-    assert sh.finish("exit 5") == 5  # the shell ends with the status `exit` gave
-    entries = shell.parse_history(sh.history)
-    assert [(e.status, e.command) for e in entries] == [
-        (0, "true"), (1, "false"), (127, "ranks-no-such-command --x"), (0, "for i in 1 2; do echo $i; done"),
-        (0, "echo 'two\nlines'"), (3, "sleep 0; (exit 3)"), (5, "exit 5")]
-    assert all(e.time is not None and abs(e.time - time.time()) < 60 for e in entries)
-    lines = sh.history.splitlines()  # readable: one record a line, a multi-line command's lines indented
-    assert re.fullmatch(r"\d+\t0\ttrue", lines[0]) and lines[4].endswith("\t0\techo 'two")
-    assert lines[5] == "\t\tlines'"
-
-
-def test_the_shell_keeps_the_status_of_a_plain_exit_and_the_users_prompt_command_and_trap(home: Path) -> None:
-    (home / ".bashrc").write_text(f"PS1='{LocalShell.PROMPT.decode()}'\nPROMPT_COMMAND='LAST=$?'\n"
-                                  f"trap 'echo $LAST > {home}/trap-ran' EXIT\n")
-    sh = LocalShell(home)
-    sh.prompts(1)
-    sh.type("false")
-    assert sh.finish("exit") == 1  # `exit` alone: the status of the last command
-    assert [(e.status, e.command) for e in shell.parse_history(sh.history)] == [(1, "false"), (1, "exit")]
-    assert (home / "trap-ran").read_text() == "1\n"  # their PROMPT_COMMAND saw $?, their EXIT trap ran
-
-
-def test_without_bash_sh_runs_with_the_history_file(home: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
-    dash = shutil.which("dash")
-    if dash is None:
-        pytest.skip("no dash here")
-    bin_dir = tmp_path_factory.mktemp("nobash")
-    for tool, path in (("sh", dash), ("cat", shutil.which("cat")), ("rm", shutil.which("rm"))):
-        os.symlink(path or "/bin/false", bin_dir / tool)
-    sh = LocalShell(home, str(bin_dir), str(bin_dir / "sh"))
-    sh.prompts(1)
-    sh.type('echo "hf=$HISTFILE"')
-    assert sh.finish("exit 4") == 4
-    assert f"hf={home}/.ranks_history" in sh.seen.decode()
-
-
-async def test_session_history_reads_the_lead_pods_history(monkeypatch: pytest.MonkeyPatch) -> None:
-    asked: list[tuple[list[str], list[str]]] = []
-
-    async def run_on_ranks(client: Any, wl: WorkloadView, ranks: list[Any], command: list[str], on_line: Any,
-                           **kw: Any) -> list[RankResult]:
-        asked.append(([r.pod for r in ranks], command))
-        for line in HISTORY.encode().splitlines(keepends=True):
-            on_line(ranks[0], 1, line)
-        on_line(ranks[0], 2, b"torchrun --on-stderr-is-not-history\n")
-        on_line(ranks[0], 1, f"{T0 + 99:.0f}\t0\ttorchrun bad-\xff-utf8\n".encode("latin-1"))
-        return [RankResult(ranks[0], ExecOutcome(0))]
-
-    monkeypatch.setattr(shell, "run_on_ranks", run_on_ranks)
-    got = await shell.session_history(None, mpi())  # type: ignore[arg-type]
-    assert asked == [(["hvd-launcher-x7k2p"], shell.history_command())]
-    assert got[0] == shell.Launch("torchrun bad-\ufffd-utf8", "torchrun", 0, T0 + 99)
-    assert got[1:] == launches(HISTORY)
-
-
-@pytest.mark.parametrize(("result", "message"), [
-    (RankResult(None, ExecOutcome(2)), "cannot read the shell history in hvd-launcher-x7k2p: exit 2"),  # type: ignore[arg-type]
-    (RankResult(None, None, "pods \"hvd-launcher-x7k2p\" is forbidden", 7),  # type: ignore[arg-type]
-     'cannot read the shell history in hvd-launcher-x7k2p: pods "hvd-launcher-x7k2p" is forbidden'),
-])
-async def test_an_unreadable_history_is_an_error(monkeypatch: pytest.MonkeyPatch, result: RankResult,
-                                                 message: str) -> None:
-    async def run_on_ranks(*_a: Any, **_kw: Any) -> list[RankResult]:
-        return [result]
-
-    monkeypatch.setattr(shell, "run_on_ranks", run_on_ranks)
-    with pytest.raises(SessionError) as err:
-        await shell.session_history(None, mpi())  # type: ignore[arg-type]
-    assert err.value.code == ExitCode.ERROR
-    assert err.value.message == message

@@ -24,7 +24,7 @@ from .common import fail
 from .options import GLOBAL_KEYS, dashboard_options, global_options
 
 PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
-                    "convert", "why", "idle")
+                    "convert", "debug", "why", "idle")
 
 
 # name -> (its module in tui.cli, the command there); `ranks --help` lists them sorted by name
@@ -34,7 +34,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "why": ("why", "why_command"), "idle": ("idle", "idle_command"),  # diagnostics
     "logs": ("logs", "logs_command"),  # logs
     "submit": ("sessions", "submit_command"), "shell": ("sessions", "shell_cmd"),  # sessions
-    "exec": ("sessions", "exec_cmd"), "convert": ("sessions", "convert_command"),
+    "exec": ("sessions", "exec_cmd"), "convert": ("convert", "convert_command"),
+    "debug": ("convert", "debug_command"),
     "delete": ("sessions", "delete_command"), "suspend": ("sessions", "suspend_command"),
     "resume": ("sessions", "resume_command"),
     "demo": ("dashboard", "demo_command"), "sim": ("dashboard", "sim_command"),  # dashboard

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from monitors.model_views import RankView, WorkloadView
     from sessions.lifecycle import Target
     from sessions.manifests import SubmitSpec
-    from sessions.shell import Launch, ShellTarget
+    from sessions.shell import ShellTarget
 
 FRAMEWORK_NAMES = ("mpi", "pytorch", "tensorflow", "xgboost")
 WAIT_POLL = 1.0
@@ -129,38 +129,6 @@ def exec_cmd(ctx: click.Context, workload: str, project: str | None, all_ranks: 
                       ranks=ranks, container=container, command=command, verbose=verbose))
 
 
-@click.command("convert")
-@workload_argument
-@PROJECT
-@click.option("--command", "command", metavar="CMD", default=None,
-              help="What the job runs (a shell command line), instead of sleep infinity.")
-@click.option("--from-history", "from_history", is_flag=True,
-              help="The last launch (horovodrun, mpirun, mpiexec, torchrun, deepspeed, python -m "
-                   "torch.distributed.run) in the session's shell history that exited 0.")
-@click.option("--allow-failed", "allow_failed", is_flag=True,
-              help="With --from-history: take the last launch even if it did not exit 0 (with a warning).")
-@click.option("--name", metavar="NEW", default=None, help="Name of the new job (default: WORKLOAD-train).")
-@click.option("--delete-interactive", is_flag=True, help="Delete the interactive session once the job is created.")
-@click.option("--dry-run", is_flag=True, help="Show the diff and create nothing.")
-@click.option("-y", "--yes", is_flag=True, help="Do not ask (needed without a terminal).")
-@global_options
-@click.pass_context
-def convert_command(ctx: click.Context, workload: str, project: str | None, command: str | None,
-                    from_history: bool, allow_failed: bool, name: str | None, delete_interactive: bool,
-                    dry_run: bool, yes: bool, **kw: Any) -> None:
-    """Turn the interactive session WORKLOAD into an unattended training job.
-
-    Same image, resources, env, volumes, node pool and replicas; the launcher (MPI) or every replica
-    runs the command instead of sleep infinity; runPolicy backoffLimit 3, cleanPodPolicy Running,
-    ttlSecondsAfterFinished one week. The session's pod and host names in the command become the
-    new job's ($MASTER_ADDR, $MASTER_PORT, $RANK and the MPI hostfile where the operator provides
-    them). Shows the diff and asks before submitting.
-    """
-    sys.exit(run_convert(merge_globals(ctx, kw), workload, group_project(ctx, project), command=command,
-                         from_history=from_history, allow_failed=allow_failed, name=name,
-                         delete_interactive=delete_interactive, dry_run=dry_run, yes=yes))
-
-
 @click.command("delete")
 @workload_argument
 @PROJECT
@@ -175,11 +143,16 @@ def delete_command(ctx: click.Context, workload: str, project: str | None, yes: 
 @click.command("suspend")
 @workload_argument
 @PROJECT
+@click.option("-y", "--yes", is_flag=True, help="Do not ask (an interactive session is asked about on a terminal).")
 @global_options
 @click.pass_context
-def suspend_command(ctx: click.Context, workload: str, project: str | None, **kw: Any) -> None:
-    """Suspend WORKLOAD (runPolicy.suspend): the operator deletes its pods and keeps the job."""
-    sys.exit(run_suspend(merge_globals(ctx, kw), workload, group_project(ctx, project)))
+def suspend_command(ctx: click.Context, workload: str, project: str | None, yes: bool, **kw: Any) -> None:
+    """Suspend WORKLOAD (runPolicy.suspend): the operator deletes its pods and keeps the job.
+
+    An interactive session's pods lose their files: ranks keeps the launches of its shells first
+    (convert --from-history still finds them), says so, and asks on a terminal unless --yes.
+    """
+    sys.exit(run_suspend(merge_globals(ctx, kw), workload, group_project(ctx, project), yes))
 
 
 @click.command("resume")
@@ -276,7 +249,8 @@ async def _target(cfg: ClusterConfig, ref: str, project: str | None) -> tuple[Ta
 
 
 def run_delete(opts: dict[str, Any], workload: str, project: str | None, yes: bool) -> int:
-    """`ranks delete`: asks on a terminal unless --yes; without a terminal, --yes is required."""
+    """`ranks delete`: asks on a terminal unless --yes; without a terminal, --yes is required. An
+    interactive session's shell histories are kept first (ranks' history store)."""
     from monitors.kube import KubeClient
     from sessions.errors import SessionError
     from sessions.lifecycle import delete
@@ -290,13 +264,16 @@ def run_delete(opts: dict[str, Any], workload: str, project: str | None, yes: bo
 
     async def body(cfg: ClusterConfig) -> int:
         target, wl = await _target(cfg, workload, project)
-        if not yes:
-            what = "interactive session" if wl.interactive else "workload"
-            pods = f", {len(wl.ranks)} pod{'s' if len(wl.ranks) != 1 else ''}" if wl.ranks else ""
-            if not confirm(f"Delete {what} {target.ref} in {target.namespace} ({wl.status}{pods})?"):
-                print(f"ranks: {target.ref} not deleted", file=sys.stderr)
-                return ExitCode.ERROR
         async with KubeClient(cfg) as client:
+            note = await _keep_session(cfg, client, wl, "delete")
+            if not yes:
+                what = "interactive session" if wl.interactive else "workload"
+                pods = f", {len(wl.ranks)} pod{'s' if len(wl.ranks) != 1 else ''}" if wl.ranks else ""
+                if note:
+                    print(f"ranks: {note}", file=sys.stderr)
+                if not confirm(f"Delete {what} {target.ref} in {target.namespace} ({wl.status}{pods})?"):
+                    print(f"ranks: {target.ref} not deleted", file=sys.stderr)
+                    return ExitCode.ERROR
             try:
                 await delete(client, target)
             except SessionError as exc:
@@ -307,7 +284,18 @@ def run_delete(opts: dict[str, Any], workload: str, project: str | None, yes: bo
     return run(opts, body)
 
 
-def _run_suspend(opts: dict[str, Any], workload: str, project: str | None, value: bool) -> int:
+async def _keep_session(cfg: ClusterConfig, client: KubeClient, wl: WorkloadView, verb: str) -> str:
+    """An interactive session's histories saved before `verb` (suspend, delete) takes its pods;
+    what that loses and keeps, to say ("" for other workloads)."""
+    if not wl.interactive:
+        return ""
+    from sessions.history_store import store_for
+    from sessions.session_history import keep_before_losing, loss_note
+
+    return loss_note(verb, wl, await keep_before_losing(client, wl, store_for(cfg)))
+
+
+def _run_suspend(opts: dict[str, Any], workload: str, project: str | None, value: bool, yes: bool = False) -> int:
     from monitors.kube import KubeClient
     from sessions.errors import SessionError
     from sessions.lifecycle import set_suspended
@@ -318,8 +306,15 @@ def _run_suspend(opts: dict[str, Any], workload: str, project: str | None, value
         return refused
 
     async def body(cfg: ClusterConfig) -> int:
-        target, _ = await _target(cfg, workload, project)
+        target, wl = await _target(cfg, workload, project)
         async with KubeClient(cfg) as client:
+            note = await _keep_session(cfg, client, wl, verb) if value and wl.status != "Suspended" else ""
+            if note:
+                print(f"ranks: {note}", file=sys.stderr)
+                if not yes and sys.stdin.isatty() and not confirm(f"Suspend interactive session {target.ref} in "
+                                                                  f"{target.namespace}?"):
+                    print(f"ranks: {target.ref} not suspended", file=sys.stderr)
+                    return ExitCode.ERROR
             try:
                 changed = await set_suspended(client, target, value)
             except SessionError as exc:
@@ -335,8 +330,8 @@ def _run_suspend(opts: dict[str, Any], workload: str, project: str | None, value
     return run(opts, body)
 
 
-def run_suspend(opts: dict[str, Any], workload: str, project: str | None) -> int:
-    return _run_suspend(opts, workload, project, True)
+def run_suspend(opts: dict[str, Any], workload: str, project: str | None, yes: bool = False) -> int:
+    return _run_suspend(opts, workload, project, True, yes)
 
 
 def run_resume(opts: dict[str, Any], workload: str, project: str | None) -> int:
@@ -445,6 +440,7 @@ def run_shell(opts: dict[str, Any], ref: str, project: str | None, *, rank: str 
         from monitors.sanitize import clean
         from sessions import locate  # noqa: F401 (for open_target)
         from sessions.exec_bridge import ExecError
+        from sessions.history_store import store_for
         from sessions.shell import explain_end, run_shell_session
         from sessions.terminal import LocalTerminal
 
@@ -458,7 +454,7 @@ def run_shell(opts: dict[str, Any], ref: str, project: str | None, *, rank: str 
             try:
                 target = await open_target(cfg, client, ref, project, rank=rank, pod=pod, container=container,
                                            wait=wait)
-                outcome = await run_shell_session(client, target, LocalTerminal())
+                outcome = await run_shell_session(client, target, LocalTerminal(), store=store_for(cfg))
             except ExecError as exc:
                 raise UserError(exc.message, ExitCode(exc.code)) from None
             why = await explain_end(client, target, outcome)
@@ -473,11 +469,16 @@ def run_shell(opts: dict[str, Any], ref: str, project: str | None, *, rank: str 
 
 def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: bool, ranks: Sequence[str],
              container: str | None, command: Sequence[str], verbose: bool = False) -> int:
+    import asyncio
+    import time
+
     from monitors.kube import KubeClient
     from monitors.sanitize import clean
     from sessions.exec_all import run_on_ranks, select_ranks
     from sessions.exec_bridge import ExecError
+    from sessions.history_store import store_for
     from sessions.locate import locate_workload
+    from sessions.session_history import record_exec
     from sessions.shell import not_running_reason
 
     if not command:
@@ -510,7 +511,11 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
                 stream.write(f"[{shown.get(r.label, ''):<{width}}] ".encode() + line)
                 stream.flush()
 
+            start = time.time()
             results = await run_on_ranks(client, wl, chosen, command, on_line, container=container)
+            if wl.interactive:  # a launch run this way is one convert can take (sessions.session_history)
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(record_exec, store_for(cfg), wl, command, results, start)
             refused = {(r.error, r.code) for r in results if r.outcome is None}
             if len(refused) == 1 and all(r.outcome is None for r in results):
                 message, code = refused.pop()  # the same refusal everywhere (RBAC, unreachable): say it once
@@ -523,94 +528,3 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
             return ExitCode.OK if not failed else ExitCode.ERROR
 
     return run(opts, body, interrupt_grace=INTERRUPT_GRACE)
-
-
-# -- convert ---------------------------------------------------------------------------------------------------
-
-def choose(found: list[Launch], *, yes: bool, allow_failed: bool, where: str) -> Launch:
-    """The launch to convert (`pick_launch`: the last that exited 0), said on stderr; on a terminal
-    without --yes, when there are several to choose from, the user's pick (that one first)."""
-    import time
-
-    from monitors.sanitize import clean
-    from sessions.shell import launch_choices, pick_launch
-
-    now = time.time()
-    chosen, note = pick_launch(found, allow_failed=allow_failed, now=now, where=where)
-    choices = [chosen] + [c for c in launch_choices(found, allow_failed=allow_failed) if c.command != chosen.command]
-    if yes or len(choices) == 1 or not sys.stdin.isatty():
-        print(f"ranks: {note}", file=sys.stderr)
-        return chosen
-    print("launches in the session's history" + ("" if allow_failed else " that exited 0") + ":", file=sys.stderr)
-    for i, launch in enumerate(choices[:9], 1):
-        print(f"  {i}) {launch.when(now)}, {launch.outcome()}: {clean(launch.command, limit=300)}", file=sys.stderr)
-    try:
-        pick = click.prompt("use which", default=1, type=click.IntRange(1, min(9, len(choices))), err=True)
-    except (click.exceptions.Abort, EOFError):
-        raise UserError("no command chosen", ExitCode.ERROR) from None
-    return choices[pick - 1]
-
-
-def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command: str | None, from_history: bool,
-                name: str | None, delete_interactive: bool, dry_run: bool, yes: bool,
-                allow_failed: bool = False) -> int:
-    from monitors.kube import KubeClient
-    from monitors.sanitize import clean
-    from sessions import convert
-    from sessions.errors import SessionError
-    from sessions.lifecycle import delete, get, target_of
-    from sessions.locate import locate_workload
-    from sessions.shell import HISTORY_NAME, session_history
-
-    if command and from_history:
-        return error("--command and --from-history cannot be used together", ExitCode.USAGE)
-    if not command and not from_history:
-        return error("say what the job runs: --command CMD, or --from-history", ExitCode.USAGE)
-    if allow_failed and not from_history:
-        return error("--allow-failed goes with --from-history", ExitCode.USAGE)
-    if not dry_run:
-        refused = read_only_refusal(opts, f"convert {ref}")
-        if refused is not None:
-            return refused
-        if not yes and not sys.stdin.isatty():
-            return error("refusing to submit without confirmation: stdin is not a terminal; pass --yes",
-                         ExitCode.USAGE)
-
-    async def body(cfg: ClusterConfig) -> int:
-        async with KubeClient(cfg) as client:
-            wl = await locate_workload(cfg, ref, project)
-            if not wl.interactive:
-                raise UserError(f"{wl.kind.lower()}/{wl.name} is not an interactive session (its lead runs "
-                                f"{clean(wl.command, limit=80) or 'its own command'})", ExitCode.USAGE)
-            try:
-                source = target_of(wl)
-                cmd = command
-                if from_history:
-                    found = await session_history(client, wl)
-                    cmd = choose(found, yes=yes, allow_failed=allow_failed,
-                                 where=f"~/{HISTORY_NAME} in {wl.name}'s lead pod").command
-                assert cmd is not None
-                job = await get(client, source)
-                new = convert.unattended(job, cmd, name)
-                print(convert.diff(job, new), end="")
-                runs = convert.command_of(new)
-                if convert.leftovers(runs, convert.session_names(job)):
-                    print(f'ranks: note: the command still names "{wl.name}" (not as a pod or host of the '
-                          "session, which are renamed): check it is meant for the new job", file=sys.stderr)
-                if dry_run:
-                    print("ranks: dry run: nothing was created", file=sys.stderr)
-                    return ExitCode.OK
-                new_ref = f"{source.kind.lower()}/{new['metadata']['name']}"
-                if not yes and not confirm(f"Submit {new_ref} in {source.namespace}?"):
-                    print("ranks: nothing was created", file=sys.stderr)
-                    return ExitCode.ERROR
-                created = await convert.create(client, source, new)
-                print(f"{created.ref} created in {created.namespace}, running: {clean(runs, limit=200)}")
-                if delete_interactive:
-                    await delete(client, source)
-                    print(f"{source.ref} deleted from {source.namespace}")
-            except SessionError as exc:
-                raise user_error(exc) from None
-            return ExitCode.OK
-
-    return run(opts, body)

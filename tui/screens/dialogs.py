@@ -20,7 +20,7 @@ from textual.style import Style as VisualStyle
 from textual.widgets import Button, Checkbox, Input, Label, Log, OptionList, Select, Static
 
 from monitors.sanitize import clean
-from sessions.shell import Launch, launch_choices
+from sessions.launches import Launch, launch_choices
 
 from .base import RanksScreen
 

@@ -454,7 +454,7 @@ class ProjectsScreen(ListScreen[ProjectView]):
 class WorkloadsScreen(ListScreen[WorkloadView]):
     noun = "workload"
     BINDINGS: ClassVar[list[BindingType]] = bindings(
-        "table", ("shell", "exec_all", "delete", "suspend", "convert"))
+        "table", ("shell", "exec_all", "delete", "suspend", "convert", "debug"))
     sort_names: ClassVar[list[str]] = ["name", "status", "gpus_allocated", "gpu_util", "created", "ranks_total"]
 
     def __init__(self, namespace: str | None) -> None:
@@ -567,7 +567,8 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
             return
         wl = sel[1]
         {"shell": self.dashboard.shell_into, "exec_all": self.dashboard.exec_all, "delete": self.dashboard.delete_workload,
-         "suspend": self.dashboard.toggle_suspend, "convert": self.dashboard.convert_workload}[act](wl)
+         "suspend": self.dashboard.toggle_suspend, "convert": self.dashboard.convert_workload,
+         "debug": self.dashboard.debug_workload}[act](wl)
 
     def action_shell(self) -> None:
         self._on_selected("shell")
@@ -583,6 +584,9 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
 
     def action_convert(self) -> None:
         self._on_selected("convert")
+
+    def action_debug(self) -> None:
+        self._on_selected("debug")
 
     def action_new_session(self) -> None:
         self.dashboard.new_session(self.namespace)

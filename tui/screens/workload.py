@@ -320,7 +320,7 @@ class LiveStatic(Static):
 
 class WorkloadScreen(RanksScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings(
-        "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert", "next_tab",
+        "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert", "debug", "next_tab",
                   "previous_tab"))
     DEFAULT_CSS = """
     WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
@@ -333,10 +333,13 @@ class WorkloadScreen(RanksScreen):
     WorkloadScreen #placement, WorkloadScreen #events { padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
-    def __init__(self, key: tuple[str, str, str]) -> None:
+    def __init__(self, key: tuple[str, str, str], *, created: bool = False) -> None:
+        """`created`: the workload was just created from here (a convert, a submit): until the watch
+        brings it, it is on its way, not deleted."""
         super().__init__()
         self.key = key
         self.focus_key = key
+        self.awaiting = created
         self.last: WorkloadView | None = None
         self._diag_shown: tuple[Any, Any] = (None, None)
         self._progress_shown: tuple[Any, Any] = (None, None)
@@ -387,8 +390,11 @@ class WorkloadScreen(RanksScreen):
             return
         store = self.dashboard.store
         if self.key in wd.added or self.key in wd.changed:
-            self.gone = False
+            said = self.gone or self.awaiting
+            self.gone = self.awaiting = False
             self.resync()
+            if said:
+                self.show_status()
         elif (store.diagnosis, store.postmortem) != self._diag_shown:
             self.resync()  # its diagnosis changed (its events did)
         elif (store.progress, store.health.get(self.key)) != self._progress_shown:
@@ -402,7 +408,9 @@ class WorkloadScreen(RanksScreen):
         if not self.is_mounted:
             return
         wl = self.dashboard.store.workloads.get(self.key)
-        if wl is None and self.dashboard.store.synced:
+        if wl is not None:
+            self.awaiting = False
+        elif self.dashboard.store.synced and not self.awaiting:
             self.gone = True
         self._draw(wl)
 
@@ -543,6 +551,9 @@ class WorkloadScreen(RanksScreen):
             self.table.focus()  # back on the ranks: the cursor keys move in the table again
 
     def banner_text(self) -> Text | None:
+        if self.awaiting:
+            return Text(f"{self.key[1].lower()}/{self.key[2]} was just created; waiting for the API server's "
+                        "watch to bring it", style="bold")
         if self.gone:
             return Text(f"{self.dashboard.look.glyphs.warning} this workload was deleted; showing what was last "
                         "seen (Esc to go back)", style="bold")
@@ -632,6 +643,10 @@ class WorkloadScreen(RanksScreen):
     def action_convert(self) -> None:
         if (wl := self._live()) is not None:
             self.dashboard.convert_workload(wl)
+
+    def action_debug(self) -> None:
+        if (wl := self._live()) is not None:
+            self.dashboard.debug_workload(wl)
 
     def action_back(self) -> None:
         self.dashboard.go_back()

@@ -1,0 +1,202 @@
+"""Session histories kept outside the pods: what convert needs of an interactive session, so that
+suspend/resume, a restarted pod and a deleted session lose nothing of it.
+
+One small JSON file per session under `$XDG_STATE_HOME/ranks/sessions/<context>/` (per context,
+server and impersonated user, as the flight recorder's; directories 0700, files 0600, written
+atomically under a lock), holding per session uid (a new session of the same name is another):
+- the job as it was (its spec, for a convert after it was deleted, or a debug session's original);
+- each rank's shell history file as last read (`~/.ranks_history`), one copy per pod instance (a
+  restarted or recreated pod starts an empty file: the earlier copy stays);
+- the launches `ranks exec` and the dashboard's run-on-ranks ran, each rank's with its status;
+- for a session made by `ranks debug`, the command of the job it came from and how that failed.
+Blocking file I/O: from a worker thread (`asyncio.to_thread`) on an event loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from monitors.state_dir import state_home
+
+from .history import LaunchRun
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+TEXT_LIMIT = 512 * 1024  # bytes of history kept per session (the oldest copies go first)
+RUNS_LIMIT = 500  # exec runs kept per session
+UIDS_KEPT = 3  # sessions of the same name kept
+
+
+@dataclass
+class PodHistory:
+    """A rank's history file as last read, from one pod instance (`instance`: name and start)."""
+
+    label: str
+    pod: str
+    instance: str
+    text: str
+    read_at: float
+
+
+@dataclass
+class SavedSession:
+    namespace: str
+    kind: str
+    name: str
+    uid: str
+    saved_at: float = 0.0
+    job: dict[str, Any] | None = None
+    histories: list[PodHistory] = field(default_factory=list)
+    runs: list[LaunchRun] = field(default_factory=list)
+    debug_of: dict[str, Any] | None = None  # {"kind", "name", "command", "failure"}
+
+    def to_dict(self) -> dict[str, Any]:
+        doc = asdict(self)
+        return doc
+
+    @staticmethod
+    def from_dict(doc: dict[str, Any]) -> SavedSession:
+        return SavedSession(
+            doc["namespace"], doc["kind"], doc["name"], doc.get("uid", ""), float(doc.get("saved_at") or 0.0),
+            doc.get("job"), [PodHistory(**h) for h in doc.get("histories") or ()],
+            [LaunchRun(**r) for r in doc.get("runs") or ()], doc.get("debug_of"))
+
+
+def store_for(cfg: Any) -> HistoryStore:
+    """The store of a cluster configuration (`connection.ClusterConfig`)."""
+    return HistoryStore(cfg.context, cfg.server, user=cfg.impersonate_user)
+
+
+class HistoryStore:
+    def __init__(self, context: str, server: str = "", *, user: str | None = None, root: Path | None = None,
+                 max_sessions: int = 200) -> None:
+        slug = _SAFE.sub("_", context or "default")[:60] + (f"-as-{_SAFE.sub('_', user)[:40]}" if user else "")
+        digest = hashlib.sha256(f"{context}\0{server}\0{user or ''}".encode()).hexdigest()[:10]
+        self.dir = (root or state_home() / "ranks" / "sessions") / f"{slug}-{digest}"
+        self.max_sessions = max_sessions
+
+    def path(self, namespace: str, kind: str, name: str) -> Path:
+        return self.dir / f"{_SAFE.sub('_', namespace)}__{_SAFE.sub('_', kind.lower())}__{_SAFE.sub('_', name)}.json"
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def _read(self, namespace: str, kind: str, name: str) -> list[SavedSession]:
+        try:
+            doc = orjson.loads(self.path(namespace, kind, name).read_bytes())
+            return [SavedSession.from_dict(s) for s in doc.get("sessions") or ()]
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return []
+
+    def load(self, namespace: str, kind: str, name: str, uid: str | None = None) -> SavedSession | None:
+        """The saved session of this uid (None: the newest of that name)."""
+        found = self._read(namespace, kind, name)
+        if uid is not None:
+            return next((s for s in found if s.uid == uid or not s.uid), None)
+        return max(found, key=lambda s: s.saved_at, default=None)
+
+    def find(self, namespace: str, name: str) -> list[SavedSession]:
+        """The newest saved session of each kind named `name` in `namespace` ("*": in any)."""
+        out = []
+        ns = "*" if namespace == "*" else _SAFE.sub("_", namespace)
+        for p in sorted(self.dir.glob(f"{ns}__*__{_SAFE.sub('_', name)}.json")):
+            sessions = [s for s in self._read_path(p) if s.name == name and namespace in ("*", s.namespace)]
+            if sessions:
+                out.append(max(sessions, key=lambda s: s.saved_at))
+        return out
+
+    def _read_path(self, path: Path) -> list[SavedSession]:
+        try:
+            return [SavedSession.from_dict(s) for s in orjson.loads(path.read_bytes()).get("sessions") or ()]
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            return []
+
+    # -- writing ----------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _editing(self, namespace: str, kind: str, name: str, uid: str) -> Iterator[SavedSession]:
+        """The saved session of `uid` to change, written back when the block ends (under a lock:
+        a dashboard and a CLI may write at once)."""
+        self._dirs()
+        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            sessions = self._read(namespace, kind, name)
+            current = next((s for s in sessions if s.uid == uid), None)
+            if current is None:
+                current = SavedSession(namespace, kind, name, uid)
+                sessions.append(current)
+            yield current
+            current.saved_at = time.time()
+            sessions.sort(key=lambda s: s.saved_at)
+            self._write(self.path(namespace, kind, name),
+                        orjson.dumps({"sessions": [s.to_dict() for s in sessions[-UIDS_KEPT:]]}))
+            self._prune()
+        finally:
+            os.close(fd)
+
+    def save_job(self, namespace: str, kind: str, name: str, uid: str, job: dict[str, Any],
+                 debug_of: dict[str, Any] | None = None) -> None:
+        with self._editing(namespace, kind, name, uid) as s:
+            s.job = job
+            if debug_of is not None:
+                s.debug_of = debug_of
+
+    def save_history(self, namespace: str, kind: str, name: str, uid: str, label: str, pod: str, instance: str,
+                     text: str) -> SavedSession:
+        """A rank's history file as just read: it replaces the copy of the same pod instance when it
+        holds it whole (the file only grows), else it is another copy."""
+        with self._editing(namespace, kind, name, uid) as s:
+            same = [h for h in s.histories if h.label == label and h.instance == instance]
+            if same and text.startswith(same[-1].text):
+                same[-1].text, same[-1].read_at, same[-1].pod = text, time.time(), pod
+            elif text.strip() and (not same or text != same[-1].text):
+                s.histories.append(PodHistory(label, pod, instance, text, time.time()))
+            _bound(s)
+            return s
+
+    def add_runs(self, namespace: str, kind: str, name: str, uid: str, runs: list[LaunchRun]) -> None:
+        with self._editing(namespace, kind, name, uid) as s:
+            s.runs = [*s.runs, *runs][-RUNS_LIMIT:]
+
+    def _dirs(self) -> None:
+        for d in (self.dir.parent.parent, self.dir.parent, self.dir):
+            d.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(self.dir, 0o700)
+
+    def _write(self, path: Path, data: bytes) -> None:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def _prune(self) -> None:
+        try:
+            files = [(p.stat().st_mtime, p) for p in self.dir.glob("*.json")]
+        except OSError:
+            return
+        files.sort()
+        for _, p in files[: max(0, len(files) - self.max_sessions)]:
+            with contextlib.suppress(OSError):
+                p.unlink()
+
+
+def _bound(s: SavedSession) -> None:
+    """At most TEXT_LIMIT bytes of history text: the oldest copies go, then the oldest lines."""
+    total = sum(len(h.text) for h in s.histories)
+    while total > TEXT_LIMIT and len(s.histories) > 1:
+        total -= len(s.histories.pop(0).text)
+    if total > TEXT_LIMIT and s.histories:
+        h = s.histories[0]
+        cut = h.text.find("\n", len(h.text) - TEXT_LIMIT)
+        h.text = h.text[cut + 1:] if cut >= 0 else ""
