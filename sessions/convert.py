@@ -296,6 +296,13 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None,
     return out
 
 
+def confirmation(kind: str, name: str, namespace: str, *, delete_session: bool) -> tuple[str, bool]:
+    """The question convert asks before it submits, the same in the CLI and the dashboard, and
+    whether it destroys something (then No is the default, and the dialog starts on Cancel)."""
+    more = " and delete the interactive session (its pods' files go with it)" if delete_session else ""
+    return f"Submit {kind.lower()}/{name} in {namespace}{more}?", delete_session
+
+
 def diff(job: dict[str, Any], new: dict[str, Any]) -> str:
     """A unified diff of the interactive job's spec and the new one (YAML)."""
     def lines(obj: dict[str, Any]) -> list[str]:

@@ -272,15 +272,14 @@ class DashboardActions:
         if wl is None:
             self.notify("the interactive session is gone", severity="error", markup=False)
             return
-        name = new["metadata"]["name"]
-        more = " and delete the interactive session" if delete_interactive else ""
+        question, destroys = convert.confirmation(wl.kind, new["metadata"]["name"], wl.namespace,
+                                                  delete_session=delete_interactive)
 
         def answered(yes: bool | None) -> None:
             if yes:
                 self._convert(wl, new, delete_interactive)
 
-        self.push_screen(ConfirmScreen(Text(f"Submit {wl.kind.lower()}/{name} in {wl.namespace}{more}?"),
-                                       yes="Submit", destructive=delete_interactive), answered)
+        self.push_screen(ConfirmScreen(Text(question), yes="Submit", destructive=destroys), answered)
 
     @work(group="convert")
     async def _convert(self: RanksApp, wl: WorkloadView, new: dict[str, Any], delete_interactive: bool) -> None:

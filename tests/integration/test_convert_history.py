@@ -451,3 +451,53 @@ async def test_dashboard_convert_offers_the_launches_that_exited_0_and_the_faile
         picker.action_select()
         await pilot_wait(pilot, lambda: "broken.py" in screen.query_one("#command", Input).value, what="picked")
         await pilot.press("escape")
+
+
+# -- on a terminal: --dry-run asks nothing; the question is the dashboard's ------------------------------
+
+
+def on_a_terminal(env: dict[str, str], *args: str, answer: str = "", timeout: float = 60) -> tuple[int, str]:
+    """`ranks ARGS` with its stdin a terminal (a pty; what it prints on stderr collected), `answer`
+    typed once it asks."""
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen([*RANKS, *args], cwd=ROOT, env=env, stdin=follower, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    os.close(follower)
+    try:
+        if answer:
+            os.write(leader, answer.encode())
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(leader)
+    return proc.returncode, out + err
+
+
+def test_on_a_terminal_dry_run_asks_nothing_and_the_question_is_the_dashboards(
+        cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any]) -> None:
+    """Issue #24, item 8: several launches that exited 0, on a terminal: --dry-run takes the newest
+    without asking which; without it the picker asks, then the question the dashboard asks
+    (`sessions.convert.confirmation`), Yes by default as the dialog starts on Submit."""
+    from sessions.convert import confirmation
+
+    write_history(env, "hvd", "launcher", record(300, 0, "horovodrun -np 2 python a.py"),
+                  record(200, 0, "horovodrun -np 2 python b.py"))
+    t0 = time.time()
+    code, said = on_a_terminal(env, "convert", "hvd", "-p", "team-a", "--from-history", "--dry-run")
+    assert code == 0 and "use which" not in said and "b.py" in said, said
+    assert mutations_since(cluster, t0) == []
+    question, destroys = confirmation("MPIJob", "hvd-train", A, delete_session=False)
+    assert question == f"Submit mpijob/hvd-train in {A}?" and not destroys
+    code, said = on_a_terminal(env, "convert", "hvd", "-p", "team-a", "--from-history", answer="1\nn\n")
+    assert "use which" in said and f"{question} [Y/n]" in said, said  # the same words; Enter would submit
+    assert code == 1 and "nothing was created" in said and job_of(cluster, "mpi", "hvd-train") is None, said
+    question, destroys = confirmation("MPIJob", "hvd-train", A, delete_session=True)
+    assert destroys and "(its pods' files go with it)" in question
+    code, said = on_a_terminal(env, "convert", "hvd", "-p", "team-a", "--from-history", "--delete-interactive",
+                               answer="1\n\n")
+    assert f"{question} [y/N]" in said and code == 1, said  # Enter: No, as the dialog starts on Cancel
+    assert job_of(cluster, "mpi", "hvd") is not None and job_of(cluster, "mpi", "hvd-train") is None

@@ -261,12 +261,13 @@ def read_only_refusal(opts: dict[str, Any], action: str) -> int | None:
     return None
 
 
-def confirm(question: str) -> bool:
-    """The user's yes to `question` on the terminal (no, by default and when it cannot be asked)."""
+def confirm(question: str, *, default: bool = False) -> bool:
+    """The user's yes to `question` on the terminal (`default` on Enter; no when it cannot be asked).
+    As the dashboard's dialogs: yes by default for what is harmless, no for what destroys."""
     import click
 
     try:
-        return click.confirm(question, default=False, err=True)
+        return click.confirm(question, default=default, err=True)
     except (click.exceptions.Abort, EOFError):
         return False
 

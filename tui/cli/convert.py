@@ -220,9 +220,10 @@ def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command:
                 if dry_run:
                     print("ranks: dry run: nothing was created", file=sys.stderr)
                     return ExitCode.OK
-                new_ref = f"{source.target.kind.lower()}/{new['metadata']['name']}"
-                more = " and delete the interactive session" if delete_interactive and wl is not None else ""
-                if not yes and not confirm(f"Submit {new_ref} in {source.target.namespace}{more}?"):
+                question, destroys = convert.confirmation(source.target.kind, new["metadata"]["name"],
+                                                          source.target.namespace,
+                                                          delete_session=delete_interactive and wl is not None)
+                if not yes and not confirm(question, default=not destroys):
                     print("ranks: nothing was created", file=sys.stderr)
                     return ExitCode.ERROR
                 created = await convert.create(client, source.target, new)
