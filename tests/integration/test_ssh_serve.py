@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e.test_demo_tmux import clean_env
 from tests.tmux_driver import Tmux
@@ -87,8 +88,13 @@ def ranks_local(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str
 @pytest.fixture
 def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     """`ranks serve --ssh` on simcluster; `{"template": False}` (indirect): every session a fresh
-    process instead of one forked from the warm template."""
+    process instead of one forked from the warm template. `{"kubeconfig": HOW}`: how the server is
+    given its kubeconfig and context: "flags" (--kubeconfig, --context), "env" (KUBECONFIG, and
+    --context), "env-several" (KUBECONFIG naming two files, the first of which picks the current
+    context) or "home" (~/.kube/config, its current context); the last three only in the server's
+    environment."""
     template = getattr(request, "param", {}).get("template", True)
+    how = getattr(request, "param", {}).get("kubeconfig", "flags")
     ssh_binary()
     d = tmp_path / "ssh"
     d.mkdir(mode=0o700)
@@ -106,13 +112,25 @@ def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
     users.chmod(0o600)
     kubeconfig = simcluster.sim.kubeconfig_path
     err = tmp_path / "serve.err"
+    server_env = {**env(), "RANKS_SSH_TEMPLATE": "1" if template else "0"}
+    cluster_args = ["--kubeconfig", str(kubeconfig), "--context", CONTEXT]
+    if how == "env":
+        server_env["KUBECONFIG"], cluster_args = str(kubeconfig), ["--context", CONTEXT]
+    elif how == "env-several":  # (kubectl's merge: the first file that names a current context wins)
+        first = tmp_path / "current-context.yaml"
+        first.write_text(f"apiVersion: v1\nkind: Config\ncurrent-context: {CONTEXT}\n")
+        server_env["KUBECONFIG"], cluster_args = f"{first}{os.pathsep}{kubeconfig}", []
+    elif how == "home":
+        home = tmp_path / "home"
+        (home / ".kube").mkdir(parents=True, mode=0o700)
+        doc = yaml.safe_load(kubeconfig.read_text())
+        (home / ".kube" / "config").write_text(yaml.safe_dump({**doc, "current-context": CONTEXT}))
+        server_env["HOME"], cluster_args = str(home), []
     with open(err, "w") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key", str(d / "host"),
-             "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "2",
-             "--kubeconfig", str(kubeconfig), "--context", CONTEXT],
-            stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
-            env={**env(), "RANKS_SSH_TEMPLATE": "1" if template else "0"})
+             "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "2", *cluster_args],
+            stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, stdin=subprocess.DEVNULL, env=server_env)
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 30)
@@ -241,6 +259,44 @@ def test_the_dashboard_shows_alice_s_projects_only_and_q_exits_0(served: Served,
         assert "dashboard user=alice" in served.audit()
     finally:
         tmux.kill()
+
+
+@pytest.mark.parametrize("served", [{"kubeconfig": "env"}, {"kubeconfig": "env-several"}, {"kubeconfig": "home"}],
+                         indirect=True, ids=["KUBECONFIG", "KUBECONFIG-several", "home"])
+def test_sessions_use_the_kubeconfig_the_server_was_started_with(served: Served, tmp_path: Path) -> None:
+    """KUBECONFIG (one file, or several joined by ':') or ~/.kube/config, only in the server's
+    environment, and its context: each session (a command, the dashboard) uses the same."""
+    r = served.run("list", "-A", "-o", "json")
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert {w["namespace"] for w in json.loads(r.stdout)["workloads"]} == {"runai-team-a"}  # as alice
+    e = clean_env(tmp_path)
+    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
+    script = tmp_path / "ssh.sh"
+    script.write_text(f"{cmd}\necho \"EXIT=$?\"\nsleep 60\n")
+    tmux = Tmux(e, 120, 40, name="ranks-ssh-kubeconfig")
+    tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+    try:
+        screen = tmux.wait_for(lambda s: "llama-finetune" in s or "EXIT=" in s, timeout=45,
+                               why="alice's workloads over ssh")
+        assert "llama-finetune" in screen and "kubeconfig" not in screen, screen
+        tmux.keys("q")
+        screen = tmux.wait_for("EXIT=", timeout=20, why="ssh to end after q")
+        assert "EXIT=0" in screen, screen
+    finally:
+        tmux.kill()
+
+
+def test_serve_without_a_kubeconfig_stops_before_it_is_ready(tmp_path: Path) -> None:
+    keygen(tmp_path / "host")
+    (tmp_path / "keys").write_text((tmp_path / "host.pub").read_text())
+    for extra in ({"HOME": str(tmp_path)}, {"HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "nope")}):
+        r = subprocess.run([sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key",
+                            str(tmp_path / "host"), "--authorized-keys", str(tmp_path / "keys")],
+                           capture_output=True, text=True, timeout=30, cwd=ROOT, env={**env(), **extra},
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 3 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("ranks: error: no kubeconfig found"), r.stderr
 
 
 @pytest.mark.parametrize("served", [{"template": True}, {"template": False}], indirect=True,
