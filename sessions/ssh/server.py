@@ -45,7 +45,6 @@ from .audit import Audit
 from .keys import Grant, Identity, KeyRing, load_keyring, signature
 from .zygote_client import Child, Zygote
 
-READ_ONLY_COMMANDS = ("projects", "list", "get", "top", "logs")
 # flags a remote user may not pass: they would pick another cluster, identity or endpoint
 FORBIDDEN_FLAGS = ("--kubeconfig", "--context", "--as", "--as-group", "--namespace", "--prometheus", "--")
 NO_PTY = "ranks: this server serves the dashboard; connect with a terminal (ssh -t)"
@@ -85,6 +84,9 @@ class ServeConfig:
     kubeconfig_files: tuple[str, ...] = ()
     request_timeout: float | None = None
     prometheus: str | None = None  # every session's GPU metrics from here (else found as the user)
+    # the commands a client may run (`ssh HOST list -A`): the CLI's read-only ones, as each declares
+    # itself (`tui.cli.group.read_only_commands`; this room does not import the CLI)
+    commands: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     login_grace: float | None = None  # seconds to log in; None: $RANKS_SSH_LOGIN_GRACE, else 30
     idle_timeout: float | None = None  # seconds without input; None: $RANKS_SSH_IDLE_TIMEOUT, else (0) never
@@ -421,9 +423,9 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
             except ValueError:
                 args = []
             bad = next((a for a in args if a.split("=", 1)[0] in FORBIDDEN_FLAGS), None)
-            if not args or args[0] not in READ_ONLY_COMMANDS or bad:
+            if not args or args[0] not in cfg.commands or bad:
                 why = f"the flag {bad} is the server's" if bad else \
-                    "only these read-only commands run over ssh: " + ", ".join(READ_ONLY_COMMANDS)
+                    "only these read-only commands run over ssh: " + ", ".join(cfg.commands)
                 return self._refuse(f"ranks: error: {why}", f"exec {self.command}", 2)
             self.server.sessions.add(self)
             self.server.audit.log("exec", user=ident.name, peer=self.conn_server.peer, what=self.command)

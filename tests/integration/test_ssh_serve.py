@@ -183,6 +183,17 @@ def test_other_commands_and_server_flags_are_refused(served: Served) -> None:
     assert served.audit().count("refused user=alice") == 4
 
 
+def test_every_read_only_command_is_served(served: Served) -> None:
+    """why and idle too (refused until the door's list came from the commands themselves)."""
+    for cmd, said in ((("why", "llama-finetune", "-p", "team-a"), "llama-finetune (PyTorchJob, project team-a)"),
+                      (("idle", "-p", "team-a", "-o", "json"), '"sessions"')):
+        r = served.run(*cmd)
+        assert r.returncode == 0 and said in r.stdout, (cmd, r.returncode, r.stdout, r.stderr)
+    r = served.run("delete", "llama-finetune", "-p", "team-a")
+    assert r.returncode == 2, r.stderr
+    assert "only these read-only commands run over ssh: get, idle, list, logs, projects, top, why" in r.stderr
+
+
 def test_unknown_key_password_and_keyboard_interactive_are_refused(served: Served) -> None:
     r = served.run("list", key="stranger")
     assert r.returncode == 255 and "Permission denied (publickey)" in r.stderr, r.stderr

@@ -26,7 +26,7 @@ import click
 from monitors.connection import ClusterConfig, ExitCode
 
 from .common import emit_structured, error, load_monitor, run, table
-from .options import ALL, PROJECT, global_options, group_project, merge_globals
+from .options import ALL, PROJECT, command, global_options, group_project, merge_globals
 
 if TYPE_CHECKING:
     from monitors.diagnostics.idle import IdleSession
@@ -45,7 +45,7 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: float | None) 
     return value
 
 
-@click.command("idle")
+@command("idle", reads_only=True)
 @PROJECT
 @ALL
 @click.option("--threshold", "threshold", metavar="PERCENT", type=float, default=None, callback=_threshold,

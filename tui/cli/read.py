@@ -28,13 +28,22 @@ from .common import (
     print_workloads,
     run,
 )
-from .options import ALL, OUTPUT, PROJECT, global_options, group_project, merge_globals, workload_argument
+from .options import (
+    ALL,
+    OUTPUT,
+    PROJECT,
+    command,
+    global_options,
+    group_project,
+    merge_globals,
+    workload_argument,
+)
 
 if TYPE_CHECKING:
     from monitors.monitor import Monitor
 
 
-@click.command("projects")
+@command("projects", reads_only=True)
 @OUTPUT
 @global_options
 @click.pass_context
@@ -43,7 +52,7 @@ def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
     sys.exit(run_projects(merge_globals(ctx, kwargs), output))
 
 
-@click.command("list")
+@command("list", reads_only=True)
 @PROJECT
 @ALL
 @click.option("--status", "status", type=click.Choice(WORKLOAD_STATUSES, case_sensitive=False), default=None,
@@ -58,7 +67,7 @@ def list_command(ctx: click.Context, project: str | None, all_projects: bool, st
     sys.exit(run_list(merge_globals(ctx, kwargs), group_project(ctx, project), all_projects, status, mine, output))
 
 
-@click.command("get")
+@command("get", reads_only=True)
 @workload_argument
 @PROJECT
 @OUTPUT
@@ -72,7 +81,7 @@ def get_command(ctx: click.Context, workload: str, project: str | None, output: 
     sys.exit(run_get(merge_globals(ctx, kwargs), workload, group_project(ctx, project), output))
 
 
-@click.command("top")
+@command("top", reads_only=True)
 @click.argument("what", type=click.Choice(["nodes", "projects"]), default="nodes")
 @OUTPUT
 @global_options
