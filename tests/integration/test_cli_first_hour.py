@@ -144,12 +144,16 @@ def test_a_name_unique_among_the_projects_is_found_without_p(cluster: ThreadedSi
 
 def test_an_empty_list_says_where_it_looked_and_unknown_choices_are_refused(cluster: ThreadedSimCluster) -> None:
     """A new user's `ranks list` looks in the context's namespace (default here, where nothing
-    runs): it says so and how to look further; a status or a rank that cannot exist is an error."""
+    runs), then where the dashboard looks (every project they may read), and says so; a list that
+    finds nothing says where it looked; a status or a rank that cannot exist is an error."""
     kc = cluster.sim.kubeconfig_path
     r = ranks("list", kubeconfig=kc)
+    assert r.returncode == 0 and r.stdout.split()[:2] == ["PROJECT", "NAME"] and "bert-crash" in r.stdout, r
+    assert r.stderr.strip() == ("ranks: note: default (the context's namespace) holds no workload; looked in every "
+                                "project you may read (-p PROJECT for one)"), r.stderr
+    r = ranks("list", "--status", "Suspended", kubeconfig=kc)
     assert r.returncode == 0 and r.stdout == "", r
-    assert r.stderr.strip() == ("No workloads in default (the context's namespace); -A lists every project's, "
-                                "-p PROJECT one project's."), r.stderr
+    assert r.stderr.strip().endswith("No Suspended workloads in any project you may read."), r.stderr
     r = ranks("list", "-p", "team-b", "--status", "running", kubeconfig=kc)
     assert r.returncode == 0 and r.stderr.strip() == "No Running workloads in runai-team-b.", r
     r = ranks("list", "-A", "--status", "FAILED", kubeconfig=kc)

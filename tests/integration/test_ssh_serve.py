@@ -173,6 +173,21 @@ def test_list_over_ssh_is_the_local_cli_as_that_user(served: Served) -> None:
     assert r.returncode == 7 and 'alice may not read project "team-b"' in r.stderr, (r.returncode, r.stderr)
 
 
+def test_without_p_alice_s_commands_find_her_projects(served: Served) -> None:
+    """The server's context names `default`, which alice may not read: her `list` and `idle` look
+    where her dashboard looks (her projects: team-a), and say so, rather than exit 7."""
+    r = served.run("list")
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.split()[:2] == ["PROJECT", "NAME"] and "llama-finetune" in r.stdout, r.stdout
+    assert {ln.split()[0] for ln in r.stdout.splitlines()[1:]} == {"team-a"}, r.stdout
+    assert r.stderr.strip() == ("ranks: note: default (the context's namespace) may not be read; looked in every "
+                                "project you may read (-p PROJECT for one)"), r.stderr
+    r = served.run("idle", "-o", "json")
+    assert r.returncode == 0 and {s["project"] for s in json.loads(r.stdout)["sessions"]} <= {"team-a"}, r
+    r = served.run("get", "llama-finetune")  # one workload: the one project she may read that has it
+    assert r.returncode == 0 and "runai-team-a" in r.stdout, r.stderr
+
+
 def test_other_commands_and_server_flags_are_refused(served: Served) -> None:
     for cmd in (("delete", "llama-finetune", "-p", "team-a"), ("list", "-A", "--as", "admin"),
                 ("list", "--kubeconfig=/etc/passwd"), ("sh", "-c", "id")):

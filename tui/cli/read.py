@@ -14,7 +14,6 @@ import click
 
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.model import WORKLOAD_STATUSES
-from monitors.sanitize import clean
 
 from .common import (
     UserError,
@@ -122,10 +121,13 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
         return error("-p/--project and -A/--all-projects cannot be used together", ExitCode.USAGE)
 
     async def body(cfg: ClusterConfig) -> int:
-        where: str | tuple[str, ...] | None = None if all_projects else (project or (cfg.namespace,))
-        monitor = await load_monitor(cfg, opts, where, nodes=False, pod_rows=True, pending_reasons=True)
-        namespaces = None if all_projects else monitor.scope
+        from .where import load_where
+
+        monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=False, pod_rows=True,
+                                           pending_reasons=True)
         try:
+            if looked.note():
+                print(looked.note(), file=sys.stderr)
             _note_forbidden(monitor)
             wls = list(monitor.model.workloads.values())
             if status:
@@ -134,8 +136,8 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
                 me = cfg.impersonate_user or cfg.user
                 wls = [w for w in wls if w.user == me]
             wls.sort(key=lambda w: (w.namespace, w.name))
-            print_workloads(wls, output, show_project=namespaces is None,
-                            empty=_no_workloads(namespaces, status, mine, project is None))
+            print_workloads(wls, output, show_project=looked.every_project,
+                            empty=_no_workloads(looked.where(), status, mine))
             return ExitCode.OK
         finally:
             await monitor.stop()
@@ -143,16 +145,10 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
     return run(opts, body)
 
 
-def _no_workloads(namespaces: tuple[str, ...] | list[str] | None, status: str | None, mine: bool,
-                  context_namespace: bool) -> str:
-    """What an empty list says: what was looked for and where (the context's namespace is often not
-    where the workloads are: say how to look further)."""
+def _no_workloads(where: str, status: str | None, mine: bool) -> str:
+    """What an empty list says: what was looked for and where (`where.Looked.where`)."""
     what = "No " + (f"{status.capitalize()} " if status else "") + "workloads" + (" of yours" if mine else "")
-    if namespaces is None:
-        return f"{what} in any project."
-    where = ", ".join(clean(ns) for ns in namespaces) or "no namespace"
-    hint = " (the context's namespace); -A lists every project's, -p PROJECT one project's" if context_namespace else ""
-    return f"{what} in {where}{hint}."
+    return f"{what} {where}."
 
 
 def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:
