@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shlex
 import shutil
@@ -308,6 +309,31 @@ def test_sessions_use_the_kubeconfig_the_server_was_started_with(served: Served,
         tmux.keys("q")
         screen = tmux.wait_for("EXIT=", timeout=20, why="ssh to end after q")
         assert "EXIT=0" in screen, screen
+    finally:
+        tmux.kill()
+
+
+@pytest.mark.simcluster(scenario="demo", components=("operators", "scheduler", "kubelet", "exec", "dcgm"))
+def test_alice_s_dashboard_over_ssh_has_gpu_metrics(served: Served, tmp_path: Path) -> None:
+    """docs/ssh.md's try-it (the embedded cluster as `ranks sim` runs it): alice is granted the Role
+    docs/ssh.md gives, so her SSH dashboard shows GPU utilisation and no "GPU metrics are forbidden"."""
+    def util() -> float | None:
+        r = served.run("list", "-o", "json")
+        rows = {w["name"]: w for w in json.loads(r.stdout)["workloads"]} if r.returncode == 0 else {}
+        return rows.get("llama-finetune", {}).get("gpu_util")
+
+    assert wait_for(util, 60, "llama-finetune's GPU utilisation over ssh", interval=1) > 0
+    e = clean_env(tmp_path)
+    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
+    tmux = Tmux(e, 120, 40, name="ranks-ssh-metrics")
+    tmux.start(cmd, tmp_path)
+    try:
+        def row(s: str) -> str:
+            return next((ln for ln in s.splitlines() if "llama-finetune" in ln), "")
+
+        screen = tmux.wait_for(lambda s: "%" in row(s) or "forbidden" in s, timeout=60,
+                               why="llama-finetune's GPU utilisation in alice's dashboard")
+        assert "forbidden" not in screen and re.search(r"\d+%", row(screen)), screen
     finally:
         tmux.kill()
 
