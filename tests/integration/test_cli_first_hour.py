@@ -159,7 +159,7 @@ def test_an_empty_list_says_where_it_looked_and_unknown_choices_are_refused(clus
     r = ranks("list", kubeconfig=kc)
     assert r.returncode == 0 and r.stdout.split()[:2] == ["PROJECT", "NAME"] and "bert-crash" in r.stdout, r
     assert r.stderr.strip() == ("ranks: note: default (the context's namespace) holds no workload; looked in every "
-                                "project you may read (-p PROJECT for one)"), r.stderr
+                                "project you may read"), r.stderr
     r = ranks("list", "--status", "Suspended", kubeconfig=kc)
     assert r.returncode == 0 and r.stdout == "", r
     assert r.stderr.strip().endswith("No Suspended workloads in any project you may read."), r.stderr

@@ -182,7 +182,7 @@ def test_without_p_alice_s_commands_find_her_projects(served: Served) -> None:
     assert r.stdout.split()[:2] == ["PROJECT", "NAME"] and "llama-finetune" in r.stdout, r.stdout
     assert {ln.split()[0] for ln in r.stdout.splitlines()[1:]} == {"team-a"}, r.stdout
     assert r.stderr.strip() == ("ranks: note: default (the context's namespace) may not be read; looked in every "
-                                "project you may read (-p PROJECT for one)"), r.stderr
+                                "project you may read"), r.stderr
     r = served.run("idle", "-o", "json")
     assert r.returncode == 0 and {s["project"] for s in json.loads(r.stdout)["sessions"]} <= {"team-a"}, r
     r = served.run("get", "llama-finetune")  # one workload: the one project she may read that has it

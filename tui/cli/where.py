@@ -57,7 +57,7 @@ class Looked:
         if self.how != "widened":
             return None
         return (f"ranks: note: {clean(self.context)} (the context's namespace) {self.why}; "
-                "looked in every project you may read (-p PROJECT for one)")
+                "looked in every project you may read")
 
 
 async def load_where(cfg: ClusterConfig, opts: dict[str, Any], project: str | None, all_projects: bool,
