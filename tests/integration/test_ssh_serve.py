@@ -148,6 +148,17 @@ def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
             proc.wait()
 
 
+def ssh_dashboard(served: Served, tmp_path: Path, name: str) -> Tmux:
+    """alice's dashboard through `ssh -t` in a tmux of 120x40; once ssh ends the pane shows
+    `EXIT=<its status>`."""
+    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
+    script = tmp_path / "ssh.sh"
+    script.write_text(f"{cmd}\necho \"EXIT=$?\"\nsleep 60\n")
+    tmux = Tmux(clean_env(tmp_path), 120, 40, name=name)
+    tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+    return tmux
+
+
 def without_ages(text: str) -> list[dict]:
     rows = json.loads(text)["workloads"]
     for r in rows:
@@ -264,12 +275,7 @@ def test_forwarding_and_subsystems_are_refused(served: Served) -> None:
 @pytest.mark.parametrize("served", [{"template": True}, {"template": False}], indirect=True,
                          ids=["forked", "fresh"])
 def test_the_dashboard_shows_alice_s_projects_only_and_q_exits_0(served: Served, tmp_path: Path) -> None:
-    e = clean_env(tmp_path)
-    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
-    script = tmp_path / "ssh.sh"
-    script.write_text(f"{cmd}\necho \"EXIT=$?\"\nsleep 60\n")
-    tmux = Tmux(e, 120, 40, name="ranks-ssh")
-    tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+    tmux = ssh_dashboard(served, tmp_path, "ranks-ssh")
     try:
         t0 = time.monotonic()
         screen = tmux.wait_for("llama-finetune", timeout=45, why="alice's workloads over ssh")
@@ -296,12 +302,7 @@ def test_sessions_use_the_kubeconfig_the_server_was_started_with(served: Served,
     r = served.run("list", "-A", "-o", "json")
     assert r.returncode == 0, (r.returncode, r.stderr)
     assert {w["namespace"] for w in json.loads(r.stdout)["workloads"]} == {"runai-team-a"}  # as alice
-    e = clean_env(tmp_path)
-    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
-    script = tmp_path / "ssh.sh"
-    script.write_text(f"{cmd}\necho \"EXIT=$?\"\nsleep 60\n")
-    tmux = Tmux(e, 120, 40, name="ranks-ssh-kubeconfig")
-    tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+    tmux = ssh_dashboard(served, tmp_path, "ranks-ssh-kubeconfig")
     try:
         screen = tmux.wait_for(lambda s: "llama-finetune" in s or "EXIT=" in s, timeout=45,
                                why="alice's workloads over ssh")
@@ -323,10 +324,7 @@ def test_alice_s_dashboard_over_ssh_has_gpu_metrics(served: Served, tmp_path: Pa
         return rows.get("llama-finetune", {}).get("gpu_util")
 
     assert wait_for(util, 60, "llama-finetune's GPU utilisation over ssh", interval=1) > 0
-    e = clean_env(tmp_path)
-    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
-    tmux = Tmux(e, 120, 40, name="ranks-ssh-metrics")
-    tmux.start(cmd, tmp_path)
+    tmux = ssh_dashboard(served, tmp_path, "ranks-ssh-metrics")
     try:
         def row(s: str) -> str:
             return next((ln for ln in s.splitlines() if "llama-finetune" in ln), "")
