@@ -153,6 +153,13 @@ def _kubeconfig_paths(explicit: str | None) -> list[str]:
     return [str(Path("~/.kube/config").expanduser())]
 
 
+def kubeconfig_files(explicit: str | None = None) -> list[str]:
+    """The kubeconfig files kubectl would read (`--kubeconfig`, else each of `$KUBECONFIG`'s,
+    else ~/.kube/config) that exist, as absolute paths: what another process, started elsewhere,
+    needs to read the same ones (`ranks serve --ssh`'s sessions)."""
+    return [os.path.abspath(Path(p).expanduser()) for p in _kubeconfig_paths(explicit) if Path(p).expanduser().exists()]
+
+
 # -- a fast path for plain kubeconfigs ------------------------------------------------------------------
 # The official client's loader costs ~0.4 s of imports on every start. A kubeconfig that is one file
 # with a token, a token file or client certificates (the common case, and simcluster's) is read

@@ -76,9 +76,9 @@ from .prom_discovery import (
     PromService,
     describe_request_error,
     find_exporter_pods,
-    forbidden_notes,
     http_get,
     locate_prometheus,
+    missing_permission,
     status_message,
 )
 from .promql import Answer, PodKey, PromError, Reading
@@ -382,7 +382,7 @@ class GpuMetrics:
 
         # Prometheus and the exporters are looked for at once (one round trip, not one per step);
         # Prometheus wins when both are found
-        (svc, _candidates, notes), *by_selector = await asyncio.gather(
+        (svc, candidates, notes), *by_selector = await asyncio.gather(
             self._call(lambda: locate_prometheus(api, namespaces, timeout=self.timeout)),
             *(exporters_for(sel) for sel in EXPORTER_SELECTORS))
         if svc is not None:
@@ -403,9 +403,9 @@ class GpuMetrics:
             self._source = MetricsSource(SourceKind.EXPORTER_SCRAPE, exporters=tuple(exporters),
                                          notes=tuple(notes))
         else:
-            refused = forbidden_notes(notes)  # nothing found where we were not allowed to look
-            self._source = MetricsSource(SourceKind.NONE, notes=tuple(notes), forbidden=(
-                "may not list Prometheus services or DCGM exporter pods: HTTP 403" if refused else ""))
+            # nothing found where we were not allowed to look: what is missing, and how it is granted
+            self._source = MetricsSource(SourceKind.NONE, notes=tuple(notes),
+                                         forbidden=missing_permission(notes, candidates))
         return self._source
 
     def nothing_to_ask(self) -> bool:

@@ -46,6 +46,7 @@ __all__ = [
     "find_prometheus_services",
     "http_get",
     "locate_prometheus",
+    "missing_permission",
     "probe_prometheus",
     "rank_services",
 ]
@@ -178,6 +179,21 @@ def _parallel(fn: Callable[[Any], Any], items: Iterable[Any], workers: int = PAR
 def forbidden_notes(notes: Iterable[str]) -> bool:
     """The notes of a discovery say that listing was refused (HTTP 403)."""
     return any(n.endswith("HTTP 403") for n in notes)
+
+
+def missing_permission(notes: Iterable[str], candidates: Iterable[PromService] = ()) -> str:
+    """What the API server refused to a discovery that found no GPU metrics, in RBAC terms, and how
+    it is granted (the Role in docs/ssh.md): one line for the dashboard's banner ("" when nothing
+    was refused). A Prometheus service found but refused through the proxy names that one."""
+    notes = list(notes)
+    for svc in candidates:
+        if any(n.startswith(f"{svc}: HTTP 403") for n in notes):
+            return (f"HTTP 403 from Prometheus {svc} through the API server: grant get on services/proxy in "
+                    f"{svc.namespace} (docs/ssh.md), or set --prometheus URL")
+    if not forbidden_notes(notes):
+        return ""
+    return ("HTTP 403: grant get on services, services/proxy in Prometheus' namespace or get, list on pods, "
+            "pods/proxy in the DCGM exporters' (docs/ssh.md), or set --prometheus URL")
 
 
 def _items(doc: Any) -> list[dict[str, Any]]:

@@ -45,7 +45,6 @@ from .audit import Audit
 from .keys import Grant, Identity, KeyRing, load_keyring, signature
 from .zygote_client import Child, Zygote
 
-READ_ONLY_COMMANDS = ("projects", "list", "get", "top", "logs")
 # flags a remote user may not pass: they would pick another cluster, identity or endpoint
 FORBIDDEN_FLAGS = ("--kubeconfig", "--context", "--as", "--as-group", "--namespace", "--prometheus", "--")
 NO_PTY = "ranks: this server serves the dashboard; connect with a terminal (ssh -t)"
@@ -80,8 +79,14 @@ class ServeConfig:
     audit_log: str | None = None
     kubeconfig: str | None = None
     context: str | None = None
+    # the kubeconfig files every session reads, found when the server starts (`pin_cluster`): those
+    # of --kubeconfig, $KUBECONFIG or ~/.kube/config; () when it runs in a pod (in-cluster config)
+    kubeconfig_files: tuple[str, ...] = ()
     request_timeout: float | None = None
     prometheus: str | None = None  # every session's GPU metrics from here (else found as the user)
+    # the commands a client may run (`ssh HOST list -A`): the CLI's read-only ones, as each declares
+    # itself (`tui.cli.group.read_only_commands`; this room does not import the CLI)
+    commands: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     login_grace: float | None = None  # seconds to log in; None: $RANKS_SSH_LOGIN_GRACE, else 30
     idle_timeout: float | None = None  # seconds without input; None: $RANKS_SSH_IDLE_TIMEOUT, else (0) never
@@ -134,8 +139,8 @@ class Server:
 
     def child_argv(self, ident: Identity, args: list[str]) -> list[str]:
         argv = [sys.executable, "-m", "tui.cli", *args]
-        if self.cfg.kubeconfig:
-            argv += ["--kubeconfig", self.cfg.kubeconfig]
+        if self.cfg.kubeconfig:  # (else $KUBECONFIG: `child_env`)
+            argv += ["--kubeconfig", self.cfg.kubeconfig_files[0] if self.cfg.kubeconfig_files else self.cfg.kubeconfig]
         if self.cfg.context:
             argv += ["--context", self.cfg.context]
         if self.cfg.request_timeout is not None:
@@ -154,6 +159,8 @@ class Server:
 
     def child_env(self, term: str | None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "KUBECONFIG"))}
+        if self.cfg.kubeconfig_files and not self.cfg.kubeconfig:  # the server's, however it was given
+            env["KUBECONFIG"] = os.pathsep.join(self.cfg.kubeconfig_files)
         env.update(self.cfg.extra_env)
         env.setdefault("LANG", "C.UTF-8")
         env[SSH_SESSION_ENV] = "1"  # the shell banner's hints are not for this machine
@@ -416,9 +423,9 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
             except ValueError:
                 args = []
             bad = next((a for a in args if a.split("=", 1)[0] in FORBIDDEN_FLAGS), None)
-            if not args or args[0] not in READ_ONLY_COMMANDS or bad:
+            if not args or args[0] not in cfg.commands or bad:
                 why = f"the flag {bad} is the server's" if bad else \
-                    "only these read-only commands run over ssh: " + ", ".join(READ_ONLY_COMMANDS)
+                    "only these read-only commands run over ssh: " + ", ".join(cfg.commands)
                 return self._refuse(f"ranks: error: {why}", f"exec {self.command}", 2)
             self.server.sessions.add(self)
             self.server.audit.log("exec", user=ident.name, peer=self.conn_server.peer, what=self.command)
@@ -635,6 +642,24 @@ def _read_some(fd: int, n: int) -> bytes | None:
         return b""
 
 
+def pin_cluster(cfg: ServeConfig) -> None:
+    """The cluster every session talks to: the kubeconfig the server was started with, however it
+    was given (--kubeconfig; $KUBECONFIG, one file or several joined by ':'; ~/.kube/config) and
+    its context (--context, else the current one now), read once here so that a missing or broken
+    one stops the server before it is ready (SessionError with its exit code, 3) rather than
+    ending every session. The files are kept as absolute paths and the context by name: each
+    session reads them again (a refreshed token is used), as the same files and context."""
+    from monitors.connection import ConnectionProblem, kubeconfig_files, load_cluster_config
+
+    try:
+        cluster = load_cluster_config(cfg.kubeconfig, cfg.context)
+    except ConnectionProblem as exc:
+        raise SessionError(exc.message, int(exc.code)) from None
+    cfg.kubeconfig_files = tuple(kubeconfig_files(cfg.kubeconfig))
+    if cfg.kubeconfig_files and not cfg.context:
+        cfg.context = cluster.context
+
+
 def parse_listen(text: str) -> tuple[str, int]:
     """`[HOST:]PORT` (IPv6 as `[::1]:PORT`); ValueError with the rule."""
     host, sep, port = text.rpartition(":")
@@ -655,6 +680,7 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
         raise SessionError(f"cannot read the host key {cfg.host_key}: {getattr(exc, 'strerror', None) or exc}",
                            2) from None
     login_grace, _ = cfg.timeouts()
+    await asyncio.to_thread(pin_cluster, cfg)  # (an exec credential plugin may run)
     audit = Audit(cfg.audit_log)
     for w in ring.warnings:
         print(f"ranks: warning: {w}", file=sys.stderr)

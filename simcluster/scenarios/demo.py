@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..apiserver.auth import Rule
 from .nodes import gpu_nodes
 
 if TYPE_CHECKING:
@@ -15,6 +16,14 @@ PROJECTS = {"team-a": 16, "team-b": 8}
 
 def namespace(name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels or {}}}
+
+
+def gpu_metrics_rules(exporters: str = "gpu-operator", prometheus: str = "monitoring") -> tuple[Rule, ...]:
+    """What a user needs to read GPU metrics through the API server, and no more: list the DCGM
+    exporter pods and scrape them through the pod proxy; get the Prometheus service and query it
+    through the service proxy."""
+    return (Rule.of(("get", "list"), ["pods", "pods/proxy"], [""], namespaces=[exporters]),
+            Rule.of(("get",), ["services", "services/proxy"], [""], namespaces=[prometheus]))
 
 
 def gpu_quota(ns: str, gpus: int) -> dict[str, Any]:
@@ -41,6 +50,9 @@ def load_demo(sim: SimCluster) -> None:
     sim.apply(namespace("gpu-operator"))
     sim.apply(namespace("monitoring"))
     sim.add_namespace_reader("alice", ["runai-team-a"], write=True)
+    # and may read GPU metrics, as docs/ssh.md has an admin grant them (the Role ranks-gpu-metrics):
+    # the DCGM exporters through the pod proxy, Prometheus (`ranks demo`'s) through the service proxy
+    sim.authz.bind("user:alice", *gpu_metrics_rules())
     if "operators" in sim.components:
         from .demo_workloads import demo_workloads
 

@@ -115,12 +115,21 @@ def test_a_forbidden_project_is_one_line_exit_7(cluster: ThreadedSimCluster, ali
         assert '"hvd-interactive"' in r.stdout
 
 
-async def test_dashboard_says_once_that_gpu_metrics_are_forbidden(cluster: ThreadedSimCluster, alice: Path) -> None:
-    app = RanksApp(load_cluster_config(str(alice), None), Settings(), themes=load_themes(None))
+async def test_dashboard_says_once_that_gpu_metrics_are_forbidden(cluster: ThreadedSimCluster, tmp_path: Path) -> None:
+    """dave reads team-a, not the GPU metrics (alice is granted them, as docs/ssh.md says): one line
+    says what is missing and how it is granted."""
+    def dave() -> Path:
+        cluster.sim.add_namespace_reader("dave", [A])
+        return cluster.sim.write_kubeconfig(tmp_path / "dave.kubeconfig", user="dave")
+
+    app = RanksApp(load_cluster_config(str(cluster.call(dave)), None), Settings(), themes=load_themes(None))
     async with app.run_test(size=(160, 40)) as pilot:
-        await pilot_wait(pilot, lambda: "GPU metrics are forbidden to alice" in banner(app), what="the GPU metrics banner", timeout=30)
+        await pilot_wait(pilot, lambda: "GPU metrics are forbidden to dave" in banner(app), what="the GPU metrics banner", timeout=30)
         assert banner(app).count("GPU metrics") == 1, banner(app)
-        assert "HTTP 403" in banner(app)
+        line = next(ln for ln in banner(app).splitlines() if "GPU metrics are forbidden" in ln)
+        assert line.endswith("GPU metrics are forbidden to dave: HTTP 403: grant get on services, services/proxy in "
+                             "Prometheus' namespace or get, list on pods, pods/proxy in the DCGM exporters' "
+                             "(docs/ssh.md), or set --prometheus URL"), line
         assert isinstance(app.screen, WorkloadsScreen) and app.store.workloads  # her data is shown below
 
 
@@ -144,12 +153,16 @@ def test_a_name_unique_among_the_projects_is_found_without_p(cluster: ThreadedSi
 
 def test_an_empty_list_says_where_it_looked_and_unknown_choices_are_refused(cluster: ThreadedSimCluster) -> None:
     """A new user's `ranks list` looks in the context's namespace (default here, where nothing
-    runs): it says so and how to look further; a status or a rank that cannot exist is an error."""
+    runs), then where the dashboard looks (every project they may read), and says so; a list that
+    finds nothing says where it looked; a status or a rank that cannot exist is an error."""
     kc = cluster.sim.kubeconfig_path
     r = ranks("list", kubeconfig=kc)
+    assert r.returncode == 0 and r.stdout.split()[:2] == ["PROJECT", "NAME"] and "bert-crash" in r.stdout, r
+    assert r.stderr.strip() == ("ranks: note: default (the context's namespace) holds no workload; looked in every "
+                                "project you may read"), r.stderr
+    r = ranks("list", "--status", "Suspended", kubeconfig=kc)
     assert r.returncode == 0 and r.stdout == "", r
-    assert r.stderr.strip() == ("No workloads in default (the context's namespace); -A lists every project's, "
-                                "-p PROJECT one project's."), r.stderr
+    assert r.stderr.strip().endswith("No Suspended workloads in any project you may read."), r.stderr
     r = ranks("list", "-p", "team-b", "--status", "running", kubeconfig=kc)
     assert r.returncode == 0 and r.stderr.strip() == "No Running workloads in runai-team-b.", r
     r = ranks("list", "-A", "--status", "FAILED", kubeconfig=kc)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from tests.prometheus_server import prometheus_server
@@ -114,11 +115,45 @@ def test_demo_sessions_listed_training_jobs_never(demo: ThreadedSimCluster) -> N
     assert sessions_of(idle("-p", "team-b", "-o", "json", kubeconfig=kc)) == []
     none = idle("-p", "team-b", kubeconfig=kc)
     assert none.returncode == 0 and none.stdout == ""
-    assert "No interactive session holds idle GPUs (all under 5% now)." in none.stderr
+    assert "No interactive session holds idle GPUs in runai-team-b (all under 5% now)." in none.stderr
     both = idle("-p", "team-a", "-A", kubeconfig=kc)
     assert both.returncode == 2 and "cannot be used together" in both.stderr
     bad = idle("-A", "--threshold", "0", kubeconfig=kc)
     assert bad.returncode == 2, bad.stderr
+
+
+def test_without_p_or_a_it_looks_where_the_dashboard_looks_and_says_so(demo: ThreadedSimCluster,
+                                                                        tmp_path: Path) -> None:
+    """The admin's context names `default`, where nothing runs: `ranks idle` looks in every project
+    (team-a's sessions hold idle GPUs) and says why; a context whose namespace holds workloads is
+    looked in alone, and an empty answer says where it looked and how to look further."""
+    kc = demo.sim.kubeconfig_path
+    wait_for(lambda: {s["name"] for s in sessions_of(idle("-A", "-o", "json", kubeconfig=kc))} >= set(SESSIONS),
+             60, "both demo sessions read idle", interval=1)
+    r = idle(kubeconfig=kc)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].split()[:2] == ["PROJECT", "NAME"], r.stdout
+    assert {tuple(ln.split()[:2]) for ln in lines[1:]} == {("team-a", n) for n in SESSIONS}, r.stdout
+    assert r.stderr.strip() == ("ranks: note: default (the context's namespace) holds no workload; looked in every "
+                                "project you may read"), r.stderr
+    # the same rule for list
+    r = subprocess.run([sys.executable, "-m", "tui.cli", "list", "--kubeconfig", str(kc)], capture_output=True,
+                       text=True, timeout=120, cwd=ROOT, env={**os.environ, "RANKS_CONFIG": "", "NO_COLOR": "1"},
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0 and "holds no workload; looked in every project" in r.stderr, r.stderr
+    assert {"team-a", "team-b", "research"} <= {ln.split()[0] for ln in r.stdout.splitlines()[1:]}, r.stdout
+    # a context in team-b (its namespace holds workloads, none of them a session): looked there alone
+    doc = yaml.safe_load(kc.read_text())
+    for c in doc["contexts"]:
+        c["context"]["namespace"] = "runai-team-b"
+    other = tmp_path / "team-b.kubeconfig"
+    other.write_text(yaml.safe_dump(doc))
+    other.chmod(0o600)
+    r = idle(kubeconfig=other)
+    assert r.returncode == 0 and r.stdout == "", r
+    assert r.stderr.strip() == ("No interactive session holds idle GPUs in runai-team-b (the context's namespace); "
+                                "-A looks in every project, -p PROJECT in one (all under 5% now)."), r.stderr
 
 
 def test_text_table_and_config_threshold(demo: ThreadedSimCluster, tmp_path: Path) -> None:

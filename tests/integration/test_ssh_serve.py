@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import select
 import shlex
 import shutil
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.e2e.test_demo_tmux import clean_env
 from tests.tmux_driver import Tmux
@@ -87,8 +89,13 @@ def ranks_local(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str
 @pytest.fixture
 def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     """`ranks serve --ssh` on simcluster; `{"template": False}` (indirect): every session a fresh
-    process instead of one forked from the warm template."""
+    process instead of one forked from the warm template. `{"kubeconfig": HOW}`: how the server is
+    given its kubeconfig and context: "flags" (--kubeconfig, --context), "env" (KUBECONFIG, and
+    --context), "env-several" (KUBECONFIG naming two files, the first of which picks the current
+    context) or "home" (~/.kube/config, its current context); the last three only in the server's
+    environment."""
     template = getattr(request, "param", {}).get("template", True)
+    how = getattr(request, "param", {}).get("kubeconfig", "flags")
     ssh_binary()
     d = tmp_path / "ssh"
     d.mkdir(mode=0o700)
@@ -106,13 +113,25 @@ def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
     users.chmod(0o600)
     kubeconfig = simcluster.sim.kubeconfig_path
     err = tmp_path / "serve.err"
+    server_env = {**env(), "RANKS_SSH_TEMPLATE": "1" if template else "0"}
+    cluster_args = ["--kubeconfig", str(kubeconfig), "--context", CONTEXT]
+    if how == "env":
+        server_env["KUBECONFIG"], cluster_args = str(kubeconfig), ["--context", CONTEXT]
+    elif how == "env-several":  # (kubectl's merge: the first file that names a current context wins)
+        first = tmp_path / "current-context.yaml"
+        first.write_text(f"apiVersion: v1\nkind: Config\ncurrent-context: {CONTEXT}\n")
+        server_env["KUBECONFIG"], cluster_args = f"{first}{os.pathsep}{kubeconfig}", []
+    elif how == "home":
+        home = tmp_path / "home"
+        (home / ".kube").mkdir(parents=True, mode=0o700)
+        doc = yaml.safe_load(kubeconfig.read_text())
+        (home / ".kube" / "config").write_text(yaml.safe_dump({**doc, "current-context": CONTEXT}))
+        server_env["HOME"], cluster_args = str(home), []
     with open(err, "w") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key", str(d / "host"),
-             "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "2",
-             "--kubeconfig", str(kubeconfig), "--context", CONTEXT],
-            stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
-            env={**env(), "RANKS_SSH_TEMPLATE": "1" if template else "0"})
+             "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "2", *cluster_args],
+            stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, stdin=subprocess.DEVNULL, env=server_env)
     try:
         assert proc.stdout is not None
         ready, _, _ = select.select([proc.stdout], [], [], 30)
@@ -127,6 +146,17 @@ def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def ssh_dashboard(served: Served, tmp_path: Path, name: str) -> Tmux:
+    """alice's dashboard through `ssh -t` in a tmux of 120x40; once ssh ends the pane shows
+    `EXIT=<its status>`."""
+    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
+    script = tmp_path / "ssh.sh"
+    script.write_text(f"{cmd}\necho \"EXIT=$?\"\nsleep 60\n")
+    tmux = Tmux(clean_env(tmp_path), 120, 40, name=name)
+    tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+    return tmux
 
 
 def without_ages(text: str) -> list[dict]:
@@ -155,6 +185,21 @@ def test_list_over_ssh_is_the_local_cli_as_that_user(served: Served) -> None:
     assert r.returncode == 7 and 'alice may not read project "team-b"' in r.stderr, (r.returncode, r.stderr)
 
 
+def test_without_p_alice_s_commands_find_her_projects(served: Served) -> None:
+    """The server's context names `default`, which alice may not read: her `list` and `idle` look
+    where her dashboard looks (her projects: team-a), and say so, rather than exit 7."""
+    r = served.run("list")
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.split()[:2] == ["PROJECT", "NAME"] and "llama-finetune" in r.stdout, r.stdout
+    assert {ln.split()[0] for ln in r.stdout.splitlines()[1:]} == {"team-a"}, r.stdout
+    assert r.stderr.strip() == ("ranks: note: default (the context's namespace) may not be read; looked in every "
+                                "project you may read"), r.stderr
+    r = served.run("idle", "-o", "json")
+    assert r.returncode == 0 and {s["project"] for s in json.loads(r.stdout)["sessions"]} <= {"team-a"}, r
+    r = served.run("get", "llama-finetune")  # one workload: the one project she may read that has it
+    assert r.returncode == 0 and "runai-team-a" in r.stdout, r.stderr
+
+
 def test_other_commands_and_server_flags_are_refused(served: Served) -> None:
     for cmd in (("delete", "llama-finetune", "-p", "team-a"), ("list", "-A", "--as", "admin"),
                 ("list", "--kubeconfig=/etc/passwd"), ("sh", "-c", "id")):
@@ -163,6 +208,17 @@ def test_other_commands_and_server_flags_are_refused(served: Served) -> None:
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and lines[0].startswith("ranks: error: "), r.stderr
     assert served.audit().count("refused user=alice") == 4
+
+
+def test_every_read_only_command_is_served(served: Served) -> None:
+    """why and idle too (refused until the door's list came from the commands themselves)."""
+    for cmd, said in ((("why", "llama-finetune", "-p", "team-a"), "llama-finetune (PyTorchJob, project team-a)"),
+                      (("idle", "-p", "team-a", "-o", "json"), '"sessions"')):
+        r = served.run(*cmd)
+        assert r.returncode == 0 and said in r.stdout, (cmd, r.returncode, r.stdout, r.stderr)
+    r = served.run("delete", "llama-finetune", "-p", "team-a")
+    assert r.returncode == 2, r.stderr
+    assert "only these read-only commands run over ssh: get, idle, list, logs, projects, top, why" in r.stderr
 
 
 def test_unknown_key_password_and_keyboard_interactive_are_refused(served: Served) -> None:
@@ -219,12 +275,7 @@ def test_forwarding_and_subsystems_are_refused(served: Served) -> None:
 @pytest.mark.parametrize("served", [{"template": True}, {"template": False}], indirect=True,
                          ids=["forked", "fresh"])
 def test_the_dashboard_shows_alice_s_projects_only_and_q_exits_0(served: Served, tmp_path: Path) -> None:
-    e = clean_env(tmp_path)
-    cmd = " ".join(shlex.quote(a) for a in served.ssh(opts=("-t",)))
-    script = tmp_path / "ssh.sh"
-    script.write_text(f"{cmd}\necho \"EXIT=$?\"\nsleep 60\n")
-    tmux = Tmux(e, 120, 40, name="ranks-ssh")
-    tmux.start(f"sh {shlex.quote(str(script))}", tmp_path)
+    tmux = ssh_dashboard(served, tmp_path, "ranks-ssh")
     try:
         t0 = time.monotonic()
         screen = tmux.wait_for("llama-finetune", timeout=45, why="alice's workloads over ssh")
@@ -241,6 +292,61 @@ def test_the_dashboard_shows_alice_s_projects_only_and_q_exits_0(served: Served,
         assert "dashboard user=alice" in served.audit()
     finally:
         tmux.kill()
+
+
+@pytest.mark.parametrize("served", [{"kubeconfig": "env"}, {"kubeconfig": "env-several"}, {"kubeconfig": "home"}],
+                         indirect=True, ids=["KUBECONFIG", "KUBECONFIG-several", "home"])
+def test_sessions_use_the_kubeconfig_the_server_was_started_with(served: Served, tmp_path: Path) -> None:
+    """KUBECONFIG (one file, or several joined by ':') or ~/.kube/config, only in the server's
+    environment, and its context: each session (a command, the dashboard) uses the same."""
+    r = served.run("list", "-A", "-o", "json")
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert {w["namespace"] for w in json.loads(r.stdout)["workloads"]} == {"runai-team-a"}  # as alice
+    tmux = ssh_dashboard(served, tmp_path, "ranks-ssh-kubeconfig")
+    try:
+        screen = tmux.wait_for(lambda s: "llama-finetune" in s or "EXIT=" in s, timeout=45,
+                               why="alice's workloads over ssh")
+        assert "llama-finetune" in screen and "kubeconfig" not in screen, screen
+        tmux.keys("q")
+        screen = tmux.wait_for("EXIT=", timeout=20, why="ssh to end after q")
+        assert "EXIT=0" in screen, screen
+    finally:
+        tmux.kill()
+
+
+@pytest.mark.simcluster(scenario="demo", components=("operators", "scheduler", "kubelet", "exec", "dcgm"))
+def test_alice_s_dashboard_over_ssh_has_gpu_metrics(served: Served, tmp_path: Path) -> None:
+    """docs/ssh.md's try-it (the embedded cluster as `ranks sim` runs it): alice is granted the Role
+    docs/ssh.md gives, so her SSH dashboard shows GPU utilisation and no "GPU metrics are forbidden"."""
+    def util() -> float | None:
+        r = served.run("list", "-o", "json")
+        rows = {w["name"]: w for w in json.loads(r.stdout)["workloads"]} if r.returncode == 0 else {}
+        return rows.get("llama-finetune", {}).get("gpu_util")
+
+    assert wait_for(util, 60, "llama-finetune's GPU utilisation over ssh", interval=1) > 0
+    tmux = ssh_dashboard(served, tmp_path, "ranks-ssh-metrics")
+    try:
+        def row(s: str) -> str:
+            return next((ln for ln in s.splitlines() if "llama-finetune" in ln), "")
+
+        screen = tmux.wait_for(lambda s: "%" in row(s) or "forbidden" in s, timeout=60,
+                               why="llama-finetune's GPU utilisation in alice's dashboard")
+        assert "forbidden" not in screen and re.search(r"\d+%", row(screen)), screen
+    finally:
+        tmux.kill()
+
+
+def test_serve_without_a_kubeconfig_stops_before_it_is_ready(tmp_path: Path) -> None:
+    keygen(tmp_path / "host")
+    (tmp_path / "keys").write_text((tmp_path / "host.pub").read_text())
+    for extra in ({"HOME": str(tmp_path)}, {"HOME": str(tmp_path), "KUBECONFIG": str(tmp_path / "nope")}):
+        r = subprocess.run([sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key",
+                            str(tmp_path / "host"), "--authorized-keys", str(tmp_path / "keys")],
+                           capture_output=True, text=True, timeout=30, cwd=ROOT, env={**env(), **extra},
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 3 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and lines[0].startswith("ranks: error: no kubeconfig found"), r.stderr
 
 
 @pytest.mark.parametrize("served", [{"template": True}, {"template": False}], indirect=True,

@@ -277,10 +277,14 @@ def confirm(question: str, *, default: bool = False) -> bool:
 async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tuple[str, ...] | None,
                        *, nodes: bool = True, events: bool = False, metrics_for: str = "pods",
                        metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None,
-                       pod_rows: bool = False, pending_reasons: bool = False) -> Monitor:
+                       pod_rows: bool = False, pending_reasons: bool = False, widen: bool = False) -> Monitor:
     """List everything needed once, then read GPU metrics once.
 
     `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
+    `widen` (`where` being the context's namespace): when it holds no workload or may not be read,
+    every project the user may read is listed instead (the monitor's `scope` is then None; the
+    rule of the read commands, `tui.cli.where`); a user who may read no project at all gets the
+    context's namespace's refusal (exit 7).
     Independent requests go out together: discovery with the project lookup, the GPU metrics
     source with the LISTs; a namespace whose pods may not be listed is exit 7, not an empty list.
     `pod_rows`: pods as Table rows (views of workloads, projects and nodes; no pod specs), and with
@@ -313,11 +317,19 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
         try:
             await monitor.start()
             await monitor.wait_synced()
+            refused = _readable(monitor, project, widen)
+            if widen and (refused is not None or not monitor.model.workloads):
+                await monitor.stop()
+                monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=None, pod_rows=pod_rows,
+                                  unsettled=False)
+                await monitor.start()
+                await monitor.wait_synced()
+                if refused is not None and not monitor.status.cluster_wide and not monitor.status.namespaces:
+                    raise refused
         except BaseException:
             if metrics:
                 source.cancel()
             raise
-        _check_readable(monitor, project)
         # one more round trip at most: what rows do not tell (GPUs of pods outside workloads, why
         # jobs wait), the GPU metrics and what the command reads alongside, all at once
         after: list[Awaitable[None]] = []
@@ -336,6 +348,17 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
         if gm is not None:
             await gm.aclose()
     return monitor
+
+
+def _readable(monitor: Monitor, project: str | None, widen: bool) -> UserError | None:
+    """`_check_readable`; with `widen`, its refusal is returned (to look further) rather than raised."""
+    try:
+        _check_readable(monitor, project)
+    except UserError as exc:
+        if not widen or exc.code != ExitCode.FORBIDDEN:
+            raise
+        return exc
+    return None
 
 
 def _check_readable(monitor: Monitor, project: str | None) -> None:

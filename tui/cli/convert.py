@@ -28,7 +28,7 @@ from .common import (
     run,
     user_error,
 )
-from .options import PROJECT, global_options, group_project, merge_globals, workload_argument
+from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
 
 if TYPE_CHECKING:
     from monitors.kube import KubeClient
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from sessions.lifecycle import Target
 
 
-@click.command("convert")
+@command("convert", reads_only=False)
 @workload_argument
 @PROJECT
 @click.option("--command", "command", metavar="CMD", default=None,
@@ -70,7 +70,7 @@ def convert_command(ctx: click.Context, workload: str, project: str | None, comm
                          delete_interactive=delete_interactive, dry_run=dry_run, yes=yes))
 
 
-@click.command("debug")
+@command("debug", reads_only=False)
 @workload_argument
 @PROJECT
 @click.option("--name", metavar="NAME", default=None, help="Name of the session (default: WORKLOAD-debug).")

@@ -24,13 +24,13 @@ from monitors.connection import ConnectionProblem, ExitCode, load_cluster_config
 from monitors.sanitize import clean
 
 from .common import configure, error, fail
-from .options import dashboard_options, global_options, group_project, impersonation, merge_globals
+from .options import command, dashboard_options, global_options, group_project, impersonation, merge_globals
 
 if TYPE_CHECKING:
     from tui.settings import Settings
 
 
-@click.command("demo")
+@command("demo", reads_only=False)
 @dashboard_options
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
               help="Keep the demo cluster's kubeconfig and files here (default: a temporary directory).")
@@ -46,7 +46,7 @@ def demo_command(ctx: click.Context, theme: str | None, ascii: bool, project: st
                       project=group_project(ctx, project), workdir=workdir))
 
 
-@click.command("sim")
+@command("sim", reads_only=False)
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="Port on 127.0.0.1 (0 picks a free one).")
 @click.option("--kubeconfig", "kubeconfig", type=click.Path(dir_okay=False), default=None,

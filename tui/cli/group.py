@@ -43,6 +43,19 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+def subcommand(name: str) -> click.Command:
+    """The subcommand `name` of `SUBCOMMANDS` (its module imported)."""
+    module, attr = SUBCOMMANDS[name]
+    cmd: click.Command = getattr(importlib.import_module(f"tui.cli.{module}"), attr)
+    return cmd
+
+
+def read_only_commands() -> tuple[str, ...]:
+    """The subcommands that only read the cluster, as each declares itself (`options.command`):
+    what the SSH door serves. Imports every command's module (for `ranks serve`, once)."""
+    return tuple(sorted(name for name in SUBCOMMANDS if getattr(subcommand(name), "reads_only", False)))
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands (`SUBCOMMANDS`) are imported when they are resolved."""
 
@@ -51,9 +64,7 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in SUBCOMMANDS:
-            module, attr = SUBCOMMANDS[cmd_name]
-            command = getattr(importlib.import_module(f"tui.cli.{module}"), attr)
-            self.add_command(command, cmd_name)
+            self.add_command(subcommand(cmd_name), cmd_name)
         return self.commands.get(cmd_name)
 
 

@@ -1,6 +1,7 @@
 """`ranks idle`: interactive sessions whose GPUs all read under a threshold now (#15).
 
-Lists the project (default: the context's namespace; -p PROJECT; -A all) once, reads GPU metrics
+Lists where the read commands look (`tui.cli.where`: -p PROJECT; -A all; else the context's
+namespace, or every project you may read when it holds no workload) once, reads GPU metrics
 once for the GPU pods of its interactive sessions only, then prints
 `monitors.diagnostics.idle.idle_sessions`, most idle GPU-hours first:
 
@@ -25,8 +26,8 @@ import click
 
 from monitors.connection import ClusterConfig, ExitCode
 
-from .common import emit_structured, error, load_monitor, run, table
-from .options import ALL, PROJECT, global_options, group_project, merge_globals
+from .common import emit_structured, error, run, table
+from .options import ALL, PROJECT, command, global_options, group_project, merge_globals
 
 if TYPE_CHECKING:
     from monitors.diagnostics.idle import IdleSession
@@ -45,7 +46,7 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: float | None) 
     return value
 
 
-@click.command("idle")
+@command("idle", reads_only=True)
 @PROJECT
 @ALL
 @click.option("--threshold", "threshold", metavar="PERCENT", type=float, default=None, callback=_threshold,
@@ -88,20 +89,24 @@ def run_idle(opts: dict[str, Any], project: str | None, all_projects: bool, thre
         from monitors.diagnostics.idle import idle_sessions
         from monitors.gpu_feed import make_metrics
 
+        from .where import load_where
+
         limit = threshold if threshold is not None else configured_threshold()
-        where: str | tuple[str, ...] | None = None if all_projects else (project or (cfg.namespace,))
         gm = make_metrics(cfg, opts.get("prometheus"), timeout=cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)
-        gm.discovery_namespaces = where if isinstance(where, tuple) else ()
+        gm.discovery_namespaces = () if all_projects or project else (cfg.namespace,)
         # the metrics source is looked for while the cluster is listed (as load_monitor does)
         source = asyncio.ensure_future(gm.resolve_source())
         source.add_done_callback(lambda t: t.cancelled() or t.exception())
         try:
-            monitor = await load_monitor(cfg, opts, where, nodes=False, metrics=False)
+            monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=False, metrics=False)
             try:
+                if looked.note():
+                    print(looked.note(), file=sys.stderr)
                 await source
                 await read_session_metrics(gm, monitor)
                 sessions = idle_sessions(monitor.model, time.time(), limit)
-                print_idle(sessions, output, show_project=all_projects, threshold=limit)
+                print_idle(sessions, output, show_project=looked.every_project, threshold=limit,
+                           where=looked.where())
                 problem = monitor.metrics_problem
                 if problem and output in ("text", "table"):
                     print(f"ranks: note: GPU metrics unavailable: {problem}", file=sys.stderr)
@@ -125,7 +130,7 @@ async def read_session_metrics(gm: GpuMetrics, monitor: Monitor) -> None:
 
 
 def print_idle(sessions: list[IdleSession], output: str, *, show_project: bool, threshold: float,
-               now: float | None = None) -> None:
+               now: float | None = None, where: str = "") -> None:
     if output in ("json", "yaml"):
         emit_structured({"sessions": [s.to_json() for s in sessions]}, output)
         return
@@ -139,6 +144,7 @@ def print_idle(sessions: list[IdleSession], output: str, *, show_project: bool, 
         s.name, s.user or "-", gpus(s.gpus), rfc3339(s.idle_since), age(now - s.idle_since),
         format_gpu_hours(s.idle_gpu_hours)] for s in sessions]
     if not rows:
-        print(f"No interactive session holds idle GPUs (all under {threshold:g}% now).", file=sys.stderr)
+        print(f"No interactive session holds idle GPUs {where + ' ' if where else ''}(all under {threshold:g}% now).",
+              file=sys.stderr)
         return
     sys.stdout.write(table(headers, rows) + "\n")

@@ -26,7 +26,7 @@ from monitors.humanize import plural
 from monitors.sanitize import clean
 
 from .common import INTERRUPT_GRACE, colour_enabled, error, locate, run
-from .options import PROJECT, global_options, group_project, merge_globals, workload_argument
+from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
 
 if TYPE_CHECKING:
     from monitors.flight_recorder import FlightRecorder, Recording
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from monitors.monitor import Monitor
 
 
-@click.command("logs")
+@command("logs", reads_only=True)
 @workload_argument
 @PROJECT
 @click.option("-f", "--follow", is_flag=True, help="Keep following: new lines, restarted and late pods.")

@@ -23,6 +23,21 @@ _DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs|ns)")  #
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 
+class RanksCommand(click.Command):
+    """A `ranks` subcommand, which says once, where it is defined, whether it only reads the
+    cluster (`reads_only`): the SSH door serves exactly those (`tui.cli.group.read_only_commands`),
+    so a new read command is served and a new action is not, with no list to keep."""
+
+    def __init__(self, *args: Any, reads_only: bool, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.reads_only = reads_only
+
+
+def command(name: str, *, reads_only: bool, **attrs: Any) -> Callable[[Callable[..., Any]], RanksCommand]:
+    """`click.command(name)` for a `ranks` subcommand: `reads_only` is required (see `RanksCommand`)."""
+    return click.command(name, cls=RanksCommand, reads_only=reads_only, **attrs)
+
+
 def parse_request_timeout(text: str) -> float:
     """kubectl's --request-timeout: `30s`, `1m`, `1m30s`, `500ms`, a bare number of seconds, or
     `0` for no timeout. Seconds (0.0: none); ValueError with the rule when malformed."""

@@ -14,7 +14,6 @@ import click
 
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.model import WORKLOAD_STATUSES
-from monitors.sanitize import clean
 
 from .common import (
     UserError,
@@ -28,13 +27,22 @@ from .common import (
     print_workloads,
     run,
 )
-from .options import ALL, OUTPUT, PROJECT, global_options, group_project, merge_globals, workload_argument
+from .options import (
+    ALL,
+    OUTPUT,
+    PROJECT,
+    command,
+    global_options,
+    group_project,
+    merge_globals,
+    workload_argument,
+)
 
 if TYPE_CHECKING:
     from monitors.monitor import Monitor
 
 
-@click.command("projects")
+@command("projects", reads_only=True)
 @OUTPUT
 @global_options
 @click.pass_context
@@ -43,7 +51,7 @@ def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
     sys.exit(run_projects(merge_globals(ctx, kwargs), output))
 
 
-@click.command("list")
+@command("list", reads_only=True)
 @PROJECT
 @ALL
 @click.option("--status", "status", type=click.Choice(WORKLOAD_STATUSES, case_sensitive=False), default=None,
@@ -58,7 +66,7 @@ def list_command(ctx: click.Context, project: str | None, all_projects: bool, st
     sys.exit(run_list(merge_globals(ctx, kwargs), group_project(ctx, project), all_projects, status, mine, output))
 
 
-@click.command("get")
+@command("get", reads_only=True)
 @workload_argument
 @PROJECT
 @OUTPUT
@@ -72,7 +80,7 @@ def get_command(ctx: click.Context, workload: str, project: str | None, output: 
     sys.exit(run_get(merge_globals(ctx, kwargs), workload, group_project(ctx, project), output))
 
 
-@click.command("top")
+@command("top", reads_only=True)
 @click.argument("what", type=click.Choice(["nodes", "projects"]), default="nodes")
 @OUTPUT
 @global_options
@@ -113,10 +121,13 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
         return error("-p/--project and -A/--all-projects cannot be used together", ExitCode.USAGE)
 
     async def body(cfg: ClusterConfig) -> int:
-        where: str | tuple[str, ...] | None = None if all_projects else (project or (cfg.namespace,))
-        monitor = await load_monitor(cfg, opts, where, nodes=False, pod_rows=True, pending_reasons=True)
-        namespaces = None if all_projects else monitor.scope
+        from .where import load_where
+
+        monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=False, pod_rows=True,
+                                           pending_reasons=True)
         try:
+            if looked.note():
+                print(looked.note(), file=sys.stderr)
             _note_forbidden(monitor)
             wls = list(monitor.model.workloads.values())
             if status:
@@ -125,8 +136,8 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
                 me = cfg.impersonate_user or cfg.user
                 wls = [w for w in wls if w.user == me]
             wls.sort(key=lambda w: (w.namespace, w.name))
-            print_workloads(wls, output, show_project=namespaces is None,
-                            empty=_no_workloads(namespaces, status, mine, project is None))
+            print_workloads(wls, output, show_project=looked.every_project,
+                            empty=_no_workloads(looked.where(), status, mine))
             return ExitCode.OK
         finally:
             await monitor.stop()
@@ -134,16 +145,10 @@ def run_list(opts: dict[str, Any], project: str | None, all_projects: bool, stat
     return run(opts, body)
 
 
-def _no_workloads(namespaces: tuple[str, ...] | list[str] | None, status: str | None, mine: bool,
-                  context_namespace: bool) -> str:
-    """What an empty list says: what was looked for and where (the context's namespace is often not
-    where the workloads are: say how to look further)."""
+def _no_workloads(where: str, status: str | None, mine: bool) -> str:
+    """What an empty list says: what was looked for and where (`where.Looked.where`)."""
     what = "No " + (f"{status.capitalize()} " if status else "") + "workloads" + (" of yours" if mine else "")
-    if namespaces is None:
-        return f"{what} in any project."
-    where = ", ".join(clean(ns) for ns in namespaces) or "no namespace"
-    hint = " (the context's namespace); -A lists every project's, -p PROJECT one project's" if context_namespace else ""
-    return f"{what} in {where}{hint}."
+    return f"{what} {where}."
 
 
 def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:

@@ -11,10 +11,10 @@ import click
 from monitors.connection import ExitCode
 
 from .common import error
-from .options import global_options, merge_globals
+from .options import command, global_options, merge_globals
 
 
-@click.command("serve")
+@command("serve", reads_only=False)
 @click.option("--ssh", "listen", metavar="[HOST:]PORT", required=True,
               help="Serve the dashboard over SSH on this address (port 0: any free port).")
 @click.option("--host-key", metavar="FILE", required=True, help="The server's private host key (OpenSSH format).")
@@ -42,6 +42,8 @@ def serve_command(ctx: click.Context, listen: str, host_key: str, authorized_key
     from sessions.errors import SessionError
     from sessions.ssh.server import ServeConfig, parse_listen, serve
 
+    from .group import read_only_commands
+
     opts = merge_globals(ctx, kwargs)
     try:
         host, port = parse_listen(listen)
@@ -53,7 +55,8 @@ def serve_command(ctx: click.Context, listen: str, host_key: str, authorized_key
                       as_user=opts.get("as_user"), read_only=bool(opts.get("read_only")),
                       max_sessions=max_sessions, max_sessions_per_user=max_sessions_per_user, audit_log=audit_log,
                       kubeconfig=opts.get("kubeconfig"), context=opts.get("context"),
-                      request_timeout=opts.get("request_timeout"), prometheus=opts.get("prometheus"))
+                      request_timeout=opts.get("request_timeout"), prometheus=opts.get("prometheus"),
+                      commands=read_only_commands())
 
     def ready(where: str) -> None:
         print(f"ready: ssh={where}", flush=True)

@@ -30,7 +30,7 @@ from .common import (
     run,
     user_error,
 )
-from .options import PROJECT, global_options, group_project, merge_globals, workload_argument
+from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
 
 if TYPE_CHECKING:
     from monitors.kube import KubeClient
@@ -45,7 +45,7 @@ WAIT_POLL = 1.0
 
 # -- the commands ------------------------------------------------------------------------------------------
 
-@click.command("submit")
+@command("submit", reads_only=False)
 @click.argument("name")
 @click.option("--framework", type=click.Choice(FRAMEWORK_NAMES), required=True,
               help="mpi (MPIJob: launcher + workers), pytorch (PyTorchJob: master + workers), "
@@ -85,7 +85,7 @@ def submit_command(ctx: click.Context, name: str, project: str | None, **kw: Any
     sys.exit(run_submit(opts, name=name, project=group_project(ctx, project), **kw))
 
 
-@click.command("shell")
+@command("shell", reads_only=False)
 @workload_argument
 @PROJECT
 @click.option("--rank", "rank", metavar="R", default=None, help="This rank (worker-2, or a rank number).")
@@ -108,7 +108,7 @@ def shell_cmd(ctx: click.Context, workload: str, project: str | None, rank: str 
                        container=container, wait=wait))
 
 
-@click.command("exec", context_settings={"ignore_unknown_options": True})
+@command("exec", reads_only=False, context_settings={"ignore_unknown_options": True})
 @workload_argument
 @PROJECT
 @click.option("--all", "all_ranks", is_flag=True, help="Every rank.")
@@ -129,7 +129,7 @@ def exec_cmd(ctx: click.Context, workload: str, project: str | None, all_ranks: 
                       ranks=ranks, container=container, command=command, verbose=verbose))
 
 
-@click.command("delete")
+@command("delete", reads_only=False)
 @workload_argument
 @PROJECT
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
@@ -140,7 +140,7 @@ def delete_command(ctx: click.Context, workload: str, project: str | None, yes: 
     sys.exit(run_delete(merge_globals(ctx, kw), workload, group_project(ctx, project), yes))
 
 
-@click.command("suspend")
+@command("suspend", reads_only=False)
 @workload_argument
 @PROJECT
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (an interactive session is asked about on a terminal).")
@@ -155,7 +155,7 @@ def suspend_command(ctx: click.Context, workload: str, project: str | None, yes:
     sys.exit(run_suspend(merge_globals(ctx, kw), workload, group_project(ctx, project), yes))
 
 
-@click.command("resume")
+@command("resume", reads_only=False)
 @workload_argument
 @PROJECT
 @global_options

@@ -17,14 +17,14 @@ from monitors.connection import ClusterConfig, ExitCode
 from monitors.sanitize import clean
 
 from .common import emit_structured, run
-from .options import PROJECT, global_options, group_project, merge_globals, workload_argument
+from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
 
 if TYPE_CHECKING:
     from monitors.diagnostics.why import Diagnosis
     from monitors.model_views import WorkloadView
 
 
-@click.command("why")
+@command("why", reads_only=True)
 @workload_argument
 @PROJECT
 @click.option("-o", "--output", type=click.Choice(["text", "json", "yaml"]), default="text", show_default=True,
