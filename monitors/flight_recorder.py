@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import re
 import time
 from collections.abc import Callable
@@ -32,7 +31,7 @@ import orjson
 
 from .kube import ApiProblem, seg
 from .sanitize import clean
-from .state_dir import state_home
+from .state_dir import private_dir, prune_oldest, state_home, write_private
 
 if TYPE_CHECKING:
     from .kube import KubeClient
@@ -152,26 +151,11 @@ class FlightStore:
         return rec
 
     def _write(self, path: Path, data: bytes) -> None:
-        for d in (self.dir.parent.parent, self.dir.parent, self.dir):
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.dir, 0o700)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        private_dir(self.dir)
+        write_private(path, data)
 
     def _prune(self) -> None:
-        try:
-            files = [(p.stat().st_mtime, p) for p in self.dir.glob("*.json")]
-        except OSError:
-            return
-        files.sort()
-        for _, p in files[: max(0, len(files) - self.max_workloads)]:
-            with contextlib.suppress(OSError):
-                p.unlink()
+        prune_oldest(self.dir, self.max_workloads)
 
 
 def is_failure(ex: Exit) -> bool:

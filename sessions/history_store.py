@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from monitors.state_dir import state_home
+from monitors.state_dir import private_dir, prune_oldest, state_home, write_private
 
 from .history import LaunchRun
 
@@ -167,28 +167,13 @@ class HistoryStore:
             s.runs = [*s.runs, *runs][-RUNS_LIMIT:]
 
     def _dirs(self) -> None:
-        for d in (self.dir.parent.parent, self.dir.parent, self.dir):
-            d.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(self.dir, 0o700)
+        private_dir(self.dir)
 
     def _write(self, path: Path, data: bytes) -> None:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_private(path, data)
 
     def _prune(self) -> None:
-        try:
-            files = [(p.stat().st_mtime, p) for p in self.dir.glob("*.json")]
-        except OSError:
-            return
-        files.sort()
-        for _, p in files[: max(0, len(files) - self.max_sessions)]:
-            with contextlib.suppress(OSError):
-                p.unlink()
+        prune_oldest(self.dir, self.max_sessions)
 
 
 def _bound(s: SavedSession) -> None:

@@ -70,6 +70,18 @@ class DashboardActions:
     async def _on_data(self: RanksApp, coro: Any) -> Any:
         return await asyncio.wrap_future(self.data.run_coroutine(coro))
 
+    async def _reported(self: RanksApp, what: str, coro: Any) -> tuple[bool, Any]:
+        """An action that changes the cluster, run on the data loop and told to the audit log (the
+        SSH door's): (done, its result); a failure is said in a notification."""
+        try:
+            result = await self._on_data(coro)
+        except Exception as exc:
+            report(f"{what}: failed: {_message(exc)}")
+            self.notify(_message(exc), severity="error", markup=False)
+            return False, None
+        report(f"{what}: ok")
+        return True, result
+
     # -- shell -----------------------------------------------------------------------------------------
     def shell_into(self: RanksApp, wl: WorkloadView, rank: RankView | None = None) -> None:
         if self.refused(f"open a shell in {wl.name}"):
@@ -222,14 +234,9 @@ class DashboardActions:
             else:
                 await lifecycle.set_suspended(client, target, verb == "suspend")
 
-        what = f"{verb} {wl.kind.lower()}/{wl.namespace}/{wl.name}"
-        try:
-            await self._on_data(go())
-        except Exception as exc:
-            report(f"{what}: failed: {_message(exc)}")
-            self.notify(_message(exc), severity="error", markup=False)
+        done, _ = await self._reported(f"{verb} {wl.kind.lower()}/{wl.namespace}/{wl.name}", go())
+        if not done:
             return
-        report(f"{what}: ok")
         self.notify(f"{wl.name}: {verb}{'d' if verb.endswith('e') else 'ed'}", markup=False)
 
     # -- convert ----------------------------------------------------------------------------------------------
@@ -293,13 +300,9 @@ class DashboardActions:
 
         what = f"convert {wl.kind.lower()}/{wl.namespace}/{wl.name} to {new['metadata']['name']}" + \
             (" deleting the session" if delete_interactive else "")
-        try:
-            created = await self._on_data(go())
-        except Exception as exc:
-            report(f"{what}: failed: {_message(exc)}")
-            self.notify(_message(exc), severity="error", markup=False)
+        done, created = await self._reported(what, go())
+        if not done:
             return
-        report(f"{what}: ok")
         self.notify(f"{created.ref} created" + (f"; {wl.name} deleted" if delete_interactive else ""), markup=False)
         self.go_back()
         self.open_workload((created.namespace, created.kind, created.name), created=True)
@@ -340,14 +343,9 @@ class DashboardActions:
             session = debug.session_from(job, name, failure=how)
             return await debug.create_session(client, target, session, job, store_for(self.cfg))
 
-        what = f"debug {wl.kind.lower()}/{wl.namespace}/{wl.name} as {name}"
-        try:
-            await self._on_data(go())
-        except Exception as exc:
-            report(f"{what}: failed: {_message(exc)}")
-            self.notify(_message(exc), severity="error", markup=False)
+        done, _ = await self._reported(f"debug {wl.kind.lower()}/{wl.namespace}/{wl.name} as {name}", go())
+        if not done:
             return
-        report(f"{what}: ok")
         self.notify(f"{name} created: s opens its shell once it runs", markup=False)
         self.open_workload((wl.namespace, wl.kind, name), created=True)
 
