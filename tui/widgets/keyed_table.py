@@ -10,8 +10,8 @@ Columns are one space apart. A column given a width is cut to it (ellipsis, or c
 ``--ascii``); an automatic column grows to its widest cell (it never shrinks while shown, so the
 layout does not jump). When the columns are wider than the view (80 columns, a long name), the
 columns given a minimum width (`Column.min`) give up width, highest `Column.shrink` first, each
-down to its minimum; the others (ages, numbers) never do. Keys: up/down, page up/down, home/end;
-Enter or a click on the cursor row posts `KeyedTable.RowSelected`; the cursor moving to another
+down to its minimum; the others (ages, numbers) never do. Keys: up/down or k/j, page up/down,
+home/end or g/G (binding ids `row_up`, `row_down`, `row_first`, `row_last`: remappable); Enter or a click on the cursor row posts `KeyedTable.RowSelected`; the cursor moving to another
 row posts `KeyedTable.CursorMoved`.
 """
 
@@ -31,7 +31,15 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..keymap import LIST_BINDING_IDS, Keymap
+
 Cells = tuple[Text, ...]
+
+
+def list_bindings() -> list[Binding]:
+    """j/k and g/G (with the arrows, Home and End) as the catalogue's `row_*` bindings, with their
+    ids: a list widget binds them to its `cursor_down`, `cursor_up`, `first` and `last` actions."""
+    return [b for b in Keymap().bindings("table") if b.id in LIST_BINDING_IDS]
 
 
 @dataclass(frozen=True)
@@ -57,12 +65,9 @@ def same_text(a: object, b: object) -> bool:
 
 class KeyedTable(ScrollView, can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
+        *list_bindings(),
         Binding("pageup", "page(-1)", "Page up", show=False),
         Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "edge(0)", "Top", show=False),
-        Binding("end", "edge(1)", "Bottom", show=False),
         Binding("enter", "select", "Select", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {"keyed-table--header", "keyed-table--cursor"}
@@ -319,6 +324,18 @@ class KeyedTable(ScrollView, can_focus=True):
 
     def action_edge(self, end: int) -> None:
         self.move_cursor(len(self.order) - 1 if end else 0)
+
+    def action_cursor_down(self) -> None:
+        self.action_cursor(1)
+
+    def action_cursor_up(self) -> None:
+        self.action_cursor(-1)
+
+    def action_first(self) -> None:
+        self.action_edge(0)
+
+    def action_last(self) -> None:
+        self.action_edge(1)
 
     def action_select(self) -> None:
         key = self.cursor_key

@@ -1,0 +1,148 @@
+"""The dashboard's lists as a new user met them (#24, item 8) with `App.run_test()`: j/k and g/G in
+every list (remappable by binding id, listed by `?`), the Events tab's cursor (Enter opens the
+event's object, a long message read whole), the Placement tab of a job with a launcher, a pending
+job's log view, the log view's save, and the per-column sort.
+
+The cluster is the snapshot tests' passive simcluster (fixed objects with explicit status, nothing
+moves), so each test sees the same rows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+from monitors.connection import load_cluster_config
+from monitors.dataloop import DataOptions
+from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests.snapshots.test_views import NOW, load, objects, open_workload, show_tab, synced
+from tests.waiting import pilot_wait
+from themes.loader import load_themes
+from tui.app import RanksApp
+from tui.screens.cluster import ClusterScreen, NodePodsScreen
+from tui.screens.describe import HelpScreen
+from tui.screens.dialogs import PromptScreen
+from tui.screens.lists import ProjectsScreen, WorkloadsScreen
+from tui.settings import Settings
+from tui.widgets.keyed_table import KeyedTable
+from tui.widgets.picker import Picker
+
+SIZE = (120, 30)
+TIMEOUT = 20.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
+    with sim_in_thread(components=(), workdir=tmp_path_factory.mktemp("sim")) as t:
+        t.call(load, t.sim, objects())
+        yield t
+
+
+def make_app(t: ThreadedSimCluster, settings: Settings | None = None) -> RanksApp:
+    cfg = load_cluster_config(str(t.sim.kubeconfig_path))
+    app = RanksApp(cfg, settings or Settings(), themes=load_themes(None), data_options=DataOptions(metrics=False),
+                   clock=lambda: NOW)
+    app.animation_level = "none"
+    return app
+
+
+async def wait(pilot: Pilot[Any], cond: Any, what: str) -> None:
+    await pilot_wait(pilot, cond, timeout=TIMEOUT, what=what)
+
+
+async def walk(pilot: Pilot[Any], table: KeyedTable, down: str = "j", up: str = "k", last: str = "G",
+               first: str = "g") -> None:
+    """The four keys move the table's cursor: one down, one up, to the last row, to the first."""
+    assert table.row_count >= 2, table.order
+    assert table.cursor_row == 0
+    await pilot.press(down)
+    assert table.cursor_row == 1, down
+    await pilot.press(up)
+    assert table.cursor_row == 0, up
+    await pilot.press(last)
+    assert table.cursor_row == table.row_count - 1, last
+    await pilot.press(first)
+    assert table.cursor_row == 0, first
+
+
+# -- 1. j/k and g/G in every list ---------------------------------------------------------------------
+
+
+async def test_j_k_g_G_move_the_cursor_of_every_list(cluster: ThreadedSimCluster) -> None:
+    app = make_app(cluster)
+    async with app.run_test(size=SIZE) as pilot:
+        await synced(pilot)
+        screen = app.screen
+        assert isinstance(screen, WorkloadsScreen)
+        await walk(pilot, screen.table)  # workloads
+
+        await pilot.press("p")
+        await wait(pilot, lambda: isinstance(app.screen, ProjectsScreen) and app.screen.table.row_count == 3,
+                   "the projects")
+        await walk(pilot, app.screen.table)  # type: ignore[attr-defined]
+        await pilot.press("a")  # (p went back to the projects, the first screen)
+        await wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen), "the workloads again")
+        screen = app.screen
+
+        detail = await open_workload(pilot, "llama-finetune")
+        await walk(pilot, detail.table)  # ranks
+        await pilot.press("escape")
+        await wait(pilot, lambda: app.screen is screen, "the workloads again")
+
+        await pilot.press("c")
+        await wait(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
+                   "the nodes")
+        cl = app.screen
+        assert isinstance(cl, ClusterScreen)
+        await walk(pilot, cl.table)  # nodes
+        await show_tab(pilot, "tab-pending")
+        pending = cl.query_one("#pending-table", KeyedTable)
+        await wait(pilot, lambda: pending.row_count == 1, "the pending table")
+        await pilot.press("j", "G", "g")  # one row: the keys stay on it
+        assert pending.cursor_row == 0
+        await show_tab(pilot, "tab-nodes")
+        node = next(i for i, k in enumerate(cl.table.order) if k == "h100-node-01")
+        await pilot.press(*["j"] * node, "enter")
+        await wait(pilot, lambda: isinstance(app.screen, NodePodsScreen) and app.screen.table.row_count == 3,
+                   "the node's pods")
+        await walk(pilot, app.screen.table)  # type: ignore[attr-defined]
+
+        prompt = PromptScreen("a picker", choices=["one", "two", "three"])
+        await app.push_screen(prompt)
+        picker = prompt.query_one(Picker)
+        picker.focus()
+        picker.highlighted = 0
+        await pilot.pause()
+        await pilot.press("j")
+        assert picker.highlighted == 1
+        await pilot.press("G")
+        assert picker.highlighted == 2
+        await pilot.press("k")
+        assert picker.highlighted == 1
+        await pilot.press("g")
+        assert picker.highlighted == 0
+
+
+async def test_list_keys_are_remapped_by_id_and_listed_by_help(cluster: ThreadedSimCluster) -> None:
+    app = make_app(cluster, Settings(keymap={"row_down": "ctrl+n", "row_last": "L"}))
+    async with app.run_test(size=SIZE) as pilot:
+        await synced(pilot)
+        table = app.screen.table  # type: ignore[attr-defined]
+        await pilot.press("j")
+        assert table.cursor_row == 0, "j is no longer the down key"
+        await pilot.press("ctrl+n")
+        assert table.cursor_row == 1
+        await pilot.press("L")
+        assert table.cursor_row == table.row_count - 1
+        await pilot.press("k", "k")
+        assert table.cursor_row == table.row_count - 3, "k is still the up key"
+
+        await pilot.press("question_mark")
+        await wait(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
+        text = str(app.screen.query_one("#help-text", Static).render())
+        for bid, keys in (("row_down", "ctrl+n"), ("row_up", "k"), ("row_first", "g"), ("row_last", "L")):
+            assert re.search(rf"\n  {re.escape(keys)}\S*\s+.*\s{bid}\n", text), (bid, text)
