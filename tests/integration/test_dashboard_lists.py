@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from textual.geometry import Region
 from textual.pilot import Pilot
+from textual.widget import Widget
 from textual.widgets import Static
 
 from monitors.connection import load_cluster_config
@@ -48,6 +50,11 @@ def make_app(t: ThreadedSimCluster, settings: Settings | None = None) -> RanksAp
                    clock=lambda: NOW)
     app.animation_level = "none"
     return app
+
+
+def painted(widget: Widget) -> list[str]:
+    w, h = widget.size
+    return [strip.text for strip in widget.render_lines(Region(0, 0, w, h))]
 
 
 async def wait(pilot: Pilot[Any], cond: Any, what: str) -> None:
@@ -146,3 +153,26 @@ async def test_list_keys_are_remapped_by_id_and_listed_by_help(cluster: Threaded
         text = str(app.screen.query_one("#help-text", Static).render())
         for bid, keys in (("row_down", "ctrl+n"), ("row_up", "k"), ("row_first", "g"), ("row_last", "L")):
             assert re.search(rf"\n  {re.escape(keys)}\S*\s+.*\s{bid}\n", text), (bid, text)
+
+
+# -- 3. the Placement tab of a job with a launcher ----------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [80, 100])
+async def test_placement_draws_a_launcher_outside_the_gpu_columns(cluster: ThreadedSimCluster, width: int) -> None:
+    """hvd-interactive: a launcher without a GPU and two 1-GPU workers on a100-node-01 (4 GPUs). The
+    node's row is its four GPU columns (w0, w1, two free), then the launcher under "no GPU"."""
+    app = make_app(cluster)
+    async with app.run_test(size=(width, 24)) as pilot:
+        screen = await open_workload(pilot, "hvd-interactive")
+        await show_tab(pilot, "tab-placement")
+        placement = screen.query_one("#placement", Static)
+        await wait(pilot, lambda: "a100-node-01" in str(placement.render()), "the placement grid")
+        await pilot.pause()
+        lines = [ln.rstrip() for ln in painted(placement)]
+        header, row = lines[0], next(ln for ln in lines if "a100-node-01" in ln)
+        first = header.index("0   1")
+        assert header[first:].split() == ["0", "1", "2", "3", "no", "GPU"], header
+        assert row[first:first + 16] == "w0  w1  ··· ··· ", (header, row)
+        assert row[header.index("no GPU"):] == "L", (header, row)
+        assert len(row) < width - 2, row  # nothing cut at the panel's edge

@@ -196,7 +196,9 @@ def failure_text(look: Look, w: WorkloadView) -> Text | None:
 
 def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float],
                    node_alloc: dict[str, float] | None = None) -> Text:
-    """Nodes x GPU slots, each slot labelled with the rank holding it and coloured by its use."""
+    """Nodes x GPU slots, each slot labelled with the rank holding it and coloured by its use; the
+    ranks that hold no GPU (an MPI launcher, a parameter server) in a column of their own after
+    every node's slots, so that each node's row stays within its GPU columns."""
     by_node: dict[str, list[tuple[int, RankView]]] = {}
     for i, r in enumerate(w.ranks):
         by_node.setdefault(r.node or "", []).append((i, r))
@@ -206,7 +208,11 @@ def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float],
         return t
     width = max((len(clean(n, limit=40)) for n in by_node), default=4)
     slots_max = int(max([node_gpus.get(n, 0) for n in by_node if n] + [0]))
-    t.append(f"{'GPU':<{width}}  " + "".join(f"{i:<4}" for i in range(slots_max)) + "\n", style="dim")
+    slots_max = max([slots_max] + [sum(_slots(r) for _, r in ranks) for n, ranks in by_node.items() if n])
+    gpuless = any(not _slots(r) for n, ranks in by_node.items() if n for _, r in ranks)
+    t.append(f"{'GPU':<{width}}  " + "".join(f"{i:<4}" for i in range(slots_max))
+             + ("no GPU" if gpuless else "") + "\n", style="dim")
+    ascii_ = look.glyphs.name == "ascii"
     for node in sorted(by_node, key=lambda n: (n == "", n)):
         ranks = by_node[node]
         t.append(f"{clean(node, limit=40) or '(unscheduled)':<{width}}  ")
@@ -216,28 +222,33 @@ def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float],
             continue
         used = 0
         for i, r in ranks:
-            n = max(1, math.ceil(r.gpus)) if r.gpus > 0 else 0
-            for _ in range(n):
-                label = _short_label(r)
+            for _ in range(_slots(r)):
                 style = look.util_style(r.gpu_util) if r.gpu_util is not None else look.rank_style(i)
-                t.append(f"{label:<3}", style=style + _slot(look))
+                t.append(f"{_short_label(r):<3}", style=style + _slot(look))
                 t.append(" ")
                 used += 1
-            if n == 0:
-                t.append(f"({_short_label(r)}) ", style=look.rank_style(i))
         total = int(node_gpus.get(node, 0))
         others = max(0, min(total - used, math.ceil((node_alloc or {}).get(node, 0.0)) - used))
-        free = total - used - others
-        ascii_ = look.glyphs.name == "ascii"
+        free = max(0, total - used - others)
         if others > 0:
             t.append(("=== " if ascii_ else "▒▒▒ ") * others, style="dim")
         if free > 0:
             t.append(("... " if ascii_ else "··· ") * free, style="dim")
+        without = [(i, r) for i, r in ranks if not _slots(r)]
+        if without:
+            t.append("    " * (slots_max - used - others - free))
+            for k, (i, r) in enumerate(without):
+                t.append(("," if k else "") + _short_label(r), style=look.rank_style(i))
         t.append("\n")
     t.append("slots are filled in rank order; colour is GPU utilisation; "
-             + ("===" if look.glyphs.name == "ascii" else "▒▒▒") + " other workloads, "
-             + ("..." if look.glyphs.name == "ascii" else "···") + " free", style="dim")
+             + ("===" if ascii_ else "▒▒▒") + " other workloads, "
+             + ("..." if ascii_ else "···") + " free", style="dim")
     return t
+
+
+def _slots(r: RankView) -> int:
+    """The GPU columns a rank takes: one per GPU (a fraction takes one); none without a GPU."""
+    return max(1, math.ceil(r.gpus)) if r.gpus > 0 else 0
 
 
 def _slot(look: Look) -> Style:
