@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from textual.widgets import Static
 
 from monitors.connection import load_cluster_config
 from monitors.dataloop import DataOptions
+from sessions.ssh import SSH_SESSION_ENV
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from tests.snapshots.test_views import NOW, load, objects, open_workload, show_tab, synced
 from tests.waiting import pilot_wait
@@ -176,3 +178,65 @@ async def test_placement_draws_a_launcher_outside_the_gpu_columns(cluster: Threa
         assert row[first:first + 16] == "w0  w1  ··· ··· ", (header, row)
         assert row[header.index("no GPU"):] == "L", (header, row)
         assert len(row) < width - 2, row  # nothing cut at the panel's edge
+
+
+# -- 7. the log view saves to a file it names, in the user's data directory ---------------------------
+
+
+@pytest.mark.simcluster(components=("kubelet",))
+async def test_ctrl_s_saves_to_a_named_file_in_xdg_data_home_never_the_current_directory(
+        simcluster: ThreadedSimCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.integration.test_dashboard_smaller import kf_pod, open_logs, seed
+    from tests.integration.test_dashboard_smaller import make_app as kubelet_app
+
+    data, cwd = tmp_path / "data", tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    monkeypatch.setenv("XDG_DATA_HOME", str(data))
+    monkeypatch.delenv(SSH_SESSION_ENV, raising=False)
+    key = seed(simcluster, "saved", [kf_pod("saved", "Master", 0, "echo alpha; echo 'beta token=s3cret'; sleep 30")])
+    app = kubelet_app(simcluster)
+    async with app.run_test(size=SIZE) as pilot:
+        logs = await open_logs(pilot, app, key)
+        await wait(pilot, lambda: logs.buffer.lines() == 2, "the two lines")
+        await pilot.press("ctrl+s")
+        await wait(pilot, lambda: logs.saved is not None, "the save")
+        saved = logs.saved
+        assert saved is not None
+        assert saved.parent == data / "ranks" / "logs" and re.fullmatch(r"default_saved-\d{8}-\d{6}\.log", saved.name)
+        assert [ln.split("]", 1)[1].strip() for ln in saved.read_text().splitlines()] == ["alpha", "beta token=s3cret"]
+        assert oct(saved.stat().st_mode & 0o777) == oct(0o600)
+        for d in (data / "ranks", data / "ranks" / "logs"):
+            assert oct(d.stat().st_mode & 0o777) == oct(0o700), d
+        assert any(str(saved) in str(n.message) for n in app._notifications), [n.message for n in app._notifications]
+        assert list(cwd.iterdir()) == []
+
+        await pilot.press("ctrl+s")  # the same second: another file, never the first overwritten
+        await wait(pilot, lambda: logs.saved != saved, "the second save")
+        assert logs.saved is not None and logs.saved.exists() and saved.exists()
+        assert sorted(p.name for p in saved.parent.iterdir()) == sorted({saved.name, logs.saved.name})
+
+
+@pytest.mark.simcluster(components=("kubelet",))
+async def test_ctrl_s_is_refused_over_the_ssh_door(simcluster: ThreadedSimCluster, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dashboard served by `ranks serve --ssh` runs on the server, as the server's user: a save
+    would write the server's files. Refused, saying why (and what does it on the user's machine)."""
+    from tests.integration.test_dashboard_smaller import kf_pod, open_logs, seed
+    from tests.integration.test_dashboard_smaller import make_app as kubelet_app
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    monkeypatch.setenv(SSH_SESSION_ENV, "1")
+    key = seed(simcluster, "remote", [kf_pod("remote", "Master", 0, "echo alpha; sleep 30")])
+    app = kubelet_app(simcluster)
+    async with app.run_test(size=SIZE) as pilot:
+        logs = await open_logs(pilot, app, key)
+        await wait(pilot, lambda: logs.buffer.lines() == 1, "the line")
+        await pilot.press("ctrl+s")
+        await wait(pilot, lambda: any("over SSH" in str(n.message) for n in app._notifications), "the refusal")
+        said = next(str(n.message) for n in app._notifications if "over SSH" in str(n.message))
+        assert "\n" not in said and "server" in said, said
+        await pilot.pause(0.3)
+        assert logs.saved is None and not (tmp_path / "data").exists()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["sim"]

@@ -50,7 +50,7 @@ class FilterInput(Input):
 
 
 class FilterBar(Horizontal):
-    """The bottom row while a prompt is open: what is asked (`/`, `ranks`, `save to`) and the input."""
+    """The bottom row while a prompt is open: what is asked (`/`, `ranks`) and the input."""
 
     DEFAULT_CSS = """
     FilterBar { height: 1; display: none; background: $boost; }
