@@ -31,8 +31,10 @@ from tui.screens.cluster import ClusterScreen, NodePodsScreen
 from tui.screens.describe import HelpScreen
 from tui.screens.dialogs import PromptScreen
 from tui.screens.lists import ProjectsScreen, WorkloadsScreen
+from tui.screens.logs import LogsScreen
 from tui.settings import Settings
 from tui.widgets.keyed_table import KeyedTable
+from tui.widgets.log_view import LogView
 from tui.widgets.picker import Picker
 
 SIZE = (120, 30)
@@ -240,3 +242,23 @@ async def test_ctrl_s_is_refused_over_the_ssh_door(simcluster: ThreadedSimCluste
         await pilot.pause(0.3)
         assert logs.saved is None and not (tmp_path / "data").exists()
         assert sorted(p.name for p in tmp_path.iterdir()) == ["sim"]
+
+
+# -- 6. a pending job's log view ----------------------------------------------------------------------
+
+
+async def test_a_pending_job_s_log_view_says_no_pod_has_started_and_why(cluster: ThreadedSimCluster) -> None:
+    app = make_app(cluster)
+    async with app.run_test(size=SIZE) as pilot:
+        await synced(pilot)
+        key = ("runai-team-a", "PyTorchJob", "big-pretrain")
+        app.open_logs(key)
+        await wait(pilot, lambda: isinstance(app.screen, LogsScreen) and app.screen.handle is not None, "the logs")
+        logs = app.screen
+        assert isinstance(logs, LogsScreen)
+        view = logs.query_one(LogView)
+        await wait(pilot, lambda: "no pod" in painted(view)[0], "the view to say why it is empty")
+        first = painted(view)[0].strip()
+        assert first.startswith("no pod of big-pretrain has started yet: 0/6 nodes are available: "
+                                "2 Insufficient nvidia.com/gpu"), first
+        assert not any(ln.strip() for ln in painted(view)[1:]), "one line"

@@ -24,6 +24,7 @@ from ..log_files import save_refusal, write_log_file
 from ..widgets.log_view import LogView, palette_from_theme
 from .base import RanksScreen, bindings
 from .lists import FilterBar, FilterInput
+from .workload import pending_reasons
 
 HISTORY_LINES = 5000
 
@@ -90,6 +91,8 @@ class LogsScreen(RanksScreen):
         self.view.on_flush = lambda: self._set_status("")
         if self.rank_filter:
             self._apply_filter()
+        else:
+            self.view.empty_text = self._not_started()
         self._set_status("opening log streams…")
         self._open()
 
@@ -133,6 +136,21 @@ class LogsScreen(RanksScreen):
     def model_changed(self, diff: ModelDiff) -> None:
         if self.key in diff.workloads.removed:
             self.show_status()
+        elif (self.key in diff.workloads.changed or self.key in diff.workloads.added) and self.view.line_filter is None:
+            self.view.empty_text = self._not_started()
+
+    def _not_started(self) -> str:
+        """What the empty view says while no pod of the workload has started (pending: why, the
+        scheduler's words, on one line), rather than nothing."""
+        wl = self.dashboard.store.workloads.get(self.key)
+        if wl is None or self.previous or any(r.phase in ("Running", "Succeeded", "Failed") for r in wl.ranks):
+            return ""
+        what = f"no pod of {clean(wl.name, limit=80)} {'has started' if wl.ranks else 'exists'} yet"
+        reasons = pending_reasons(wl)
+        why = " ".join(reasons[0].split()) if reasons else ""
+        if not why and wl.status != "Pending":
+            why = clean(wl.status, limit=40).lower()
+        return f"{what}: {why}" if why else f"{what}; its lines show here once one runs"
 
     def banner_text(self) -> Text | None:
         if self.dashboard.store.synced and self.key not in self.dashboard.store.workloads:
@@ -222,7 +240,7 @@ class LogsScreen(RanksScreen):
         ranks = [r for r in ranks if r not in roles]
         if not (include or exclude or ranks or roles):
             self.view.set_filter(None)
-            self.view.empty_text = ""
+            self.view.empty_text = self._not_started()
         else:
             flt = LineFilter.build(ranks=ranks or None, roles=roles or None, include=include, exclude=exclude,
                                    highlight=include)
