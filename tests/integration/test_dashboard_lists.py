@@ -262,3 +262,33 @@ async def test_a_pending_job_s_log_view_says_no_pod_has_started_and_why(cluster:
         assert first.startswith("no pod of big-pretrain has started yet: 0/6 nodes are available: "
                                 "2 Insufficient nvidia.com/gpu"), first
         assert not any(ln.strip() for ln in painted(view)[1:]), "one line"
+
+
+# -- 5. the log view's `r` on an MPIJob: the launcher's lines tagged with the chosen ranks -------------
+
+
+@pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "exec"))
+async def test_r_1_on_an_mpijob_shows_what_the_launcher_tagged_rank_1(simcluster: ThreadedSimCluster,
+                                                                      k8s: Any) -> None:
+    from simcluster.scenarios.nodes import gpu_nodes
+    from tests.integration.test_cli_smaller import RANK_SAYS, launcher_done, mpijob
+
+    for node in gpu_nodes(2, 8):
+        simcluster.call(simcluster.sim.apply, node)
+    mpijob(k8s, "tagged", f"mpirun --tag-output -np 2 {RANK_SAYS}")
+    launcher_done(k8s, "tagged")
+    app = make_app(simcluster)
+    async with app.run_test(size=SIZE) as pilot:
+        key = ("default", "MPIJob", "tagged")
+        await wait(pilot, lambda: key in app.store.workloads and len(app.store.workloads[key].ranks) == 3, "the job")
+        app.open_logs(key)
+        await wait(pilot, lambda: isinstance(app.screen, LogsScreen) and app.screen.buffer.lines() == 7,
+                   "every line (the launcher's 5, a worker's own each)")
+        logs = app.screen
+        assert isinstance(logs, LogsScreen)
+        await pilot.press("r")
+        await pilot.press(*"1", "enter")
+        await wait(pilot, lambda: len(logs.view.source) == 3, "rank 1's lines")
+        shown = sorted(ln.split("] ", 1)[1].strip() for ln in painted(logs.view)[:3])
+        assert shown == ["[1,1]<stderr>:err of 1", "[1,1]<stdout>:out of 1", "worker tagged-worker-1 own line"], \
+            painted(logs.view)
