@@ -292,3 +292,77 @@ async def test_r_1_on_an_mpijob_shows_what_the_launcher_tagged_rank_1(simcluster
         shown = sorted(ln.split("] ", 1)[1].strip() for ln in painted(logs.view)[:3])
         assert shown == ["[1,1]<stderr>:err of 1", "[1,1]<stdout>:out of 1", "worker tagged-worker-1 own line"], \
             painted(logs.view)
+
+
+# -- 9. a per-column sort in every list -----------------------------------------------------------------
+
+
+async def click_header(pilot: Pilot[Any], table: KeyedTable, label: str) -> None:
+    """A click on the header of the column labelled `label` (its arrow aside)."""
+    column = next(i for i, lab in enumerate(table.labels) if lab.rstrip("▲▼") == label)
+    x = 1 + sum(table.widths[:column]) + column
+    assert table.column_at(x) == column
+    await pilot.click(table, offset=(x, 0))
+    await pilot.pause()
+
+
+def column_text(table: KeyedTable, label: str) -> list[str]:
+    column = next(i for i, lab in enumerate(table.labels) if lab.rstrip("▲▼") == label)
+    return [table.shown[k][column].plain for k in table.order]
+
+
+async def test_a_click_on_a_header_sorts_every_list_by_that_column(cluster: ThreadedSimCluster) -> None:
+    app = make_app(cluster)
+    async with app.run_test(size=SIZE) as pilot:
+        await synced(pilot)
+        listing = app.screen
+        assert isinstance(listing, WorkloadsScreen)
+        t = listing.table
+        await click_header(pilot, t, "KIND")  # no sort name shows it: by its text
+        kinds = column_text(t, "KIND")
+        assert kinds == sorted(kinds) and len(set(kinds)) > 1 and "KIND▲" in t.labels, (kinds, t.labels)
+        await click_header(pilot, t, "KIND")  # again: the other way
+        assert column_text(t, "KIND") == sorted(kinds, reverse=True) and "KIND▼" in t.labels, t.labels
+        await click_header(pilot, t, "AGE")  # by the age's time, not its text ("2d1h" is older than "9h")
+        assert listing.sort_names[listing.sort_index] == "created" and "AGE▲" in t.labels
+        names = [k[2] for k in t.order]  # type: ignore[index]
+        assert names[0] == "bert-crash" and names.index("resnet-tf") < names.index("hvd-interactive"), names
+        await pilot.press("o")  # o goes on from there: the next named sort
+        assert listing.sort_names[listing.sort_index] == "ranks_total" and "RANKS▲" in t.labels, t.labels
+
+        detail = await open_workload(pilot, "resnet-tf")  # ranks: chief, workers, a parameter server
+        ranks = detail.table
+        await click_header(pilot, ranks, "RST")
+        assert "RST▲" in ranks.labels and column_text(ranks, "RST")[-1] == "2", column_text(ranks, "RST")
+        await click_header(pilot, ranks, "RST")
+        assert "RST▼" in ranks.labels and column_text(ranks, "RST")[0] == "2"
+        await pilot.press("escape")
+
+        await pilot.press("c")
+        await wait(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
+                   "the nodes")
+        nodes = app.screen.table  # type: ignore[attr-defined]
+        assert column_text(nodes, "NODE")[0].startswith("a100"), "the screen's order: by pool"
+        await click_header(pilot, nodes, "PODS")
+        pods = [int(p) for p in column_text(nodes, "PODS")]
+        assert pods == sorted(pods) and pods[0] < pods[-1], pods
+        await pilot.press("O")  # the other way
+        assert [int(p) for p in column_text(nodes, "PODS")] == sorted(pods, reverse=True)
+        assert "PODS▼" in nodes.labels
+
+
+async def test_o_goes_from_column_to_column_in_a_table_that_sorts_itself(cluster: ThreadedSimCluster) -> None:
+    app = make_app(cluster)
+    async with app.run_test(size=SIZE) as pilot:
+        await synced(pilot)
+        await pilot.press("c")
+        await wait(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
+                   "the nodes")
+        nodes = app.screen.table  # type: ignore[attr-defined]
+        await pilot.press("o")
+        assert nodes.labels[0] == "NODE▲" and column_text(nodes, "NODE") == sorted(column_text(nodes, "NODE"))
+        await pilot.press("o")
+        assert nodes.labels[1] == "POOL▲" and nodes.labels[0] == "NODE"
+        for _ in range(len(nodes.labels) - 1):
+            await pilot.press("o")
+        assert not any(lab.endswith(("▲", "▼")) for lab in nodes.labels), "back to the screen's own order"

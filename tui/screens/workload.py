@@ -25,7 +25,7 @@ from monitors.sanitize import clean
 
 from ..cells import Cells, Look, rank_row, status_cell
 from ..widgets.keyed_table import Column, KeyedTable
-from .base import RanksScreen, bindings
+from .base import SORT_KEYS, RanksScreen, bindings, unshown
 
 # too wide for the view: GPU memory's total gives way first, then the pod name (the rank says which
 # one it is), the node, the loss's history, the step, then the status; the rank, numbers and bars
@@ -332,7 +332,7 @@ class LiveStatic(Static):
 class WorkloadScreen(RanksScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings(
         "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert", "next_tab",
-                  "previous_tab"))
+                  "previous_tab")) + unshown(bindings("table", SORT_KEYS))
     DEFAULT_CSS = """
     WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     WorkloadScreen #failure { height: auto; max-height: 6; padding: 0 1; background: $error 20%; display: none; }
@@ -570,6 +570,13 @@ class WorkloadScreen(RanksScreen):
     def _row(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_open()
+
+    def action_sort(self) -> None:
+        """`o`/`O`: the ranks sorted by the next column, or the other way (a header click too)."""
+        self.sort_table(self.table)
+
+    def action_sort_reverse(self) -> None:
+        self.sort_table(self.table, reverse=True)
 
     def action_describe(self) -> None:
         """`d`: the workload itself as YAML."""
