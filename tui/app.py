@@ -357,7 +357,8 @@ class RanksApp(DashboardActions, App[int]):
         for cls in (RanksApp, ProjectsScreen, WorkloadsScreen, WorkloadScreen, LogsScreen, ClusterScreen,
                     DescribeScreen):
             out.update(getattr(b, "id", None) or "" for b in cls.BINDINGS)
-        out.update(("back", "filter", "tail", "wrap", "timestamps", "top", "bottom", *LIST_BINDING_IDS))
+        out.update(("back", "filter", "tail", "wrap", "timestamps", "top", "bottom", "event_message",
+                    *LIST_BINDING_IDS))
         return out - {""}
 
     # -- command palette -----------------------------------------------------------------------------

@@ -94,6 +94,7 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     BindingSpec("row_up", "k,up", "cursor_up", "Previous row", "table", show=False),
     BindingSpec("row_first", "g,home", "first", "First row", "table", show=False),
     BindingSpec("row_last", "G,end", "last", "Last row", "table", show=False),
+    BindingSpec("event_message", "v", "choose('message')", "Whole message", "table"),  # the Events tab
     BindingSpec("previous_tab", "left", "previous_tab", "Previous tab", "table", show=False, priority=True),
     # details: describe / YAML view
     BindingSpec("yaml", "y", "yaml", "YAML", "details"),

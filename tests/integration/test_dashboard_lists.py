@@ -17,10 +17,11 @@ import pytest
 from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Static, TabbedContent
 
 from monitors.connection import load_cluster_config
 from monitors.dataloop import DataOptions
+from monitors.records import EventRec
 from sessions.ssh import SSH_SESSION_ENV
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from tests.snapshots.test_views import NOW, load, objects, open_workload, show_tab, synced
@@ -28,11 +29,13 @@ from tests.waiting import pilot_wait
 from themes.loader import load_themes
 from tui.app import RanksApp
 from tui.screens.cluster import ClusterScreen, NodePodsScreen
-from tui.screens.describe import HelpScreen
+from tui.screens.describe import DescribeScreen, HelpScreen
 from tui.screens.dialogs import PromptScreen
+from tui.screens.event_message import EventMessageScreen
 from tui.screens.lists import ProjectsScreen, WorkloadsScreen
 from tui.screens.logs import LogsScreen
 from tui.settings import Settings
+from tui.widgets.event_list import EventList
 from tui.widgets.keyed_table import KeyedTable
 from tui.widgets.log_view import LogView
 from tui.widgets.picker import Picker
@@ -155,7 +158,8 @@ async def test_list_keys_are_remapped_by_id_and_listed_by_help(cluster: Threaded
         await pilot.press("question_mark")
         await wait(pilot, lambda: isinstance(app.screen, HelpScreen), "the help")
         text = str(app.screen.query_one("#help-text", Static).render())
-        for bid, keys in (("row_down", "ctrl+n"), ("row_up", "k"), ("row_first", "g"), ("row_last", "L")):
+        for bid, keys in (("row_down", "ctrl+n"), ("row_up", "k"), ("row_first", "g"), ("row_last", "L"),
+                          ("event_message", "v")):
             assert re.search(rf"\n  {re.escape(keys)}\S*\s+.*\s{bid}\n", text), (bid, text)
 
 
@@ -366,3 +370,74 @@ async def test_o_goes_from_column_to_column_in_a_table_that_sorts_itself(cluster
         for _ in range(len(nodes.labels) - 1):
             await pilot.press("o")
         assert not any(lab.endswith(("▲", "▼")) for lab in nodes.labels), "back to the screen's own order"
+
+
+# -- 2. the Events tab: a cursor, Enter opens the event's object, v reads a message whole ------------
+
+
+def cursor_lines(widget: Widget) -> list[int]:
+    """The lines of `widget` painted with the event cursor's background."""
+    listing = widget.parent
+    assert isinstance(listing, EventList)
+    bg = listing.get_component_rich_style("event-list--cursor").bgcolor
+    w, h = widget.size
+    return [y for y, strip in enumerate(widget.render_lines(Region(0, 0, w, h)))
+            if any(seg.style is not None and seg.style.bgcolor == bg for seg in strip if seg.text.strip())]
+
+
+@pytest.mark.parametrize("size", [SIZE, (80, 24)], ids=["120", "80"])
+async def test_the_events_tab_has_a_cursor_and_enter_opens_the_event_s_object(cluster: ThreadedSimCluster,
+                                                                               size: tuple[int, int]) -> None:
+    app = make_app(cluster)
+    async with app.run_test(size=size) as pilot:
+        screen = await open_workload(pilot, "bert-crash")
+        await wait(pilot, lambda: len(app.store.events) == 8, "the workload's events")
+        await show_tab(pilot, "tab-events")
+        listing = screen.query_one(EventList)
+        widget = screen.query_one("#events", Static)
+        await wait(pilot, lambda: len(listing.events) == 8 and listing.has_focus, "the events, focused")
+        rows = listing.rows
+        assert rows == (2 if size[0] == 80 else 1)
+        assert listing.current.reason == "PyTorchJobFailed" and cursor_lines(widget) == list(range(rows))
+
+        await pilot.press("j")
+        assert listing.current.reason == "BackOff"
+        assert cursor_lines(widget) == list(range(rows, 2 * rows)), "the cursor moved down one event"
+        await pilot.press("G")
+        assert listing.current.reason == "Scheduled" and listing.cursor == 7
+        await pilot.pause()
+        top, height = int(listing.scroll_y), listing.scrollable_content_region.height
+        assert top <= 7 * rows and 8 * rows <= top + height, (top, height, "the last event scrolled into view")
+        if size[0] == 80:
+            assert top > 0, "16 lines in a smaller pane: scrolled"
+        await pilot.press("g", "j")  # the BackOff of worker-1: a rank's pod
+
+        await pilot.press("v")  # its message whole, wrapped
+        await wait(pilot, lambda: isinstance(app.screen, EventMessageScreen), "the message")
+        dialog = app.screen.query_one("#event-message", Static)
+        text = " ".join(ln.strip() for ln in painted(dialog))
+        assert "Back-off restarting failed container pytorch in pod bert-crash-worker-1" in text, painted(dialog)
+        assert "BackOff" in text and "pod/bert-crash-worker-1" in text and "x3" in text
+        await pilot.press("escape")
+        await wait(pilot, lambda: app.screen is screen, "the dialog closed")
+
+        await pilot.press("enter")  # the rank's pod: the Ranks tab, on that rank
+        tabs = screen.query_one(TabbedContent)
+        await wait(pilot, lambda: tabs.active == "tab-ranks" and screen.table.has_focus, "the ranks")
+        assert screen.table.cursor_key == "bert-crash-worker-1"
+
+        await show_tab(pilot, "tab-events")
+        await wait(pilot, lambda: listing.has_focus, "the events again")
+        assert listing.current.reason == "BackOff", "the cursor stayed on its event"
+        await pilot.press("k", "enter")  # PyTorchJobFailed: the workload itself, as YAML
+        await wait(pilot, lambda: isinstance(app.screen, DescribeScreen), "the workload's YAML")
+        assert app.screen.path.endswith("/namespaces/runai-team-b/pytorchjobs/bert-crash")  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await wait(pilot, lambda: app.screen is screen, "back on the workload")
+
+        # a node's event: its pods (as Enter on a node of cluster load)
+        node = EventRec("runai-team-b", "h100-node-03.x", "Node", "h100-node-03", "", "Warning", "NodeNotReady",
+                        "Node h100-node-03 status is now: NodeNotReady", 1, NOW)
+        screen.open_event_object(node)
+        await wait(pilot, lambda: isinstance(app.screen, NodePodsScreen) and app.screen.node == "h100-node-03",
+                   "the node's pods")
