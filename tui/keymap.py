@@ -11,8 +11,9 @@ app calls ``app.set_keymap(keymap.textual_keymap())`` so Textual substitutes the
 build bindings with the overrides already applied with ``keymap.bindings(scope)``.
 
 Scopes: ``global`` bindings are active everywhere, so they conflict with any scope; ``table``
-(project/workload/rank lists), ``details`` (describe/YAML view) and ``logs`` are separate screens
-and conflict only with themselves and global; ``shell`` (an attached terminal) receives every
+(project/workload/rank lists; its ``row_*`` ids, `LIST_BINDING_IDS`, move the cursor of every list
+and are bound by the list widgets), ``details`` (describe/YAML view) and ``logs`` are separate
+screens and conflict only with themselves and global; ``shell`` (an attached terminal) receives every
 key, so its bindings conflict only with each other.
 """
 
@@ -89,6 +90,12 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     BindingSpec("toggle_mine", "m", "toggle_mine", "Only mine", "table"),
     BindingSpec("all_projects", "a", "all_projects", "All projects", "table", show=False),
     BindingSpec("next_tab", "right", "next_tab", "Next tab", "table", show=False, priority=True),
+    # every list's cursor (tables, the Events tab, pickers): the list widget binds them
+    BindingSpec("row_down", "j,down", "cursor_down", "Next row", "table", show=False),
+    BindingSpec("row_up", "k,up", "cursor_up", "Previous row", "table", show=False),
+    BindingSpec("row_first", "g,home", "first", "First row", "table", show=False),
+    BindingSpec("row_last", "G,end", "last", "Last row", "table", show=False),
+    BindingSpec("event_message", "v", "choose('message')", "Whole message", "table"),  # the Events tab
     BindingSpec("previous_tab", "left", "previous_tab", "Previous tab", "table", show=False, priority=True),
     # details: describe / YAML view
     BindingSpec("yaml", "y", "yaml", "YAML", "details"),
@@ -109,6 +116,8 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     # shell: an attached terminal gets every other key
     BindingSpec("detach", "ctrl+right_square_bracket", "detach", "Detach", "shell", priority=True),
 )
+
+LIST_BINDING_IDS = ("row_down", "row_up", "row_first", "row_last")  # bound by the list widgets themselves
 
 BY_ID: Mapping[str, BindingSpec] = {spec.id: spec for spec in CATALOGUE}
 assert len(BY_ID) == len(CATALOGUE), "binding ids must be unique"

@@ -249,7 +249,7 @@ class LogEngine:
         new: list[LogStream] = []
         ranks = sorted(wl.ranks, key=_rank_order)
         for r in ranks:
-            if not self.filter.wants_rank(r):
+            if not (self.filter.wants_rank(r) or self.filter.wants_tagged_lines(r)):
                 continue
             rec = self.model.pods.get((r.namespace, r.pod))
             if rec is None or not rec.node:

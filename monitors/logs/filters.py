@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from ..model_views import RankView
 from .lines import LogLine
+from .rank_tags import LAUNCHER_ROLES
 from .terminal_text import Span
 
 HIGHLIGHT_STYLE = "bold reverse"
@@ -68,6 +69,12 @@ class LineFilter:
             return rank.label in self.ranks or (rank.rank is not None and str(rank.rank) in self.ranks) \
                 or rank.pod in self.ranks
         return True
+
+    def wants_tagged_lines(self, rank: RankView) -> bool:
+        """A launcher's log holds the lines it tagged with its ranks' numbers (`[1,0]<stdout>:`,
+        `monitors.logs.rank_tags`): it is read too when ranks are asked for by number (and no role
+        leaves the launcher out); its lines are then chosen one by one (`wants_line_rank`)."""
+        return rank.role in LAUNCHER_ROLES and not self._role_set and any(r.isdigit() for r in self.ranks)
 
     def unknown_ranks(self, ranks: Iterable[RankView]) -> list[str]:
         """Requested ranks that match no rank of the workload (for a warning)."""

@@ -44,6 +44,7 @@ from ..connection import ConnectionProblem
 from ..kube import ApiProblem, problem_from_body
 from .lines import LogLine, Origin, format_since, split_record
 from .merge import Source
+from .rank_tags import TaggedOrigins, speaks_for_ranks
 from .terminal_text import MAX_LINE_BYTES
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ class LogStream:
         self._got = 0  # lines of the current read
         self.probes = 0  # newest-line checks of quiet follows
         self.recoveries = 0  # pod checks after a follow broke
+        # a launcher's lines carry the rank they were tagged with (`[1,0]<stdout>:`)
+        self.tagged = TaggedOrigins(origin) if speaks_for_ranks(origin) else None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -508,6 +511,7 @@ class LogStream:
     def _parse(self, raws: list[bytes], over: int) -> list[LogLine]:
         out: list[LogLine] = []
         origin = self.origin
+        tagged = self.tagged
         replay = self._replay
         last = self.last_ts
         at_last = self._at_last
@@ -531,7 +535,8 @@ class LogStream:
                 at_last = [content]
             elif ts == last and len(at_last) < MAX_AT_LAST:
                 at_last.append(content)
-            line = LogLine(ts, content, origin, cut=cut) if cut else LogLine(ts, content, origin)
+            at = origin if tagged is None else tagged.of(content)
+            line = LogLine(ts, content, at, cut=cut) if cut else LogLine(ts, content, at)
             out.append(line)
         self._replay = replay
         self.last_ts = last

@@ -4,7 +4,7 @@
 send-keys and read with capture-pane. A shell wrapper records the exit status and `stty -a` before
 and after, so the tests see that the terminal was restored (cooked mode, normal screen, cursor
 shown, mouse reporting off) and that the demo cluster's processes (pods, Prometheus), found by
-the demo's --workdir under tmp_path, are gone after exit.
+the demo's --workdir under tmp_path, are gone after exit, and the --workdir with them.
 """
 
 from __future__ import annotations
@@ -172,6 +172,9 @@ def workloads_listed(demo: Demo) -> str:
 
 def quit_and_check_restored(demo: Demo) -> None:
     tmux = demo.tmux
+    # while it runs: the demo's files are the user's alone, the kubeconfig there for kubectl
+    assert oct(demo.workdir.stat().st_mode & 0o777) == oct(0o700), "the demo's files are the user's alone"
+    assert (demo.workdir / "kubeconfig").is_file(), "no kubeconfig for kubectl in another terminal"
     tmux.keys("q")
     tmux.wait_for("WRAPPER-DONE", timeout=30, why="ranks to exit and the wrapper to print stty -a")
     screen = tmux.screen(join=True)
@@ -193,8 +196,7 @@ def quit_and_check_restored(demo: Demo) -> None:
         f"gained {sorted(after - stty_flags(demo.before.read_text()))}")
     left = wait_no_processes(demo.workdir, 5.0)
     assert not left, f"ranks demo left processes behind: {left}"
-    assert oct(demo.workdir.stat().st_mode & 0o777) == oct(0o700), "the demo's files are the user's alone"
-    assert not (demo.workdir / "kubeconfig").exists(), "the kubeconfig of a stopped demo is removed"
+    assert not demo.workdir.exists(), f"the stopped demo's --workdir is kept: {sorted(demo.workdir.iterdir())}"
     flight = demo.workdir.parent / "home" / ".local" / "state" / "ranks" / "flight"
     kept = sorted(p.name for p in flight.iterdir()) if flight.exists() else []
     assert kept == [], f"the stopped demo's flight recordings are kept: {kept}"

@@ -1,7 +1,7 @@
 """The dashboard's first hour (#11, items 3, 6, 7 and 8) with `App.run_test()` against simcluster's
 demo (pods are real processes), plus one gang with a long name that can never be scheduled:
 
-3. what a filter is: the text shows as typed (lists and logs, `/`, `r`, ctrl+s), an active filter
+3. what a filter is: the text shows as typed (lists and logs, `/`, `r`), an active filter
    is said after the breadcrumb with its count, an empty result says why;
 6. 80 columns: columns give way by priority (AGE never), the footer keeps `?`, a pending reason
    can be read whole (Enter on the row);
@@ -156,7 +156,7 @@ async def test_log_prompts_show_as_typed_and_an_empty_filtered_view_says_why(dem
         logs = await wait_screen(pilot, LogsScreen)
         await pilot_wait(pilot, lambda: len(logs.buffer) > 0, timeout=20, what="log lines")
         inp = logs.query_one(FilterInput)
-        for key, typed in (("slash", "nomatch-zz"), ("r", "worker-9"), ("ctrl+s", "-kept")):
+        for key, typed in (("slash", "nomatch-zz"), ("r", "worker-9")):  # (ctrl+s asks nothing now: #24)
             await pilot.press(key)
             await pilot_wait(pilot, lambda: inp.has_focus, what=f"the {key} prompt")
             await type_text(pilot, typed)

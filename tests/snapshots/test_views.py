@@ -403,6 +403,19 @@ def test_workload_placement(snap_compare: SnapCompare, cluster: ThreadedSimClust
     snap(snap_compare, make_app(cluster, theme), run_before)
 
 
+@pytest.mark.parametrize("size", [SIZE, SMALL], ids=["100x30", "80x24"])
+def test_workload_placement_with_a_launcher(snap_compare: SnapCompare, cluster: ThreadedSimCluster,
+                                            size: tuple[int, int]) -> None:
+    """The launcher holds no GPU: it is drawn under "no GPU", after the node's four GPU columns."""
+    async def run_before(pilot: Pilot[Any]) -> None:
+        screen = await open_workload(pilot, "hvd-interactive")
+        await show_tab(pilot, "tab-placement")
+        placement = screen.query_one("#placement", Static)
+        await settled(pilot, lambda: "no GPU" in str(placement.render()), what="the placement grid")
+
+    snap(snap_compare, make_app(cluster, "dark"), run_before, size)
+
+
 @pytest.mark.parametrize("theme", THEMES)
 def test_workload_events(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:

@@ -611,7 +611,14 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
             row += [r.pod_ip or "-", gpus(r.gpus), "yes" if r.lead else ""]
         rows.append(row)
     none = "No pods: they are gone (see What happened)." if story else "No pods yet."
-    out.write((table(headers, rows, colour_col=3) if rows else none) + "\n")
+    from .fitting import RANK_DROP, fit_columns, message_under, with_messages
+
+    room = None if output == "wide" else terminal_width()  # (wide: every column, as kubectl's)
+    headers, rows, left_out = fit_columns(headers, rows, RANK_DROP, room)
+    out.write((table(headers, rows, colour_col=headers.index("STATUS")) if rows else none) + "\n")
+    if rows and left_out:
+        print(f"ranks: note: {', '.join(left_out)} left out to fit {room} columns (-o wide shows every column)",
+              file=sys.stderr)
     if metrics_note:
         out.write(f"\nGPU metrics: {clean(metrics_note)}\n")
     events = sorted(events, key=event_order)[-max_events:]  # the newest, oldest first
@@ -623,7 +630,11 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
         out.write("\nEvents:\n")
         rows = [[age(now - e.last if e.last else None), e.type, e.reason, f"{e.kind}/{e.object_name}", e.message]
                 for e in events]
-        out.write("  " + table(["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows).replace("\n", "\n  ") + "\n")
+        columns = ["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+        text = table(columns, rows)
+        if room is not None and message_under(columns, rows, room - 2):  # each message under its event
+            text = with_messages(table(columns[:-1], [r[:-1] for r in rows]), [r[-1] for r in rows], room - 2)
+        out.write("  " + text.replace("\n", "\n  ") + "\n")
 
 
 def print_failure(f: Any, now: float, indent: str = "") -> None:

@@ -183,6 +183,25 @@ def demo_cluster(workdir: Path, *, prometheus: bool = True) -> Iterator[tuple[Pa
         (workdir / "kubeconfig").unlink(missing_ok=True)
 
 
+DEMO_FILES = ("sim", "prometheus", "kubeconfig")  # what the demo writes in its --workdir
+
+
+def remove_demo_workdir(base: Path) -> None:
+    """The demo has quit: what it wrote in its --workdir goes (the cluster's files, its Prometheus
+    series, the kubeconfig), and the directory with them when nothing else is in it (a directory
+    the user keeps other files in stays, with them)."""
+    import shutil
+
+    for name in DEMO_FILES:
+        path = base / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        base.rmdir()
+
+
 def _wait_for_exporters(sim_thread: Any, sim: Any, timeout: float = 10.0) -> None:
     """Until every node's DCGM exporter listens (they start with the cluster, a moment later)."""
     deadline = time.monotonic() + timeout
@@ -206,6 +225,8 @@ def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: s
     with contextlib.ExitStack() as stack:
         if base is None:
             base = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ranks-demo-")))
+        else:  # (after the cluster has stopped: the callback is entered before it)
+            stack.callback(remove_demo_workdir, base)
         try:
             base.mkdir(mode=0o700, parents=True, exist_ok=True)  # (not readable by others in between)
             base.chmod(0o700)  # the cluster's tokens, TLS keys and pod logs: the user's alone

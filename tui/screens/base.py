@@ -4,11 +4,12 @@ back resyncs from the store)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import Footer, Static, Tabs
 
@@ -17,6 +18,7 @@ from monitors.model_views import ModelDiff
 from monitors.sanitize import clean
 
 from ..keymap import Keymap
+from ..widgets.keyed_table import KeyedTable
 
 if TYPE_CHECKING:
     from ..app import RanksApp
@@ -27,6 +29,12 @@ def bindings(scope: str, only: tuple[str, ...] | None = None) -> list[BindingTyp
     return [b for b in Keymap().bindings(scope) if only is None or b.id in only]
 
 
+def unshown(found: list[BindingType]) -> list[BindingType]:
+    """The same bindings kept out of the footer (`?` lists them): where a footer has no room."""
+    return [dataclasses.replace(b, show=False) if isinstance(b, Binding) else b for b in found]
+
+
+SORT_KEYS = ("sort", "sort_reverse")  # o/O on a table that sorts itself (not in its footer)
 NARROW = 100
 
 
@@ -148,6 +156,16 @@ class RanksScreen(Screen[None]):
     def crumb_note(self) -> Text | None:
         """Said after this screen's breadcrumb (not after it on deeper screens): an active filter."""
         return None
+
+    # -- sorting a table that sorts itself (`o` next column, `O` the other way; a header click) ----
+    def sort_table(self, table: KeyedTable | None, *, reverse: bool = False) -> None:
+        if table is None or not table.row_count:
+            return
+        if reverse:
+            table.reverse_sort()
+        else:
+            table.cycle_sort()
+        self.notify(table.sort_label() or "in its own order", timeout=1.5, markup=False)
 
     # -- tabs (the screens that have them bind next_tab / previous_tab) ---------------------------
     def action_next_tab(self) -> None:

@@ -22,7 +22,7 @@ from monitors.sanitize import clean
 
 from ..cells import Cells, Look, gpu_pair, node_row, plain, quota_cell, status_cell, util_cell
 from ..widgets.keyed_table import Column, KeyedTable
-from .base import RanksScreen, bindings
+from .base import SORT_KEYS, RanksScreen, bindings, unshown
 from .workload import pending_reasons
 
 NODE_COLUMNS: list[Column] = [
@@ -150,7 +150,8 @@ class ClusterScreen(RanksScreen):
     a data loop, the store's views are used without history (idle since the ranks' start)."""
 
     crumb = "cluster load"
-    BINDINGS: ClassVar[list[BindingType]] = bindings("table", ("open", "describe", "next_tab", "previous_tab"))
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings("table", ("open", "describe", "next_tab", "previous_tab")),
+                                             *unshown(bindings("table", SORT_KEYS))]
     DEFAULT_CSS = """
     ClusterScreen TabbedContent { height: 1fr; }
     ClusterScreen TabPane { padding: 0; }
@@ -396,6 +397,13 @@ class ClusterScreen(RanksScreen):
             return table is not None and table.row_count > 0
         return True
 
+    def action_sort(self) -> None:
+        """`o`/`O`: the tab's table sorted by its next column, or the other way (a header click too)."""
+        self.sort_table(self.active_table())
+
+    def action_sort_reverse(self) -> None:
+        self.sort_table(self.active_table(), reverse=True)
+
     def action_open(self) -> None:
         """Enter: a node's pods; a pending or idle workload's screen."""
         table = self.active_table()
@@ -426,7 +434,8 @@ class NodePodsScreen(RanksScreen):
     """Enter on a node in cluster load: the ranks it runs, with their workload and GPUs. Enter opens
     the workload, d shows the pod's YAML, l the workload's logs."""
 
-    BINDINGS: ClassVar[list[BindingType]] = bindings("table", ("open", "describe", "logs"))
+    BINDINGS: ClassVar[list[BindingType]] = [*bindings("table", ("open", "describe", "logs")),
+                                             *unshown(bindings("table", SORT_KEYS))]
     DEFAULT_CSS = """
     NodePodsScreen #node-note { height: auto; padding: 0 1; }
     """
@@ -555,6 +564,12 @@ class NodePodsScreen(RanksScreen):
     def _row_selected(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_open()
+
+    def action_sort(self) -> None:
+        self.sort_table(self.table)
+
+    def action_sort_reverse(self) -> None:
+        self.sort_table(self.table, reverse=True)
 
     def action_open(self) -> None:
         if (sel := self._selected()) is not None:

@@ -22,6 +22,7 @@ from textual.widgets import Button, Checkbox, Input, Label, Log, OptionList, Sel
 from monitors.sanitize import clean
 from sessions.launches import Launch, launch_choices
 
+from ..widgets.picker import Picker
 from .base import RanksScreen
 
 DIALOG_CSS = """
@@ -128,7 +129,7 @@ class PromptScreen(ModalScreen[str | None]):
             yield Input(self.value, placeholder=self.placeholder, id="prompt")
             if self.choices:
                 yield Label(Text("or pick one (most recent first):", style="dim"))
-                yield OptionList(*[Text(clean(c, limit=300)) for c in self.choices], id="choices")
+                yield Picker(*[Text(clean(c, limit=300)) for c in self.choices], id="choices")
 
     def on_mount(self) -> None:
         _ascii(self)
@@ -239,7 +240,7 @@ class ConvertScreen(RanksScreen):
             if self.history:
                 if self._note():
                     yield Static(Text(clean(self._note())), id="history-note")
-                yield OptionList(*[self._option(c) for c in self.choices], id="history")
+                yield Picker(*[self._option(c) for c in self.choices], id="history")
                 if not all(launch.ok for launch in self.history):
                     yield TickBox("list launches that did not exit 0 too", id="allow-failed")
             yield TickBox("delete the interactive session once the job is created", id="delete")

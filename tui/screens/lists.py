@@ -20,6 +20,7 @@ from monitors.sanitize import clean
 from ..cells import Cells, age_cell, project_row, workload_row
 from ..filtering import RowFilter
 from ..widgets.keyed_table import Column, KeyedTable
+from ..widgets.table_sort import cell_key, sort_rows
 from .base import RanksScreen, bindings
 
 V = TypeVar("V")
@@ -50,7 +51,7 @@ class FilterInput(Input):
 
 
 class FilterBar(Horizontal):
-    """The bottom row while a prompt is open: what is asked (`/`, `ranks`, `save to`) and the input."""
+    """The bottom row while a prompt is open: what is asked (`/`, `ranks`) and the input."""
 
     DEFAULT_CSS = """
     FilterBar { height: 1; display: none; background: $boost; }
@@ -98,7 +99,8 @@ class ListScreen(RanksScreen, Generic[V]):
         "table", ("open", "describe", "logs", "sort", "sort_reverse", "toggle_mine", "all_projects",
                   "new_session"))]
     columns: ClassVar[list[Column]] = []
-    sort_names: ClassVar[list[str]] = ["name"]
+    sort_names: ClassVar[list[str]] = ["name"]  # what `o` cycles through, each sorted by its value
+    sort_columns: ClassVar[dict[str, str]] = {}  # sort name -> the column that shows it (its arrow)
     noun = "row"  # "no row matches /xyz"
 
     def __init__(self) -> None:
@@ -106,6 +108,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self.row_filter = RowFilter()
         self.sort_index = 0
         self.sort_reverse = False
+        self.sort_column: int | None = None  # a header clicked that no sort name shows: by its cells' text
         self.mine = False
         self._cells: dict[Hashable, Cells] = {}
         # row -> (the cells reckoned, when their age shows another text, the time it counts from)
@@ -154,6 +157,7 @@ class ListScreen(RanksScreen, Generic[V]):
 
     def on_mount(self) -> None:
         super().on_mount()
+        self.table.sorts_rows = False  # (sorted here, by the items' values)
         self._set_columns()
         self.resync()
         self.table.focus()
@@ -161,16 +165,26 @@ class ListScreen(RanksScreen, Generic[V]):
     def _set_columns(self) -> None:
         self.narrow = self.is_narrow()
         cols = list(self.active_columns())
-        name = self.sort_names[self.sort_index]
+        if self.sort_column is not None and self.sort_column >= len(cols):
+            self.sort_column = None
+        shown = self.sort_column if self.sort_column is not None else self._column_of(self.sort_names[self.sort_index])
         glyphs = self.dashboard.look.glyphs
         labelled = []
-        for col in cols:
+        for i, col in enumerate(cols):
             label = col.label
-            if label.lower().split("/")[0] == self._sort_label(name):
+            if i == shown:
                 label = f"{label}{glyphs.sort_descending if self.sort_reverse else glyphs.sort_ascending}"
             labelled.append(Column(label, col.width, col.min, col.shrink))
         self.table.set_columns(labelled)
         self._cells = {}
+
+    def _column_of(self, name: str) -> int | None:
+        """The column that shows sort `name` (its arrow goes there)."""
+        label = self.sort_columns.get(name)
+        for i, col in enumerate(self.active_columns()):
+            if col.label == label or (label is None and col.label.lower().split("/")[0] == self._sort_label(name)):
+                return i
+        return None
 
     def _sort_label(self, name: str) -> str:
         return {"gpus_allocated": "gpus", "gpu_util": "util", "created": "age", "ranks_total": "ranks",
@@ -222,6 +236,11 @@ class ListScreen(RanksScreen, Generic[V]):
             keys = [k for k in self._cells if k in items and flt.matches((), self.labels(items[k]))]
         else:
             keys = [k for k in self._cells if k in items and flt.matches(self.search_texts(items[k]), {})]
+        if self.sort_column is not None:  # a column no sort name shows: by what its cells say
+            column = self.sort_column
+            cells = self._cells
+            return sort_rows(keys, lambda k: cell_key(cells[k][column].plain) if column < len(cells[k]) else None,
+                             self.sort_reverse)
         name = self.sort_names[self.sort_index]
 
         def key(k: Hashable) -> tuple[Any, ...]:
@@ -331,10 +350,32 @@ class ListScreen(RanksScreen, Generic[V]):
         self.action_open()
 
     def action_sort(self) -> None:
-        self.sort_index = (self.sort_index + 1) % len(self.sort_names)
+        if self.sort_column is None:
+            self.sort_index = (self.sort_index + 1) % len(self.sort_names)
+        self.sort_column = None
         self._set_columns()
         self.resync()
         self.notify(f"sorted by {self._sort_label(self.sort_names[self.sort_index])}", timeout=1.5, markup=False)
+
+    @on(KeyedTable.HeaderClicked, "#table")
+    def _header_clicked(self, event: KeyedTable.HeaderClicked) -> None:
+        """A click on a column's header: sorted by it (by its value where a sort name shows it);
+        on the column already sorted by, the other way."""
+        event.stop()
+        column = event.column
+        named = next((i for i, n in enumerate(self.sort_names) if self._column_of(n) == column), None)
+        if named is not None:
+            again = self.sort_column is None and self.sort_index == named
+            self.sort_index, self.sort_column = named, None
+        else:
+            again = self.sort_column == column
+            self.sort_column = column
+        self.sort_reverse = not self.sort_reverse if again else False
+        self._set_columns()
+        self.resync()
+        label = list(self.active_columns())[column].label
+        self.notify(f"sorted by {label.lower()}{' (reversed)' if self.sort_reverse else ''}", timeout=1.5,
+                    markup=False)
 
     def action_sort_reverse(self) -> None:
         self.sort_reverse = not self.sort_reverse
@@ -408,6 +449,8 @@ class ProjectsScreen(ListScreen[ProjectView]):
         Column("PROJECT", None, 10), Column("NAMESPACE", None, 9, 1), Column("QUOTA", 5), Column("ALLOCATED", 14),
         Column("UTIL", 10), Column("RUNNING", 7), Column("PENDING", 7)]
     sort_names: ClassVar[list[str]] = ["name", "gpus_allocated", "gpu_util", "pending"]
+    sort_columns: ClassVar[dict[str, str]] = {"name": "PROJECT", "gpus_allocated": "ALLOCATED", "gpu_util": "UTIL",
+                                              "pending": "PENDING"}
 
     def items(self) -> Mapping[Hashable, ProjectView]:
         return self.dashboard.store.projects

@@ -4,7 +4,6 @@ the data loop (batches arrive as messages, so the view never reads what the engi
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import ClassVar
 
@@ -21,9 +20,11 @@ from monitors.logs import FilterError, LineBuffer, LineFilter, LogLine, LogOptio
 from monitors.model_views import ModelDiff
 from monitors.sanitize import clean
 
+from ..log_files import save_refusal, write_log_file
 from ..widgets.log_view import LogView, palette_from_theme
 from .base import RanksScreen, bindings
 from .lists import FilterBar, FilterInput
+from .workload import pending_reasons
 
 HISTORY_LINES = 5000
 
@@ -64,7 +65,8 @@ class LogsScreen(RanksScreen):
         self.buffer = LineBuffer()
         self.handle: LogHandle | None = None
         self.notice = clean(note, limit=200)
-        self.prompt = "filter"  # what the input at the bottom edits: filter / ranks / save
+        self.prompt = "filter"  # what the input at the bottom edits: filter / ranks
+        self.saved: Path | None = None  # the file ctrl+s wrote last
         self.text_filter = ""
         self.rank_filter = rank
         self.only_rank = rank
@@ -89,6 +91,8 @@ class LogsScreen(RanksScreen):
         self.view.on_flush = lambda: self._set_status("")
         if self.rank_filter:
             self._apply_filter()
+        else:
+            self.view.empty_text = self._not_started()
         self._set_status("opening log streams…")
         self._open()
 
@@ -132,6 +136,21 @@ class LogsScreen(RanksScreen):
     def model_changed(self, diff: ModelDiff) -> None:
         if self.key in diff.workloads.removed:
             self.show_status()
+        elif (self.key in diff.workloads.changed or self.key in diff.workloads.added) and self.view.line_filter is None:
+            self.view.empty_text = self._not_started()
+
+    def _not_started(self) -> str:
+        """What the empty view says while no pod of the workload has started (pending: why, the
+        scheduler's words, on one line), rather than nothing."""
+        wl = self.dashboard.store.workloads.get(self.key)
+        if wl is None or self.previous or any(r.phase in ("Running", "Succeeded", "Failed") for r in wl.ranks):
+            return ""
+        what = f"no pod of {clean(wl.name, limit=80)} {'has started' if wl.ranks else 'exists'} yet"
+        reasons = pending_reasons(wl)
+        why = " ".join(reasons[0].split()) if reasons else ""
+        if not why and wl.status != "Pending":
+            why = clean(wl.status, limit=40).lower()
+        return f"{what}: {why}" if why else f"{what}; its lines show here once one runs"
 
     def banner_text(self) -> Text | None:
         if self.dashboard.store.synced and self.key not in self.dashboard.store.workloads:
@@ -160,7 +179,7 @@ class LogsScreen(RanksScreen):
         self.query_one(LogStatus).update(t)
 
     # -- filters and prompts -----------------------------------------------------------------------
-    PROMPTS: ClassVar[dict[str, str]] = {"filter": "/", "ranks": "ranks", "save": "save to"}
+    PROMPTS: ClassVar[dict[str, str]] = {"filter": "/", "ranks": "ranks"}
 
     def _ask(self, prompt: str, value: str, placeholder: str) -> None:
         self.prompt = prompt
@@ -173,27 +192,41 @@ class LogsScreen(RanksScreen):
         self._ask("ranks", self.rank_filter, "worker-0,launcher,3 or roles (Enter applies, empty: all ranks)")
 
     def action_save_logs(self) -> None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        self._ask("save", str(Path.cwd() / f"{self.key[2]}-{stamp}.log"), "the file to save the lines shown to")
+        """ctrl+s: the lines shown, to a file named for the workload and the time in the user's data
+        directory (`tui.log_files`); refused over the SSH door, where it would write the server's."""
+        refusal = save_refusal()
+        if refusal:
+            self.notify(refusal, severity="warning", timeout=8, markup=False)
+            return
+        self._save(self.view.plain_lines())
+
+    @work(group="save-logs")
+    async def _save(self, lines: list[str]) -> None:
+        import asyncio
+
+        try:
+            path = await asyncio.to_thread(write_log_file, self.key[0], self.key[2], lines)
+        except OSError as exc:
+            self.notify(f"cannot save: {exc.strerror or exc}", severity="error", markup=False)
+            return
+        self.saved = path
+        self.notify(f"saved {plural(len(lines), 'line')} to {path}", timeout=8, markup=False)
 
     @on(Input.Submitted, "#filter")
     def _submitted(self, event: Input.Submitted) -> None:
         event.stop()
         value = event.value.strip()
-        if self.prompt == "save":
-            self._save(value)
+        old = (self.text_filter, self.rank_filter)
+        if self.prompt == "filter":
+            self.text_filter = value
         else:
-            old = (self.text_filter, self.rank_filter)
-            if self.prompt == "filter":
-                self.text_filter = value
-            else:
-                self.rank_filter = value
-            try:
-                self._apply_filter()
-            except (FilterError, re.error, ValueError) as exc:
-                self.text_filter, self.rank_filter = old
-                self.notify(clean(str(exc)), severity="error", markup=False)
-                return
+            self.rank_filter = value
+        try:
+            self._apply_filter()
+        except (FilterError, re.error, ValueError) as exc:
+            self.text_filter, self.rank_filter = old
+            self.notify(clean(str(exc)), severity="error", markup=False)
+            return
         self._close_prompt()
 
     def _apply_filter(self) -> None:
@@ -207,7 +240,7 @@ class LogsScreen(RanksScreen):
         ranks = [r for r in ranks if r not in roles]
         if not (include or exclude or ranks or roles):
             self.view.set_filter(None)
-            self.view.empty_text = ""
+            self.view.empty_text = self._not_started()
         else:
             flt = LineFilter.build(ranks=ranks or None, roles=roles or None, include=include, exclude=exclude,
                                    highlight=include)
@@ -225,16 +258,6 @@ class LogsScreen(RanksScreen):
             else:
                 self.view.empty_text = f"no line matches {clean(said, limit=200)} ({keys})"
         self._set_status("")
-
-    def _save(self, path: str) -> None:
-        if not path:
-            return
-        try:
-            n = self.view.save(Path(path).expanduser())
-        except OSError as exc:
-            self.notify(f"cannot save: {exc.strerror or exc}", severity="error", markup=False)
-            return
-        self.notify(f"saved {plural(n, 'line')} to {path}", markup=False)
 
     def _close_prompt(self) -> None:
         self.query_one(FilterBar).close()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Hashable, Sequence
-from typing import Any, ClassVar, Self
+from collections.abc import Hashable
+from typing import Any, ClassVar
 
 from rich.cells import cell_len
 from rich.style import Style
@@ -24,8 +24,10 @@ from monitors.records import EventRec
 from monitors.sanitize import clean
 
 from ..cells import Cells, Look, rank_row, status_cell
+from ..widgets.event_list import EventList
 from ..widgets.keyed_table import Column, KeyedTable
-from .base import RanksScreen, bindings
+from ..widgets.live_static import LiveStatic
+from .base import SORT_KEYS, RanksScreen, bindings, unshown
 
 # too wide for the view: GPU memory's total gives way first, then the pod name (the rank says which
 # one it is), the node, the loss's history, the step, then the status; the rank, numbers and bars
@@ -196,7 +198,9 @@ def failure_text(look: Look, w: WorkloadView) -> Text | None:
 
 def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float],
                    node_alloc: dict[str, float] | None = None) -> Text:
-    """Nodes x GPU slots, each slot labelled with the rank holding it and coloured by its use."""
+    """Nodes x GPU slots, each slot labelled with the rank holding it and coloured by its use; the
+    ranks that hold no GPU (an MPI launcher, a parameter server) in a column of their own after
+    every node's slots, so that each node's row stays within its GPU columns."""
     by_node: dict[str, list[tuple[int, RankView]]] = {}
     for i, r in enumerate(w.ranks):
         by_node.setdefault(r.node or "", []).append((i, r))
@@ -206,7 +210,11 @@ def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float],
         return t
     width = max((len(clean(n, limit=40)) for n in by_node), default=4)
     slots_max = int(max([node_gpus.get(n, 0) for n in by_node if n] + [0]))
-    t.append(f"{'GPU':<{width}}  " + "".join(f"{i:<4}" for i in range(slots_max)) + "\n", style="dim")
+    slots_max = max([slots_max] + [sum(_slots(r) for _, r in ranks) for n, ranks in by_node.items() if n])
+    gpuless = any(not _slots(r) for n, ranks in by_node.items() if n for _, r in ranks)
+    t.append(f"{'GPU':<{width}}  " + "".join(f"{i:<4}" for i in range(slots_max))
+             + ("no GPU" if gpuless else "") + "\n", style="dim")
+    ascii_ = look.glyphs.name == "ascii"
     for node in sorted(by_node, key=lambda n: (n == "", n)):
         ranks = by_node[node]
         t.append(f"{clean(node, limit=40) or '(unscheduled)':<{width}}  ")
@@ -216,28 +224,33 @@ def placement_text(look: Look, w: WorkloadView, node_gpus: dict[str, float],
             continue
         used = 0
         for i, r in ranks:
-            n = max(1, math.ceil(r.gpus)) if r.gpus > 0 else 0
-            for _ in range(n):
-                label = _short_label(r)
+            for _ in range(_slots(r)):
                 style = look.util_style(r.gpu_util) if r.gpu_util is not None else look.rank_style(i)
-                t.append(f"{label:<3}", style=style + _slot(look))
+                t.append(f"{_short_label(r):<3}", style=style + _slot(look))
                 t.append(" ")
                 used += 1
-            if n == 0:
-                t.append(f"({_short_label(r)}) ", style=look.rank_style(i))
         total = int(node_gpus.get(node, 0))
         others = max(0, min(total - used, math.ceil((node_alloc or {}).get(node, 0.0)) - used))
-        free = total - used - others
-        ascii_ = look.glyphs.name == "ascii"
+        free = max(0, total - used - others)
         if others > 0:
             t.append(("=== " if ascii_ else "▒▒▒ ") * others, style="dim")
         if free > 0:
             t.append(("... " if ascii_ else "··· ") * free, style="dim")
+        without = [(i, r) for i, r in ranks if not _slots(r)]
+        if without:
+            t.append("    " * (slots_max - used - others - free))
+            for k, (i, r) in enumerate(without):
+                t.append(("," if k else "") + _short_label(r), style=look.rank_style(i))
         t.append("\n")
     t.append("slots are filled in rank order; colour is GPU utilisation; "
-             + ("===" if look.glyphs.name == "ascii" else "▒▒▒") + " other workloads, "
-             + ("..." if look.glyphs.name == "ascii" else "···") + " free", style="dim")
+             + ("===" if ascii_ else "▒▒▒") + " other workloads, "
+             + ("..." if ascii_ else "···") + " free", style="dim")
     return t
+
+
+def _slots(r: RankView) -> int:
+    """The GPU columns a rank takes: one per GPU (a fraction takes one); none without a GPU."""
+    return max(1, math.ceil(r.gpus)) if r.gpus > 0 else 0
 
 
 def _slot(look: Look) -> Style:
@@ -249,6 +262,22 @@ def _short_label(r: RankView) -> str:
         return r.role[0].upper() + (str(r.replica_index) if r.replica_index else "")
     idx = r.replica_index if r.replica_index is not None else r.rank
     return f"{r.role[:1]}{'' if idx is None else idx}"[:3]
+
+
+OBJECT_PATHS = {  # kinds an event may be about, besides pods, nodes and workloads: where to read them
+    "Job": "/apis/batch/v1/namespaces/{ns}/jobs/{name}", "Service": "/api/v1/namespaces/{ns}/services/{name}",
+    "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}",
+    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps/{name}",
+    "PodGroup": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups/{name}",
+    "Namespace": "/api/v1/namespaces/{name}",
+}
+
+
+def object_path(kind: str, namespace: str, name: str) -> str | None:
+    from urllib.parse import quote
+
+    template = OBJECT_PATHS.get(kind)
+    return None if template is None else template.format(ns=quote(namespace, safe=""), name=quote(name, safe=""))
 
 
 EVENT_FIELDS = 34  # cells before an event's object and message: age, mark, reason, count and gaps
@@ -297,31 +326,10 @@ def event_lines(look: Look, events: tuple[EventRec, ...], now: float, width: int
     return t
 
 
-class LiveStatic(Static):
-    """A Static that can take a new text repainting only some of its cells (`patch`): an age that
-    ticks repaints its own few cells, not the whole block."""
-
-    _only: tuple[Region, ...] = ()
-
-    def patch(self, text: Text, regions: Sequence[Region]) -> None:
-        """Show `text`, which differs from the text shown only within `regions` (content coordinates)."""
-        self._only = tuple(regions) or (Region(0, 0, 0, 0),)
-        try:
-            self.update(text, layout=False)
-        finally:
-            self._only = ()
-
-    def refresh(self, *regions: Region, repaint: bool = True, layout: bool = False,
-                recompose: bool = False) -> Self:
-        if self._only and not (regions or layout or recompose):
-            regions = self._only
-        return super().refresh(*regions, repaint=repaint, layout=layout, recompose=recompose)
-
-
 class WorkloadScreen(RanksScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings(
         "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert", "debug", "next_tab",
-                  "previous_tab"))
+                  "previous_tab")) + unshown(bindings("table", SORT_KEYS))
     DEFAULT_CSS = """
     WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     WorkloadScreen #failure { height: auto; max-height: 6; padding: 0 1; background: $error 20%; display: none; }
@@ -330,7 +338,7 @@ class WorkloadScreen(RanksScreen):
     WorkloadScreen #pending.-shown { display: block; }
     WorkloadScreen TabbedContent { height: 1fr; }
     WorkloadScreen TabPane { padding: 0; }
-    WorkloadScreen #placement, WorkloadScreen #events { padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    WorkloadScreen #placement { padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     """
 
     def __init__(self, key: tuple[str, str, str], *, created: bool = False) -> None:
@@ -368,7 +376,7 @@ class WorkloadScreen(RanksScreen):
             with TabPane("Placement", id="tab-placement"):
                 yield Static(id="placement")
             with TabPane("Events", id="tab-events"):
-                yield LiveStatic(id="events")
+                yield EventList(id="event-list", static_id="events")
 
     @property
     def table(self) -> KeyedTable:
@@ -501,16 +509,17 @@ class WorkloadScreen(RanksScreen):
         events = self._events_drawn if tick else self.dashboard.store.events
         ages = [age(now - e.last, live=True) if e.last else "-" for e in reversed(events)]
         widget = self.query_one("#events", LiveStatic)
+        listing = self.query_one(EventList)
         width = widget.size.width or None
         rows = event_rows(events, width)
         if tick:
             changed = [(y * rows, max(6, len(a), len(b))) for y, (a, b) in enumerate(zip(ages, self._event_ages,
                                                                                         strict=False)) if a != b]
             if changed:
-                widget.patch(event_lines(self.dashboard.look, events, now, width),
+                listing.show(event_lines(self.dashboard.look, events, now, width), events[::-1], rows,
                              [Region(0, y, w, 1) for y, w in changed])
         else:
-            widget.update(event_lines(self.dashboard.look, events, now, width))
+            listing.show(event_lines(self.dashboard.look, events, now, width), events[::-1], rows)
             self.dashboard.ages_shown([e.last for e in events if e.last], now)
             if width is None:  # (a tab just shown has no size yet: looked at again once it has)
                 self.call_after_refresh(self._events_relayout)
@@ -549,6 +558,45 @@ class WorkloadScreen(RanksScreen):
         self._draw_side()
         if event.pane.id == "tab-ranks" and self.focused is not self.table:
             self.table.focus()  # back on the ranks: the cursor keys move in the table again
+        elif event.pane.id == "tab-events":
+            self.query_one(EventList).focus()  # the events' cursor
+
+    # -- the Events tab: Enter opens an event's object, v shows its whole message --------------------
+    @on(EventList.Chosen)
+    def _event_chosen(self, msg: EventList.Chosen) -> None:
+        msg.stop()
+        if msg.what == "message":
+            from .event_message import EventMessageScreen
+
+            self.dashboard.push_screen(EventMessageScreen(msg.event, self.dashboard.clock()))
+        else:
+            self.open_event_object(msg.event)
+
+    def open_event_object(self, e: EventRec) -> None:
+        """A rank's pod: the Ranks tab, on that rank (another pod: its YAML); a workload: its
+        screen (this one: its YAML); a node: its pods; a Job, a Service...: its YAML."""
+        kind, name, ns = e.kind, e.object_name, e.namespace
+        wl = self.last
+        if kind == "Pod":
+            if wl is not None and any(r.pod == name for r in wl.ranks):
+                self.query_one(TabbedContent).active = "tab-ranks"
+                self.table.move_to_key(name)
+                self.table.focus()
+            else:
+                self.dashboard.open_describe_pod(ns, name)
+        elif kind == "Node":
+            from .cluster import NodePodsScreen
+
+            self.dashboard.push_screen(NodePodsScreen(name))
+        elif (ns, kind, name) in self.dashboard.store.workloads and (ns, kind, name) != self.key:
+            self.dashboard.open_workload((ns, kind, name))
+        elif wl is not None and (kind, name) == (wl.kind, wl.name):
+            self.dashboard.open_describe(wl)
+        elif (path := object_path(kind, ns, name)) is not None:
+            self.dashboard.open_describe_path(f"{kind.lower()}/{name}", path)
+        else:
+            self.notify(f"no view of a {clean(kind, limit=40)} here (d describes the workload)", timeout=3,
+                        markup=False)
 
     def banner_text(self) -> Text | None:
         if self.awaiting:
@@ -570,6 +618,13 @@ class WorkloadScreen(RanksScreen):
     def _row(self, event: KeyedTable.RowSelected) -> None:
         event.stop()
         self.action_open()
+
+    def action_sort(self) -> None:
+        """`o`/`O`: the ranks sorted by the next column, or the other way (a header click too)."""
+        self.sort_table(self.table)
+
+    def action_sort_reverse(self) -> None:
+        self.sort_table(self.table, reverse=True)
 
     def action_describe(self) -> None:
         """`d`: the workload itself as YAML."""

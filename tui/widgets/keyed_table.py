@@ -10,9 +10,16 @@ Columns are one space apart. A column given a width is cut to it (ellipsis, or c
 ``--ascii``); an automatic column grows to its widest cell (it never shrinks while shown, so the
 layout does not jump). When the columns are wider than the view (80 columns, a long name), the
 columns given a minimum width (`Column.min`) give up width, highest `Column.shrink` first, each
-down to its minimum; the others (ages, numbers) never do. Keys: up/down, page up/down, home/end;
-Enter or a click on the cursor row posts `KeyedTable.RowSelected`; the cursor moving to another
+down to its minimum; the others (ages, numbers) never do. Keys: up/down or k/j, page up/down,
+home/end or g/G (binding ids `row_up`, `row_down`, `row_first`, `row_last`: remappable); Enter
+or a click on the cursor row posts `KeyedTable.RowSelected`; the cursor moving to another
 row posts `KeyedTable.CursorMoved`.
+
+Sorting: a click on a column's header sorts by that column (again: the other way), shown by an
+arrow after its label; `cycle_sort` (a screen's `o`) goes from column to column. The table sorts
+the rows itself, by the cells' text (`table_sort`), unless `sorts_rows` is off: then it posts
+`KeyedTable.HeaderClicked` and the screen orders the rows (the workload and project lists sort by
+their values: an age by its time, not its text).
 """
 
 from __future__ import annotations
@@ -31,7 +38,16 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..keymap import LIST_BINDING_IDS, Keymap
+from .table_sort import cell_key, sort_rows
+
 Cells = tuple[Text, ...]
+
+
+def list_bindings() -> list[Binding]:
+    """j/k and g/G (with the arrows, Home and End) as the catalogue's `row_*` bindings, with their
+    ids: a list widget binds them to its `cursor_down`, `cursor_up`, `first` and `last` actions."""
+    return [b for b in Keymap().bindings("table") if b.id in LIST_BINDING_IDS]
 
 
 @dataclass(frozen=True)
@@ -49,6 +65,10 @@ class Column:
 ColumnSpec = Column | tuple[str, int | None]
 
 
+def _cell_key(row: Cells | None, column: int) -> Any:
+    return cell_key(row[column].plain) if row is not None and column < len(row) else None
+
+
 def same_text(a: object, b: object) -> bool:
     if isinstance(a, Text) and isinstance(b, Text):
         return a.plain == b.plain and a.style == b.style and a.spans == b.spans
@@ -57,12 +77,9 @@ def same_text(a: object, b: object) -> bool:
 
 class KeyedTable(ScrollView, can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "cursor(-1)", "Up", show=False),
-        Binding("down", "cursor(1)", "Down", show=False),
+        *list_bindings(),
         Binding("pageup", "page(-1)", "Page up", show=False),
         Binding("pagedown", "page(1)", "Page down", show=False),
-        Binding("home", "edge(0)", "Top", show=False),
-        Binding("end", "edge(1)", "Bottom", show=False),
         Binding("enter", "select", "Select", show=False),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {"keyed-table--header", "keyed-table--cursor"}
@@ -79,6 +96,18 @@ class KeyedTable(ScrollView, can_focus=True):
             self.table = table
             self.key = key
             self.row = row
+
+        @property
+        def control(self) -> KeyedTable:
+            return self.table
+
+    class HeaderClicked(Message):
+        """A column's header was clicked (the table's screen sorts its rows: `sorts_rows` off)."""
+
+        def __init__(self, table: KeyedTable, column: int) -> None:
+            super().__init__()
+            self.table = table
+            self.column = column
 
         @property
         def control(self) -> KeyedTable:
@@ -103,7 +132,12 @@ class KeyedTable(ScrollView, can_focus=True):
         self.header_height = 1
         self.shown: dict[Hashable, Cells] = {}
         self._index: dict[Hashable, int] = {}
-        self.labels: list[str] = []
+        self.labels: list[str] = []  # as shown (the sorted column's with its arrow)
+        self.base_labels: list[str] = []
+        self.sort_column: int | None = None
+        self.sort_descending = False
+        self.sorts_rows = True  # off: the screen orders the rows (and hears HeaderClicked)
+        self.arrows = ("▲", "▼")
         self.fixed: list[int | None] = []
         self.natural: list[int] = []  # what each column needs (its width, or its widest cell)
         self.widths: list[int] = []  # what each column gets (`natural`, shrunk to fit the view)
@@ -121,12 +155,20 @@ class KeyedTable(ScrollView, can_focus=True):
         glyphs = getattr(self.app, "glyphs", None)
         if getattr(glyphs, "name", "") == "ascii":
             self.overflow = "crop"
+        if glyphs is not None:
+            self.arrows = (glyphs.sort_ascending, glyphs.sort_descending)
+            if self.sort_column is not None:
+                self._label_sort()
 
     # -- columns and rows ------------------------------------------------------------------------------
     def set_columns(self, columns: Sequence[ColumnSpec]) -> None:
         """A `Column` (or (label, width or None for automatic)) per column; clears the rows."""
         cols = [c if isinstance(c, Column) else Column(*c) for c in columns]
+        if self.sort_column is not None:  # the same column in the new set (narrower: another index), if any
+            sorted_by = self.base_labels[self.sort_column]
+            self.sort_column = next((i for i, c in enumerate(cols) if c.label == sorted_by), None)
         self.labels = [c.label for c in cols]
+        self.base_labels = list(self.labels)
         self.fixed = [c.width for c in cols]
         self.natural = [c.width if c.width is not None else len(c.label) for c in cols]
         self.mins = [c.min for c in cols]
@@ -134,6 +176,8 @@ class KeyedTable(ScrollView, can_focus=True):
                                    key=lambda i: (-cols[i].shrink, -i))
         self.widths = list(self.natural)
         self.order, self.shown, self._index = [], {}, {}
+        if self.sort_column is not None and self.sorts_rows:
+            self._label_sort()
         self._invalidate()
         self._fit()
         self._update_size()
@@ -163,6 +207,10 @@ class KeyedTable(ScrollView, can_focus=True):
         """Show `order` with `cells`; `changed` (None: all) names the rows whose cells may differ.
         Returns True when anything will be redrawn."""
         order = list(order)
+        if self.sort_column is not None and self.sorts_rows:
+            column = self.sort_column
+            order = sort_rows(order, lambda k: _cell_key(cells.get(k) or self.shown.get(k), column),
+                              self.sort_descending)
         same_order = order == self.order
         if changed is None:
             candidates = list(dict.fromkeys([*order, *cells]))
@@ -234,6 +282,48 @@ class KeyedTable(ScrollView, can_focus=True):
             if region.area:
                 self.refresh(region)
         return True
+
+    # -- sorting ------------------------------------------------------------------------------------
+    def set_sort(self, column: int | None, descending: bool = False) -> None:
+        """Sort by `column` (None: the order the screen gives), shown by an arrow in its header."""
+        if column is not None and not 0 <= column < len(self.base_labels):
+            column = None
+        self.sort_column, self.sort_descending = column, descending
+        self._label_sort()
+        if self.sorts_rows:
+            self.sync(self.order, self.shown, [])
+
+    def cycle_sort(self) -> None:
+        """The next column to sort by (after the last: the screen's own order again)."""
+        nxt = 0 if self.sort_column is None else self.sort_column + 1
+        self.set_sort(nxt if nxt < len(self.base_labels) else None, self.sort_descending)
+
+    def reverse_sort(self) -> None:
+        self.set_sort(0 if self.sort_column is None else self.sort_column, not self.sort_descending)
+
+    def sort_label(self) -> str:
+        """`sorted by NODE ▼` (or "" while the screen's order is shown)."""
+        if self.sort_column is None:
+            return ""
+        return f"sorted by {self.base_labels[self.sort_column]} {self.arrows[self.sort_descending]}"
+
+    def _label_sort(self) -> None:
+        """The arrow after the sorted column's label (the table's own sort only: a screen that
+        sorts its rows labels its columns itself)."""
+        if not self.sorts_rows:
+            return
+        self.labels = [label + (self.arrows[self.sort_descending] if i == self.sort_column else "")
+                       for i, label in enumerate(self.base_labels)]
+        grew = False
+        for i, label in enumerate(self.labels):
+            if self.fixed[i] is None and len(label) > self.natural[i]:
+                self.natural[i] = len(label)
+                grew = True
+        if grew:
+            self._fit()
+            self._update_size()
+        self._invalidate()
+        self.refresh()
 
     def _grow(self, row: Cells) -> bool:
         grew = False
@@ -320,13 +410,44 @@ class KeyedTable(ScrollView, can_focus=True):
     def action_edge(self, end: int) -> None:
         self.move_cursor(len(self.order) - 1 if end else 0)
 
+    def action_cursor_down(self) -> None:
+        self.action_cursor(1)
+
+    def action_cursor_up(self) -> None:
+        self.action_cursor(-1)
+
+    def action_first(self) -> None:
+        self.action_edge(0)
+
+    def action_last(self) -> None:
+        self.action_edge(1)
+
     def action_select(self) -> None:
         key = self.cursor_key
         if key is not None:
             self.post_message(self.RowSelected(self, key, self.cursor_row))
 
+    def column_at(self, x: int) -> int | None:
+        """The column under cell `x` of the view (the gap after a column counts as it)."""
+        x += int(self.scroll_x) - 1
+        if x < 0:
+            return None
+        for i, width in enumerate(self.widths):
+            if x < width + 1:
+                return i
+            x -= width + 1
+        return None
+
     def on_click(self, event: events.Click) -> None:
         if event.y < 1:
+            column = self.column_at(event.x)
+            if column is None:
+                return
+            if not self.sorts_rows:
+                self.post_message(self.HeaderClicked(self, column))
+                return
+            again = column == self.sort_column
+            self.set_sort(column, not self.sort_descending if again else False)
             return
         row = int(self.scroll_y) + event.y - 1
         if 0 <= row < len(self.order):

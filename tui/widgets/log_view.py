@@ -576,18 +576,23 @@ class LogView(ScrollView, can_focus=True):
             out.append(strip.text.rstrip())
         return out
 
-    def save(self, path: str | Path) -> int:
-        """Write the lines shown (the filtered source, every line) as plain text; returns the count."""
+    def plain_lines(self) -> list[str]:
+        """The lines shown (the filtered source, every line) as plain text, as `save` writes them."""
         src = self._source
         n = len(src)
         for i in range(n):  # the widest label first, so every prefix lines up
             self._note_label(_label_of(src[i]))
+        return [self.plain_line(src[i]) for i in range(n)]
+
+    def save(self, path: str | Path) -> int:
+        """Write the lines shown (the filtered source, every line) as plain text; returns the count."""
+        lines = self.plain_lines()
         # the user's alone from the start (logs can hold secrets); an existing file keeps its mode
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with open(fd, "w", encoding="utf-8", newline="\n") as f:
-            for i in range(n):
-                f.write(self.plain_line(src[i]) + "\n")
-        return n
+            for line in lines:
+                f.write(line + "\n")
+        return len(lines)
 
     def on_unmount(self) -> None:
         if self._unsubscribe is not None:

@@ -1,0 +1,56 @@
+"""Where the log view saves (ctrl+s): a file it names itself, in the user's data directory
+(`$XDG_DATA_HOME/ranks/logs/`, by default `~/.local/share/ranks/logs/`), never the current
+directory; the directories 0700 and the file 0600 (logs can hold secrets), never an existing file
+overwritten. Over the SSH door the dashboard runs on the server as the server's user: a save
+would write the server's files, so it is refused there (said in one line)."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from sessions.ssh import SSH_SESSION_ENV
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def data_home() -> Path:
+    raw = os.environ.get("XDG_DATA_HOME", "")
+    return Path(raw) if raw and os.path.isabs(raw) else Path.home() / ".local" / "share"
+
+
+def logs_dir() -> Path:
+    return data_home() / "ranks" / "logs"
+
+
+def save_refusal() -> str | None:
+    """Why the log view may not save here (an SSH session of `ranks serve --ssh`), or None."""
+    if os.environ.get(SSH_SESSION_ENV):
+        return ("saving is off over SSH: the file would be written on the server, as the server's user; "
+                "on your machine, `ranks logs WORKLOAD > FILE` saves them")
+    return None
+
+
+def write_log_file(namespace: str, name: str, lines: Sequence[str], now: float | None = None) -> Path:
+    """Write `lines` to a new file `<namespace>_<name>-<YYYYmmdd-HHMMSS>.log` (`-2`, `-3`... when
+    that name is taken) in `logs_dir()`; returns its path. Blocking: call it from a thread."""
+    base = logs_dir()
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for d in (base.parent, base):  # ranks/ and ranks/logs/: the user's alone, whatever the umask
+        os.chmod(d, 0o700)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if now is None else now))
+    stem = f"{_UNSAFE.sub('_', namespace)[:60]}_{_UNSAFE.sub('_', name)[:80]}-{stamp}"
+    for n in range(1, 1000):
+        path = base / (f"{stem}.log" if n == 1 else f"{stem}-{n}.log")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        with open(fd, "w", encoding="utf-8", newline="\n") as f:
+            for line in lines:
+                f.write(line + "\n")
+        return path
+    raise FileExistsError(f"no free file name for {stem} in {base}")
