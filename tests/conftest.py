@@ -13,6 +13,13 @@ import pytest
 
 pytest_plugins = ["simcluster.pytest_plugin"]
 
+# pytest-xdist's workers (execnet) start with COLUMNS=80 and LINES=24 set: the commands a test starts
+# would take them for their terminal's size (`make test` runs two workers; a test alone runs none).
+# A test that wants a width says so itself.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
