@@ -596,7 +596,7 @@ class DataLoop:
         except KeyError:
             diagnosis = None
         post: tuple[Any, Any, tuple[str, ...]] = (key, None, ())
-        if not wl.ranks and wl.status in ("Failed", "Succeeded"):
+        if wl.status in ("Failed", "Succeeded") and all(r.deleting for r in wl.ranks):  # (gone, or going)
             recording = None
             if self.recorder is not None:
                 recording = self.recorder.store.load(wl.namespace, wl.kind, wl.name, wl.uid)

@@ -438,7 +438,8 @@ def _ranks(model: LiveModel, wl: WorkloadView, pods: dict[str, PodRec], events: 
     restarts = sum(r.restarts for r in wl.ranks)
     if restarts:
         clauses.append(f"{_plural(restarts, 'restart')}")
-    failed = [r for r in wl.ranks if r.phase == "Failed" or (r.exit_code not in (None, 0))]
+    # (a rank its pod's deletion stopped, as the operator's clean-up does, did not fail)
+    failed = [r for r in wl.ranks if not r.stopped and (r.phase == "Failed" or r.exit_code not in (None, 0))]
     ff = wl.first_failure if failed or wl.status == "Failed" else None  # else a restart's cause, said above
     if ff is not None:
         findings.append(Finding("failed", f"{ff.label} failed first: exit code {ff.exit_code} ({ff.reason})"

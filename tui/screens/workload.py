@@ -157,10 +157,10 @@ def _exited(t: Text, label: str, rank: int | None, code: int, reason: str) -> No
 
 
 def recorded_failure_text(look: Look, w: WorkloadView, postmortem: tuple[Any, Any, tuple[str, ...]]) -> Text | None:
-    """A finished workload whose pods are gone: its first failure as the flight recorder kept it
-    (saying so, and when), its last line, and what happened."""
+    """A finished workload whose pods are gone (or all being deleted): its first failure as the
+    flight recorder kept it (saying so, and when), its last line, and what happened."""
     key, failure, story = postmortem
-    if key != w.key or w.ranks or w.first_failure is not None or not (failure or story):
+    if key != w.key or any(not r.deleting for r in w.ranks) or w.first_failure is not None or not (failure or story):
         return None
     t = Text(no_wrap=False)
     if failure is not None:
