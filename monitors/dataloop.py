@@ -254,8 +254,12 @@ class DataLoop:
         if key == self._focus and self._synced:
             self._push_focus()  # judged again on the whole pods (requests, tolerations: why it is pending)
         board = self._board = ProgressBoard(self.progress_patterns)
+        first = [True]
 
         def on_lines(lines: list[LogLine]) -> None:
+            if first[0]:  # its ranks' last-log times are known now: judged again at the next refresh
+                first[0] = False
+                self._assessed_at = -1e9
             took = False
             if len(lines) > PROGRESS_LINES:
                 lines = newest_per_rank(lines, PROGRESS_LINES)
@@ -529,9 +533,12 @@ class DataLoop:
             rates = {label: rp.rate() for label, rp in board.ranks.items()}
             return {label: r for label, r in rates.items() if r is not None} or None
 
-        found = assess_all(model, time.time(), self.thresholds or DEFAULT, progress_of, self._timeless)
+        found = assess_all(model, self.clock(), self.thresholds or DEFAULT, progress_of, self._timeless)
         flagged = {k: h for k, h in found.items() if not h.ok}
-        sign = {k: (h.marker, h.hung, tuple((r.label, r.flags) for r in h.flagged)) for k, h in flagged.items()}
+        # what is shown of each: a hang's duration grows while it lasts, and its words change once
+        # the ranks' logs are followed (the detail's): a verdict whose sentences moved is sent again
+        sign = {k: (h.marker, h.summary, tuple((r.label, r.flags, r.why) for r in h.flagged))
+                for k, h in flagged.items()}
         if sign == self._health_sign:
             self.health = flagged
             return None
