@@ -155,10 +155,12 @@ class RanksApp(DashboardActions, App[int]):
         )
         self.data = DataLoop(cfg, opts, on_update=lambda u: self.post_message(DataArrived(u)),
                              on_problem=lambda m, c: self.post_message(DataProblem(m, c)))
-        from monitors.diagnostics.hangs import Thresholds
         from monitors.diagnostics.progress import compile_patterns
 
-        self.data.thresholds = Thresholds(hang_after=self.settings.hang_after_minutes * 60)
+        from .settings import hang_thresholds
+
+        # (the configuration file's, else the kubeconfig context's, else the default: said in each verdict)
+        self.data.thresholds = hang_thresholds(self.settings, cfg)
         self.data.clock = clock
         self.data.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
         self.exit_message = ""

@@ -68,7 +68,12 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
 def diagnosis_text(d: Diagnosis, wl: WorkloadView) -> str:
     lines = [f"{clean(wl.name)} ({clean(wl.kind)}, project {clean(wl.project)}) is {clean(d.status)}: "
              f"{clean(d.summary)}"]
-    lines += [f"  {f.kind}: {clean(f.text)}" for f in d.findings]
+    said = {clean(d.summary).rstrip(".")}
+    for f in d.findings:  # (no sentence twice: one the summary or another finding said already is left out)
+        text = clean(f.text)
+        if text.rstrip(".") not in said:
+            said.add(text.rstrip("."))
+            lines.append(f"  {f.kind}: {text}")
     return "\n".join(lines)
 
 
