@@ -142,6 +142,9 @@ class RanksApp(DashboardActions, App[int]):
         self.read_only_why = read_only_why or (f"read_only = true in {self.settings.path}" if self.settings.path
                                                else "--read-only")
         self.me = cfg.impersonate_user or cfg.user
+        from sessions.shell import ranks_command
+
+        self.paste_command = ranks_command(cfg) or "ranks"  # (in the lines offered to paste: they run as pasted)
         self.start_project = start_project if start_project is not None else self.settings.default_project
         self.store = ViewStore()
         self.look = Look(themes.get(self.settings.theme, colour_mode), self.glyphs)

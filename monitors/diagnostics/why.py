@@ -19,6 +19,7 @@ Texts are raw cluster text: printers sanitise them (`monitors.sanitize.clean`).
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..humanize import gpus as fmt_gpus
 from ..records import EventRec, NodeRec, PodRec, Taint, Toleration, pairs
+from .leftovers import still_held
 
 if TYPE_CHECKING:
     from ..model import LiveModel
@@ -51,7 +53,7 @@ _AVAILABLE = re.compile(r"^0/(\d+) nodes are available: (.*?)\.?(?: preemption:.
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    kind: str  # gang, fit, taint, quota, scheduler, startup, events, degraded, restarts, failed, node, suspended
+    kind: str  # gang, fit, taint, quota, scheduler, startup, events, degraded, restarts, failed, node, suspended, held
     text: str  # one plain sentence
 
     def to_json(self) -> dict[str, str]:
@@ -415,8 +417,8 @@ def _warnings(events: list[EventRec], skip: tuple[str, ...] = ()) -> list[Findin
 
 # -- running, finished ---------------------------------------------------------------------------------
 
-def _ranks(model: LiveModel, wl: WorkloadView, pods: dict[str, PodRec], events: list[EventRec]
-           ) -> tuple[list[Finding], list[str]]:
+def _ranks(model: LiveModel, wl: WorkloadView, pods: dict[str, PodRec], events: list[EventRec],
+           now: float = 0.0, command: str = "ranks") -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     clauses: list[str] = []
     bad = [r for r in wl.ranks if not r.ready and r.phase not in ("Succeeded", "Failed")]
@@ -456,6 +458,11 @@ def _ranks(model: LiveModel, wl: WorkloadView, pods: dict[str, PodRec], events: 
         why = (cond.message or cond.reason) if cond else wl.reason
         findings.append(Finding("failed", f"the job failed: {why or 'no reason given'}."))
         clauses.append(f"failed: {why}" if why else "failed")
+    held = still_held(wl)
+    if held is not None:  # (a failed job's surviving ranks, a finished one's left running: their GPUs)
+        findings.append(Finding("held", held.sentence(now, command) + "."))
+        clauses.append(f"{_plural(len(held.ranks), 'rank')} still {'holds' if len(held.ranks) == 1 else 'hold'} "
+                       f"{_g(held.gpus)}")
     if wl.status == "Restarting" and wl.reason:
         findings.append(Finding("restarts", f"the operator is restarting the job: {wl.reason}."))
     down = sorted({r.node for r in wl.ranks if r.node and r.phase == "Running"
@@ -478,11 +485,15 @@ def _last_exit(p: PodRec | None) -> str:
 
 # -- the answer ----------------------------------------------------------------------------------------
 
-def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True) -> Diagnosis:
+def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True, now: float | None = None,
+            command: str = "ranks") -> Diagnosis:
     """Why the workload `key` (namespace, kind, name) is pending, or what is wrong with it.
 
     `cluster_pods`: whether `model.pods` holds every namespace's pods (else free GPUs per node
-    are an upper bound, and said to be). KeyError when the model has no such workload."""
+    are an upper bound, and said to be). `command`: how ranks runs on the user's machine, for the
+    lines it offers to paste (`sessions.shell.ranks_command`). KeyError when the model has no such
+    workload."""
+    now = time.time() if now is None else now
     wl = model.workloads[key]
     pods = [model.pods[pk] for pk in sorted(model.workload_pods.get(key, ())) if pk in model.pods]
     events = model.events_for(wl, 10_000)
@@ -493,7 +504,7 @@ def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True) ->
                                          + (f" ({wl.reason})" if wl.reason else "") + ".")]
         clauses = ["suspended"]
     else:
-        findings, clauses = _ranks(model, wl, {p.name: p for p in pods}, events)
+        findings, clauses = _ranks(model, wl, {p.name: p for p in pods}, events, now, command)
     if not findings and not clauses:
         summary = "nothing wrong" + ("; it finished" if wl.status == "Succeeded" else "")
     else:

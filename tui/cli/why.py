@@ -52,7 +52,10 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             forbidden = sorted(n for n in monitor.status.forbidden if n.startswith(("nodes", "events")))
             for name in forbidden:
                 print(f"ranks: warning: forbidden to list {name}; the answer leaves them out", file=sys.stderr)
-            d = explain(monitor.model, wl.key, cluster_pods=False)  # one project's pods were listed
+            from sessions.shell import ranks_command
+
+            # (one project's pods were listed; the lines it offers run as pasted)
+            d = explain(monitor.model, wl.key, cluster_pods=False, command=ranks_command(cfg) or "ranks")
             d = with_health(d, diag.health)
             if output in ("json", "yaml"):
                 emit_structured(diagnosis_json(d, wl), output)

@@ -179,18 +179,29 @@ def recorded_failure_text(look: Look, w: WorkloadView, postmortem: tuple[Any, An
     return t
 
 
-def failure_text(look: Look, w: WorkloadView) -> Text | None:
+def failure_text(look: Look, w: WorkloadView, command: str = "ranks", now: float | None = None) -> Text | None:
+    """Which rank failed first; and, a finished job whose ranks still run on GPUs, how many and
+    the line that frees them (`diagnostics.leftovers`)."""
+    from monitors.diagnostics.leftovers import still_held
+
     ff = w.first_failure
-    if ff is None or w.status not in ("Failed", "Degraded", "Restarting"):
+    held = still_held(w)
+    if (ff is None or w.status not in ("Failed", "Degraded", "Restarting")) and held is None:
         return None
     t = Text(no_wrap=False)
-    t.append(f"{look.glyphs.cross} first failure: ", style="bold")
-    _exited(t, ff.label, ff.rank, ff.exit_code, ff.reason)
-    if ff.at:
-        t.append(" at " + time.strftime("%H:%M:%S", time.localtime(ff.at)))
-    if ff.message:
-        t.append(": " + clean(ff.message, limit=200), style="dim")
-    t.append("  (l: logs)", style="dim")
+    if ff is not None and w.status in ("Failed", "Degraded", "Restarting"):
+        t.append(f"{look.glyphs.cross} first failure: ", style="bold")
+        _exited(t, ff.label, ff.rank, ff.exit_code, ff.reason)
+        if ff.at:
+            t.append(" at " + time.strftime("%H:%M:%S", time.localtime(ff.at)))
+        if ff.message:
+            t.append(": " + clean(ff.message, limit=200), style="dim")
+        t.append("  (l: logs)", style="dim")
+    if held is not None:
+        if t.plain:
+            t.append("\n")
+        when = time.time() if now is None else now
+        t.append(f"{look.glyphs.warning} {clean(held.sentence(when, command), limit=400)}", style="bold")
     return t
 
 
@@ -430,7 +441,8 @@ class WorkloadScreen(RanksScreen):
         self._draw_header(shown, now)
         failure = self.query_one("#failure", Static)
         store = self.dashboard.store
-        ftext = failure_text(look, shown) or recorded_failure_text(look, shown, store.postmortem)
+        ftext = failure_text(look, shown, self.dashboard.paste_command, now) or recorded_failure_text(
+            look, shown, store.postmortem)
         failure.set_class(ftext is not None, "-shown")
         if ftext is not None:
             failure.update(ftext)
@@ -569,7 +581,7 @@ class WorkloadScreen(RanksScreen):
         """`l`: the merged logs of every rank; while a first failure is shown (its banner says
         "l: logs"), the log of the rank that failed, at the instance that failed."""
         wl = self.last
-        if wl is not None and failure_text(self.dashboard.look, wl) is not None:
+        if wl is not None and wl.first_failure is not None and wl.status in ("Failed", "Degraded", "Restarting"):
             self._failure_logs(wl)
         else:
             self.dashboard.open_logs(self.key)
