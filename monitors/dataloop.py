@@ -178,6 +178,8 @@ class DataLoop:
         self._assessed_at = -1e9  # (monotonic) when hangs and stragglers were last judged
         self.thresholds: Any = None  # diagnostics.hangs.Thresholds (None: the defaults)
         self.clock: Callable[[], float] = time.time  # what "ago" is measured from (the app's clock)
+        self.paste_command = "ranks"  # how ranks runs on the user's machine, in lines offered to paste
+        self.idle_threshold = 5.0  # % under which a session's GPUs are idle (settings)
         self.recorder: FlightRecorder | None = None
 
     # -- lifecycle (any thread) --------------------------------------------------------------------
@@ -599,7 +601,9 @@ class DataLoop:
         from .diagnostics.why import explain
 
         try:
-            diagnosis = explain(monitor.model, key, cluster_pods=monitor.status.cluster_wide)
+            diagnosis = explain(monitor.model, key, cluster_pods=monitor.status.cluster_wide, now=self.clock(),
+                                command=self.paste_command, me=self.cfg.impersonate_user or self.cfg.user,
+                                idle_threshold=self.idle_threshold)
         except KeyError:
             diagnosis = None
         post: tuple[Any, Any, tuple[str, ...]] = (key, None, ())

@@ -165,6 +165,7 @@ class RanksApp(DashboardActions, App[int]):
         # (the configuration file's, else the kubeconfig context's, else the default: said in each verdict)
         self.data.thresholds = hang_thresholds(self.settings, cfg)
         self.data.clock = clock
+        self.data.paste_command, self.data.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
         self.data.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
         self.exit_message = ""
         self._age_timer: Timer | None = None

@@ -206,7 +206,7 @@ def _free_gpus(model: LiveModel, nodes: list[NodeRec]) -> dict[str, float]:
 
 
 def _pending(model: LiveModel, wl: WorkloadView, pods: list[PodRec], events: list[EventRec],
-             cluster_pods: bool) -> tuple[list[Finding], list[str]]:
+             cluster_pods: bool, ask: _Ask) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     clauses: list[str] = []
     job = model.jobs.get(wl.key)
@@ -225,6 +225,10 @@ def _pending(model: LiveModel, wl: WorkloadView, pods: list[PodRec], events: lis
         findings.append(quota[0])
         if quota[1]:
             clauses.append(quota[1])
+    held, held_clause = _held_by(model, wl, demands, ask)
+    findings += held
+    if held_clause:
+        clauses.append(held_clause)
 
     # the scheduler's own words, pods placed but not starting, other warnings
     sched = [e for e in events if e.reason == "FailedScheduling"]
@@ -254,6 +258,35 @@ def _pending(model: LiveModel, wl: WorkloadView, pods: list[PodRec], events: lis
     if not findings and not clauses:
         clauses.append(wl.reason or "waiting; no reason known yet")
     return findings, clauses
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """Who asks and how: `now`, the user (`me`: their own workloads come first and get a line that
+    frees them), how ranks runs on their machine (`command`), the idle threshold (%)."""
+
+    now: float
+    me: str = ""
+    command: str = "ranks"
+    idle_threshold: float = 5.0
+
+
+def _held_by(model: LiveModel, wl: WorkloadView, demands: list[_Demand], ask: _Ask) -> tuple[list[Finding], str]:
+    """The workloads holding the GPUs the pods still to place need (`holders.gpu_fit`), the user's
+    own first: a finding each, and a clause naming the first."""
+    from .holders import GpuDemand, gpu_fit
+
+    wanted = [GpuDemand(d.count, d.gpus, d.selector, d.tolerations) for d in demands if d.gpus > 0]
+    if not wanted:
+        return [], ""
+    fit = gpu_fit(model, wl.namespace, wanted, me=ask.me, now=ask.now, exclude={wl.key},
+                  idle_threshold=ask.idle_threshold)
+    if fit.fits or not fit.holders or not fit.enough:  # (nothing freed would do: fit and quota say why)
+        return [], ""
+    findings = [Finding("held", h.sentence(ask.now, ask.command) + ".") for h in fit.holders]
+    first = fit.holders[0]
+    more = f" and {_plural(len(fit.holders) - 1, 'other')}" if len(fit.holders) > 1 else ""
+    return findings, f"held by {first.what()}{more}"
 
 
 def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[_Demand], nodes: list[NodeRec],
@@ -486,19 +519,20 @@ def _last_exit(p: PodRec | None) -> str:
 # -- the answer ----------------------------------------------------------------------------------------
 
 def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True, now: float | None = None,
-            command: str = "ranks") -> Diagnosis:
+            command: str = "ranks", me: str = "", idle_threshold: float = 5.0) -> Diagnosis:
     """Why the workload `key` (namespace, kind, name) is pending, or what is wrong with it.
 
     `cluster_pods`: whether `model.pods` holds every namespace's pods (else free GPUs per node
     are an upper bound, and said to be). `command`: how ranks runs on the user's machine, for the
-    lines it offers to paste (`sessions.shell.ranks_command`). KeyError when the model has no such
-    workload."""
+    lines it offers to paste (`sessions.shell.ranks_command`); `me`: the user, whose own workloads
+    holding the GPUs a pending one needs are named first (`holders`); `idle_threshold`: under this
+    % a session's GPUs are idle. KeyError when the model has no such workload."""
     now = time.time() if now is None else now
     wl = model.workloads[key]
     pods = [model.pods[pk] for pk in sorted(model.workload_pods.get(key, ())) if pk in model.pods]
     events = model.events_for(wl, 10_000)
     if wl.status == "Pending":
-        findings, clauses = _pending(model, wl, pods, events, cluster_pods)
+        findings, clauses = _pending(model, wl, pods, events, cluster_pods, _Ask(now, me, command, idle_threshold))
     elif wl.status == "Suspended":
         findings = [Finding("suspended", f"{wl.name} is suspended: resume it to schedule its pods"
                                          + (f" ({wl.reason})" if wl.reason else "") + ".")]

@@ -46,6 +46,7 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
         from monitors.diagnostics.why import explain
 
         from .diagnose import located_with_tails, with_health
+        from .idle import configured_threshold
 
         monitor, wl, diag = await located_with_tails(cfg, opts, ref, project, events=True, nodes=True)
         try:
@@ -55,7 +56,8 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             from sessions.shell import ranks_command
 
             # (one project's pods were listed; the lines it offers run as pasted)
-            d = explain(monitor.model, wl.key, cluster_pods=False, command=ranks_command(cfg) or "ranks")
+            d = explain(monitor.model, wl.key, cluster_pods=False, command=ranks_command(cfg) or "ranks",
+                        me=cfg.impersonate_user or cfg.user, idle_threshold=configured_threshold())
             d = with_health(d, diag.health)
             if output in ("json", "yaml"):
                 emit_structured(diagnosis_json(d, wl), output)
