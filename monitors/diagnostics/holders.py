@@ -32,7 +32,7 @@ from ..humanize import age
 from ..humanize import gpus as fmt_gpus
 from ..records import NodeRec, Toleration
 from .idle import DEFAULT_THRESHOLD, session_idle_since
-from .why import _Demand, _why_not
+from .why import PodShape, node_refuses
 
 if TYPE_CHECKING:
     from ..model import LiveModel
@@ -152,7 +152,7 @@ def gpu_fit(model: LiveModel, namespace: str, demand: GpuDemand | Sequence[GpuDe
     demands = [d for d in demands if d.pods > 0]
     pods = sum(d.pods for d in demands)
     nodes = sorted(model.node_recs.values(), key=lambda n: n.name)
-    fits_on = {i: [n for n in nodes if not _why_not(n, _Demand("", d.pods, d.gpus_per_pod, d.selector,
+    fits_on = {i: [n for n in nodes if not node_refuses(n, PodShape("", d.pods, d.gpus_per_pod, d.selector,
                                                                      d.tolerations))]
                for i, d in enumerate(demands)}
     usable = {n.name for ns in fits_on.values() for n in ns}

@@ -84,7 +84,7 @@ class Diagnosis:
 # -- the parts ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class _Demand:
+class PodShape:
     """Pods still to place that ask the same: GPUs each, node selector, tolerations."""
 
     role: str
@@ -118,7 +118,7 @@ def _blocking_taints(node: NodeRec) -> list[Taint]:
     return out
 
 
-def _why_not(node: NodeRec, d: _Demand) -> str:
+def node_refuses(node: NodeRec, d: PodShape) -> str:
     """Why a node can never take pods of `d` ("" when it can, capacity aside), in filter order."""
     for taint in _blocking_taints(node):
         if not tolerates(d.tolerations, taint):
@@ -172,7 +172,7 @@ def scheduler_words(message: str) -> str:
 
 # -- pending -------------------------------------------------------------------------------------------
 
-def _demands(model: LiveModel, wl: WorkloadView, pods: list[PodRec]) -> list[_Demand]:
+def _demands(model: LiveModel, wl: WorkloadView, pods: list[PodRec]) -> list[PodShape]:
     """The pods not placed yet, by shape; replicas the operator has not created yet count with
     what the job asks (selector and tolerations as their created siblings', else none)."""
     role_of = {r.pod: r.role for r in wl.ranks}
@@ -197,7 +197,7 @@ def _demands(model: LiveModel, wl: WorkloadView, pods: list[PodRec]) -> list[_De
             sel = pairs(like.node_selector) if like is not None else ()
             tol = like.tolerations if like is not None else ()
             shapes[(role, rs.gpus_per_replica, sel, tol)] += missing
-    return [_Demand(role, n, g, sel, tol) for (role, g, sel, tol), n in shapes.items()]
+    return [PodShape(role, n, g, sel, tol) for (role, g, sel, tol), n in shapes.items()]
 
 
 def _free_gpus(model: LiveModel, nodes: list[NodeRec]) -> dict[str, float]:
@@ -271,7 +271,7 @@ class _Ask:
     idle_threshold: float = 5.0
 
 
-def _held_by(model: LiveModel, wl: WorkloadView, demands: list[_Demand], ask: _Ask) -> tuple[list[Finding], str]:
+def _held_by(model: LiveModel, wl: WorkloadView, demands: list[PodShape], ask: _Ask) -> tuple[list[Finding], str]:
     """The workloads holding the GPUs the pods still to place need (`holders.gpu_fit`), the user's
     own first: a finding each, and a clause naming the first."""
     from .holders import GpuDemand, gpu_fit
@@ -289,7 +289,7 @@ def _held_by(model: LiveModel, wl: WorkloadView, demands: list[_Demand], ask: _A
     return findings, f"held by {first.what()}{more}"
 
 
-def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[_Demand], nodes: list[NodeRec],
+def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[PodShape], nodes: list[NodeRec],
           cluster_pods: bool, min_available: int | None) -> tuple[list[Finding], str]:
     """How many of the pods could be placed now and where (bin-packed as the scheduler does)."""
     placed_now = sum(1 for p in pods if p.node and not p.terminated)
@@ -309,7 +309,7 @@ def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[
     free = _free_gpus(model, nodes)
     placed: list[str] = []
     for d in sorted(demands, key=lambda d: -d.gpus):
-        fits = [n for n in nodes if not _why_not(n, d)]
+        fits = [n for n in nodes if not node_refuses(n, d)]
         for _ in range(d.count):
             room = [n for n in fits if free[n.name] >= d.gpus]
             if not room:
@@ -334,11 +334,11 @@ def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[
                             f"{verdict}.")], clause
 
 
-def _fit(demands: list[_Demand], pods: list[PodRec], nodes: list[NodeRec]) -> tuple[list[Finding], list[str]]:
+def _fit(demands: list[PodShape], pods: list[PodRec], nodes: list[NodeRec]) -> tuple[list[Finding], list[str]]:
     """Node fit per distinct ask (GPUs, selector, tolerations): pool, GPU model, size, taints, cordons."""
     findings: list[Finding] = []
     clauses: list[str] = []
-    asks: dict[tuple[float, tuple[tuple[str, str], ...], tuple[Toleration, ...]], list[_Demand]] = {}
+    asks: dict[tuple[float, tuple[tuple[str, str], ...], tuple[Toleration, ...]], list[PodShape]] = {}
     for d in demands:
         asks.setdefault((d.gpus, d.selector, d.tolerations), []).append(d)
     if demands and not nodes:
@@ -350,7 +350,7 @@ def _fit(demands: list[_Demand], pods: list[PodRec], nodes: list[NodeRec]) -> tu
         roles = sorted({x.role for x in group if x.role})
         who = (f"each {roles[0]}" if len(roles) == 1 else "each pod") + f" asks {_g(gpus)}" + (
             f" on nodes with {_selector_text(selector)}" if selector else "")
-        why = {n.name: _why_not(n, d) for n in nodes}
+        why = {n.name: node_refuses(n, d) for n in nodes}
         fit = [n for n in nodes if not why[n.name]]
         counts = Counter(why.values())
         if fit:
@@ -396,7 +396,7 @@ def _pool_text(nodes: list[NodeRec]) -> str:
                      for (pool, product, g), k in sorted(groups.items()))
 
 
-def _pool_name(nodes: list[NodeRec], d: _Demand) -> str:
+def _pool_name(nodes: list[NodeRec], d: PodShape) -> str:
     pools = sorted({n.pool for n in nodes if n.pool})
     if len(pools) == 1:
         return f"pool {pools[0]}"
