@@ -72,6 +72,8 @@ class ClusterConfig:
     # what the user named (--kubeconfig, --context), for hints that run ranks again the same way
     kubeconfig_arg: str | None = None
     context_arg: str | None = None
+    # ranks' settings for this context, from its `ranks` extension (raw: `tui.settings` checks them)
+    context_settings: dict[str, Any] = field(default_factory=dict)
 
     def headers(self) -> dict[str, str]:
         """Auth headers, refreshed through exec plugins / token files when they expire."""
@@ -142,6 +144,43 @@ class ClusterConfig:
 
     def requests_cert(self) -> tuple[str, str] | None:
         return (self.cert_file, self.key_file) if self.cert_file and self.key_file else None
+
+
+# A kubeconfig context's extension (a NamedExtension, kept by kubectl) holding ranks' settings for the
+# clusters that context reaches, e.g. the threshold `ranks demo` judges hangs by:
+#     contexts:
+#     - name: ranks-sim
+#       context: {cluster: ranks-sim, user: admin, extensions: [{name: ranks, extension: {hang_after_minutes: 1}}]}
+EXTENSION = "ranks"
+
+
+def context_settings(ctx: Any) -> dict[str, Any]:
+    """The settings in a kubeconfig context's `ranks` extension ({} when it has none)."""
+    found = ctx.get("extensions") if isinstance(ctx, dict) else None
+    for ext in found if isinstance(found, list) else ():
+        if isinstance(ext, dict) and ext.get("name") == EXTENSION and isinstance(ext.get("extension"), dict):
+            return dict(ext["extension"])
+    return {}
+
+
+def write_context_settings(path: str | os.PathLike[str], values: dict[str, Any]) -> None:
+    """Give every context of the kubeconfig at `path` the `ranks` extension with `values` (merged
+    into what it had); written whole and atomically, readable by its owner alone."""
+    import yaml
+
+    file = Path(path)
+    doc = yaml.safe_load(file.read_text()) or {}
+    for item in doc.get("contexts") or ():
+        ctx = item.get("context") if isinstance(item, dict) else None
+        if not isinstance(ctx, dict):
+            continue
+        kept = [e for e in ctx.get("extensions") or () if not (isinstance(e, dict) and e.get("name") == EXTENSION)]
+        ctx["extensions"] = [*kept, {"name": EXTENSION, "extension": {**context_settings(ctx), **values}}]
+    tmp = file.with_name(f".{file.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        yaml.safe_dump(doc, f, sort_keys=False)
+    os.replace(tmp, file)
 
 
 def _kubeconfig_paths(explicit: str | None) -> list[str]:
@@ -342,6 +381,7 @@ def _simple_kubeconfig(paths: list[str], context: str | None, impersonate_user: 
             verify=not cluster.get("insecure-skip-tls-verify", False), ca_file=ca, cert_file=cert, key_file=key,
             tls_server_name=cluster.get("tls-server-name"), _auth=auth,
             impersonate_user=impersonate_user, impersonate_groups=impersonate_groups,
+            context_settings=context_settings(ctx),
         )
     except Exception:  # anything odd: the official loader decides and explains
         return None
@@ -449,6 +489,7 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
         impersonate_user=impersonate_user,
         impersonate_groups=impersonate_groups,
         sources=sources,
+        context_settings=context_settings(ctx),
     )
 
 

@@ -178,6 +178,8 @@ class DataLoop:
         self._assessed_at = -1e9  # (monotonic) when hangs and stragglers were last judged
         self.thresholds: Any = None  # diagnostics.hangs.Thresholds (None: the defaults)
         self.clock: Callable[[], float] = time.time  # what "ago" is measured from (the app's clock)
+        self.paste_command = "ranks"  # how ranks runs on the user's machine, in lines offered to paste
+        self.idle_threshold = 5.0  # % under which a session's GPUs are idle (settings)
         self.recorder: FlightRecorder | None = None
 
     # -- lifecycle (any thread) --------------------------------------------------------------------
@@ -254,8 +256,12 @@ class DataLoop:
         if key == self._focus and self._synced:
             self._push_focus()  # judged again on the whole pods (requests, tolerations: why it is pending)
         board = self._board = ProgressBoard(self.progress_patterns)
+        first = [True]
 
         def on_lines(lines: list[LogLine]) -> None:
+            if first[0]:  # its ranks' last-log times are known now: judged again at the next refresh
+                first[0] = False
+                self._assessed_at = -1e9
             took = False
             if len(lines) > PROGRESS_LINES:
                 lines = newest_per_rank(lines, PROGRESS_LINES)
@@ -529,9 +535,12 @@ class DataLoop:
             rates = {label: rp.rate() for label, rp in board.ranks.items()}
             return {label: r for label, r in rates.items() if r is not None} or None
 
-        found = assess_all(model, time.time(), self.thresholds or DEFAULT, progress_of, self._timeless)
+        found = assess_all(model, self.clock(), self.thresholds or DEFAULT, progress_of, self._timeless)
         flagged = {k: h for k, h in found.items() if not h.ok}
-        sign = {k: (h.marker, h.hung, tuple((r.label, r.flags) for r in h.flagged)) for k, h in flagged.items()}
+        # what is shown of each: a hang's duration grows while it lasts, and its words change once
+        # the ranks' logs are followed (the detail's): a verdict whose sentences moved is sent again
+        sign = {k: (h.marker, h.summary, tuple((r.label, r.flags, r.why) for r in h.flagged))
+                for k, h in flagged.items()}
         if sign == self._health_sign:
             self.health = flagged
             return None
@@ -592,11 +601,13 @@ class DataLoop:
         from .diagnostics.why import explain
 
         try:
-            diagnosis = explain(monitor.model, key, cluster_pods=monitor.status.cluster_wide)
+            diagnosis = explain(monitor.model, key, cluster_pods=monitor.status.cluster_wide, now=self.clock(),
+                                command=self.paste_command, me=self.cfg.impersonate_user or self.cfg.user,
+                                idle_threshold=self.idle_threshold)
         except KeyError:
             diagnosis = None
         post: tuple[Any, Any, tuple[str, ...]] = (key, None, ())
-        if not wl.ranks and wl.status in ("Failed", "Succeeded"):
+        if wl.status in ("Failed", "Succeeded") and all(r.deleting for r in wl.ranks):  # (gone, or going)
             recording = None
             if self.recorder is not None:
                 recording = self.recorder.store.load(wl.namespace, wl.kind, wl.name, wl.uid)

@@ -4,7 +4,7 @@ When an operator gives up on a job it deletes the pods (the training-operator cl
 sets Failed, whatever `cleanPodPolicy` says), and with them the logs and the container statuses
 that said which rank failed and why. Whenever a ranks process watches workloads (the dashboard,
 `ranks logs -f`, the SSH door's dashboards), each rank whose container terminates non-zero (or
-OOMKilled) is written down here: role, rank, pod, node, container, exit code, reason, termination
+OOMKilled; not one its pod's deletion stopped, `model.counts_as_failure`) is written down here: role, rank, pod, node, container, exit code, reason, termination
 message and its last lines (from the log being followed, else read once from the API, else the
 termination message that `FallbackToLogsOnError` fills).
 
@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .kube import ApiProblem, seg
+from .model import counts_as_failure, succeeded_time
 from .sanitize import clean
 from .state_dir import private_dir, prune_oldest, state_home, write_private
 
@@ -158,10 +159,6 @@ class FlightStore:
         prune_oldest(self.dir, self.max_workloads)
 
 
-def is_failure(ex: Exit) -> bool:
-    return ex.exit_code != 0 or ex.reason == "OOMKilled"
-
-
 @dataclass
 class FlightRecorder:
     """Records each newly terminated failing container of a workload as the model applies it.
@@ -198,21 +195,23 @@ class FlightRecorder:
         wl = model.workloads.get(key) if key is not None else None
         if wl is None:  # (not part of a workload this process shows)
             return
+        succeeded = succeeded_time(model.jobs.get(key))
         for ex in p.exits:
             mark = (p.uid, ex.container, ex.finished_at)
-            if is_failure(ex) and mark not in self._seen:
+            if counts_as_failure(p, ex, succeeded) and mark not in self._seen:
                 self._note(mark)
                 self._spawn(key, wl, p, ex, read=True)
 
     def _failures(self, model: LiveModel, key: Any) -> list[tuple[PodRec, Exit]]:
         out = []
+        succeeded = succeeded_time(model.jobs.get(key))
         for pk in model.workload_pods.get(key, ()):
             p = model.pods.get(pk)
             if p is None or not p.exits:
                 continue
             for ex in p.exits:
                 mark = (p.uid, ex.container, ex.finished_at)
-                if is_failure(ex) and mark not in self._seen:
+                if counts_as_failure(p, ex, succeeded) and mark not in self._seen:
                     self._note(mark)
                     out.append((p, ex))
         return out

@@ -28,7 +28,17 @@ from .model_views import (
     diff,
 )
 from .pod_rows import infer, name_prefixes
-from .records import EventRec, JobRec, NamespaceRec, NodeRec, PodRec, QuotaRec, pairs
+from .records import (
+    EventRec,
+    Exit,
+    JobRec,
+    NamespaceRec,
+    NodeRec,
+    PodRec,
+    QuotaRec,
+    pairs,
+    stopped_by_deletion,
+)
 from .workloads import ROLE_ORDER, Placement, WorkloadKey, framework_of, lead_order, placement, workload_of
 
 PodKey = tuple[str, str]
@@ -372,7 +382,8 @@ class LiveModel:
             return None  # a child Job (MPI launcher, JobSet child) is part of its owner's workload
         if job is None and any(j for j in self.job_names.get((ns, name), ()) if j == "DistributedWorkload"):
             job = self.jobs.get((ns, "DistributedWorkload", name))
-        built = [self._rank(kind, p, job) for p in pods]
+        succeeded_at = succeeded_time(job)
+        built = [self._rank(kind, p, job, succeeded_at) for p in pods]
         built.sort(key=lambda b: (lead_order(b[0]), b[1].pod))
         placed = [(pl, p) for pl, _, p in built]
         lead_pod = placed[0][1] if placed else None  # launcher, else master, else chief, else worker 0
@@ -429,12 +440,14 @@ class LiveModel:
             status=status, reason=reason, interactive=interactive, ranks_ready=ready, ranks_total=total,
             gpus_requested=requested, gpus_allocated=allocated, gpu_util=gpu_util, created=created,
             user=user, command=shlex.join(command) if command else "", conditions=conditions,
-            labels=pairs(job.labels) if job else (), ranks=tuple(ranks), first_failure=first_failure(placed),
+            labels=pairs(job.labels) if job else (), ranks=tuple(ranks),
+            first_failure=first_failure(placed, succeeded_at),
             uid=job.uid if job else "",
             api_version=f"{job.group}/{job.version}" if job and job.group else (job.version if job else ""),
         )
 
-    def _rank(self, kind: str, p: PodRec, job: JobRec | None) -> tuple[Placement, RankView, PodRec]:
+    def _rank(self, kind: str, p: PodRec, job: JobRec | None, succeeded_at: float | None = None
+              ) -> tuple[Placement, RankView, PodRec]:
         """A rank's view, cached until its pod, job, GPU reading or last-log time changes."""
         # a rank whose container is not running uses no GPU, whatever the exporter last said
         g = self.gpu.get(p.key) if p.phase == "Running" and p.reason in ("", "Running") else None
@@ -451,6 +464,8 @@ class LiveModel:
             gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
             gpu_mem_total_mib=g.mem_total_mib if g else None,
             gpu_state=g.state if g else "unknown", last_log=last, exit_code=_exit_code(p),
+            stopped=(last_exit := _last_exit(p)) is not None and stopped_by_deletion(p, last_exit, succeeded_at),
+            deleting=p.deleting,
         )
         if not self.one_shot:
             self._rank_cache[p.key] = (p, job, g, last, pl, rv)
@@ -518,13 +533,34 @@ class LiveModel:
         return out[-limit:]
 
 
-def _exit_code(p: PodRec) -> int | None:
-    """The exit code of the pod's latest terminated container, when that is its state now."""
+def _last_exit(p: PodRec) -> Exit | None:
+    """The pod's latest terminated container, when that is its state now."""
     if not (p.terminated or p.reason in ("Error", "OOMKilled", "Completed", "CrashLoopBackOff",
                                          "ContainerCannotRun")):
         return None
-    last = max(p.exits, key=lambda e: e.finished_at or 0.0, default=None)
+    return max(p.exits, key=lambda e: e.finished_at or 0.0, default=None)
+
+
+def _exit_code(p: PodRec) -> int | None:
+    """The exit code of the pod's latest terminated container, when that is its state now."""
+    last = _last_exit(p)
     return None if last is None else last.exit_code
+
+
+def succeeded_time(job: JobRec | None) -> float | None:
+    """When the job's Succeeded (Complete) condition became True; None when it has not succeeded."""
+    if job is None:
+        return None
+    return next((c.at or 0.0 for c in job.conditions if c.status == "True"
+                 and TERMINAL_CONDITIONS.get(c.type) == "Succeeded"), None)
+
+
+def counts_as_failure(p: PodRec, ex: Exit, succeeded_at: float | None = None) -> bool:
+    """A container's end that is a failure: non-zero or OOMKilled, and not its pod's deletion
+    stopping it (the operator's clean-up after the job succeeded, a deleted pod)."""
+    if ex.exit_code == 0 and ex.reason not in ("OOMKilled", "Error"):
+        return False
+    return not stopped_by_deletion(p, ex, succeeded_at)
 
 
 def _hints(p: PodRec) -> list[tuple[str, str]]:
@@ -541,11 +577,13 @@ def _hints(p: PodRec) -> list[tuple[str, str]]:
     return out
 
 
-def first_failure(placed: list[tuple[object, PodRec]]) -> FirstFailure | None:
+def first_failure(placed: list[tuple[object, PodRec]], succeeded_at: float | None = None) -> FirstFailure | None:
+    """The container that failed first; a pod's deletion stopping it is no failure
+    (`counts_as_failure`), nor is anything the clean-up stopped after the job `succeeded_at`."""
     best: FirstFailure | None = None
     for pl, p in placed:
         for ex in p.exits:
-            if ex.exit_code == 0 and ex.reason not in ("OOMKilled", "Error"):
+            if not counts_as_failure(p, ex, succeeded_at):
                 continue
             at = ex.finished_at
             if best is None or (at or float("inf")) < (best.at or float("inf")):

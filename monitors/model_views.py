@@ -37,6 +37,9 @@ class RankView:
     gpu_state: str = "unknown"  # ok / no data / stale / unavailable / unknown
     last_log: float | None = None
     exit_code: int | None = None  # of the main container, when it has terminated
+    # that exit was its pod's deletion stopping it (`records.stopped_by_deletion`): no failure
+    stopped: bool = False
+    deleting: bool = False  # its pod is being deleted (Terminating)
 
     @property
     def status(self) -> str:

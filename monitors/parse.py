@@ -315,7 +315,19 @@ def parse_pod(obj: dict[str, Any]) -> PodRec:
         annotations=flat_labels({k: v for k, v in annotations.items() if k in KEPT_ANNOTATIONS}),
         node_selector=flat_labels(selector) if isinstance(selector, dict) else (),
         tolerations=_tolerations(tolerations) if tolerations else (),
+        delete_asked=_delete_asked(meta),
     )
+
+
+def _delete_asked(meta: dict[str, Any]) -> float | None:
+    """When the pod's deletion was asked for: its deletionTimestamp less its grace period (the API
+    server sets the timestamp to the end of the grace). None when not being deleted, or when the
+    grace is 0 (the kubelet's final delete moves the timestamp to that moment: the ask is unknown)."""
+    at = parse_time(meta.get("deletionTimestamp"))
+    grace = meta.get("deletionGracePeriodSeconds")
+    if at is None or type(grace) is not int or not 0 < grace <= 10**9:
+        return None
+    return at - grace
 
 
 def _conditions(status: dict[str, Any]) -> tuple[Condition, ...]:

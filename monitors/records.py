@@ -111,6 +111,9 @@ class PodRec:
     # made from a Table row (`monitors.pod_rows`): labels, owner and GPUs are inferred from the name,
     # and uid, exits, command and the scheduler's message are not known until a full object arrives
     partial: bool = False
+    # when its deletion was asked for (deletionTimestamp less deletionGracePeriodSeconds: the API
+    # server sets the timestamp to the end of the grace period); None: not being deleted, or unknown
+    delete_asked: float | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -132,7 +135,32 @@ class PodRec:
         return PodRec(self.namespace, self.name, self.uid, labels, owner, self.node, self.phase, self.reason,
                       self.message, self.restarts, self.ready, self.total, self.pod_ip, gpus, self.created,
                       self.started, self.deleting, self.unschedulable, self.command, self.containers, self.exits,
-                      self.annotations, self.node_selector, self.tolerations, self.partial)
+                      self.annotations, self.node_selector, self.tolerations, self.partial, self.delete_asked)
+
+
+# what the kubelet sends a container whose pod is deleted: SIGTERM, then SIGKILL when the grace ends
+DELETION_EXITS = (128 + 15, 128 + 9)
+
+
+def stopped_by_deletion(p: PodRec, ex: Exit, succeeded_at: float | None = None) -> bool:
+    """Whether `ex` is a container stopped because its pod was deleted (an operator's clean-up, a
+    user's delete), not a failure of its own: the pod is being deleted and the container ended
+    after the deletion was asked for (a container that had failed before is a failure still).
+    Timestamps are whole seconds: one ending the second the deletion was asked for was stopped by
+    it when it died of the kubelet's SIGTERM or SIGKILL (143, 137). `succeeded_at`: when its job
+    succeeded; whatever ended after that in a pod being deleted is the clean-up's (torchrun ends
+    with 1 on SIGTERM). OOMKilled is always a failure."""
+    if not p.deleting or ex.exit_code == 0 or ex.reason == "OOMKilled":
+        return False
+    ended = ex.finished_at
+    if ended is not None and succeeded_at is not None and ended >= succeeded_at:
+        return True
+    asked = p.delete_asked
+    if ended is None or asked is None:
+        return ex.exit_code in DELETION_EXITS
+    if ended != asked:
+        return ended > asked
+    return ex.exit_code in DELETION_EXITS
 
 
 @dataclass(frozen=True, slots=True)

@@ -142,6 +142,9 @@ class RanksApp(DashboardActions, App[int]):
         self.read_only_why = read_only_why or (f"read_only = true in {self.settings.path}" if self.settings.path
                                                else "--read-only")
         self.me = cfg.impersonate_user or cfg.user
+        from sessions.shell import ranks_command
+
+        self.paste_command = ranks_command(cfg) or "ranks"  # (in the lines offered to paste: they run as pasted)
         self.start_project = start_project if start_project is not None else self.settings.default_project
         self.store = ViewStore()
         self.look = Look(themes.get(self.settings.theme, colour_mode), self.glyphs)
@@ -155,11 +158,14 @@ class RanksApp(DashboardActions, App[int]):
         )
         self.data = DataLoop(cfg, opts, on_update=lambda u: self.post_message(DataArrived(u)),
                              on_problem=lambda m, c: self.post_message(DataProblem(m, c)))
-        from monitors.diagnostics.hangs import Thresholds
         from monitors.diagnostics.progress import compile_patterns
 
-        self.data.thresholds = Thresholds(hang_after=self.settings.hang_after_minutes * 60)
+        from .settings import hang_thresholds
+
+        # (the configuration file's, else the kubeconfig context's, else the default: said in each verdict)
+        self.data.thresholds = hang_thresholds(self.settings, cfg)
         self.data.clock = clock
+        self.data.paste_command, self.data.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
         self.data.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
         self.exit_message = ""
         self._age_timer: Timer | None = None

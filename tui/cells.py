@@ -192,6 +192,11 @@ def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float,
         status = status_cell(look, w.status, "" if flagged else workload_reason(w))
         if flagged:
             status.append(f" {mark}", style=mark_style)
+        elif w.status in ("Failed", "Succeeded"):  # its ranks still run on GPUs: `holds 2 GPUs`
+            from monitors.diagnostics.leftovers import still_held
+
+            if (held := still_held(w)) is not None:
+                status.append(f" {look.glyphs.warning} {held.mark}", style=mark_style)
     cells = [
         plain(w.name, 253),
         Text(kind_text(w), no_wrap=True, overflow="ellipsis"),

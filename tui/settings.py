@@ -39,7 +39,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -65,6 +65,9 @@ from themes.model import NAME_RE
 
 from .config_file import CONFIG_ENV, config_path
 from .keymap import Keymap, KeymapError
+
+if TYPE_CHECKING:
+    from monitors.diagnostics.hangs import Thresholds
 
 MIN_REFRESH = 1.0
 
@@ -296,3 +299,46 @@ def load_settings(path: Path | str | None = None, environ: Mapping[str, str] | N
     settings = parse_settings(data, str(file), text)
     settings._path = file
     return settings
+
+
+# -- per-context settings ---------------------------------------------------------------------------------
+# A kubeconfig context may carry settings of its own (its `ranks` extension, `monitors.connection`):
+# `ranks demo` gives its cluster's contexts `hang_after_minutes = 1`, so that its dashboard and a
+# `ranks why` in another terminal judge the same way. An explicit value in the configuration file
+# wins; then the context's; then the default. Every verdict says which it used (`Thresholds.said`).
+
+def _home_short(path: Path) -> str:
+    home = str(Path.home())
+    text = str(path)
+    return "~" + text[len(home):] if home not in ("", "/") and text.startswith(home + os.sep) else text
+
+
+def hang_after(settings: Settings, cfg: Any = None) -> tuple[float, str]:
+    """(minutes, where they came from) for `hang_after_minutes`: the configuration file's value when
+    it sets one, else the kubeconfig context's `ranks` extension, else the default. A context value
+    that is no number of minutes over 0 raises `SettingsError` (one line naming the context)."""
+    key = "hang_after_minutes"
+    if key in settings.model_fields_set:
+        where = f"in {_home_short(settings.path)}" if settings.path is not None else "of the settings"
+        return settings.hang_after_minutes, f"{key} {where}"
+    ext = getattr(cfg, "context_settings", None) or {}
+    if key in ext:
+        context = getattr(cfg, "context", "") or "?"
+        value = ext[key]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 10**7:
+            from monitors.connection import EXTENSION
+            from monitors.sanitize import clean
+
+            raise SettingsError([ConfigProblem(
+                f"kubeconfig context {clean(context, limit=100)}", f"extension {EXTENSION}: {key}",
+                f"must be a number of minutes more than 0 (got {clean(repr(value), limit=60)})")])
+        return float(value), f"{key} of context {context}"
+    return Settings.model_fields[key].default, f"the default {key}"
+
+
+def hang_thresholds(settings: Settings, cfg: Any = None) -> Thresholds:
+    """The hang threshold to judge by (`hang_after`), with its source to say."""
+    from monitors.diagnostics.hangs import Thresholds
+
+    minutes, source = hang_after(settings, cfg)
+    return Thresholds(hang_after=minutes * 60, source=source)

@@ -73,6 +73,13 @@ class Thresholds:
     idle_util: float = 5.0  # %: a GPU under this is idle
     busy_util: float = 30.0  # %: peers' median over this = busy
     silent_after: float = 120.0  # s: silent this long while peers log within a quarter of it
+    # where hang_after came from, said once in every verdict that uses it: "hang_after_minutes of
+    # context ranks-sim", "hang_after_minutes in ~/.config/ranks/config.toml" (see tui.settings)
+    source: str = ""
+
+    def said(self) -> str:
+        """`hung after 1m: hang_after_minutes of context ranks-sim`: the threshold and its source."""
+        return f"hung after {age(self.hang_after)}: {self.source or 'hang_after_minutes'}"
 
 
 DEFAULT = Thresholds()
@@ -116,6 +123,19 @@ class JobHealth:
     @property
     def ok(self) -> bool:
         return not self.hung and not any(r.flags for r in self.ranks)
+
+    @property
+    def headline(self) -> str:
+        """A few words for a summary line whose sentences are said by the findings beside it
+        (`hung for 3m`, `no progress for 2m`, `worker-2 straggler`): never the same sentence twice."""
+        if self.hung:
+            return f"hung for {age(self.hung_for)}"
+        flagged = "; ".join(f"{r.label} {' and '.join(r.flags)}" for r in self.ranks if r.flags)
+        if flagged:
+            return flagged
+        if self.quiet_for is not None:
+            return f"no progress for {age(self.quiet_for)}"
+        return self.summary
 
     @property
     def marker(self) -> str:
@@ -257,8 +277,8 @@ def assess(wl: WorkloadView, history: History, now: float, th: Thresholds = DEFA
             gpu = [j for j, r in enumerate(ranks) if running[j] and r.gpus > 0 and r.node]
             if gpu and all(util[j] is not None and util[j] < th.idle_util for j in gpu):  # type: ignore[operator]
                 hung, hung_for, confirmed = True, min(known), True
-                summary = (f"hung for {age(min(known))}: every rank's log silent for over {age(th.hang_after)} "
-                           f"and every GPU under {th.idle_util:g}% now (no GPU history says since when)")
+                summary = (f"hung for {age(min(known))}: every rank's log silent that long and every GPU under "
+                           f"{th.idle_util:g}% now (no GPU history says since when; {th.said()})")
         if not hung and live and len(known) == len(live):
             gpu = [j for j, r in enumerate(ranks) if running[j] and r.gpus > 0 and r.node]
             if gpu and all(util[j] is not None and util[j] < th.idle_util for j in gpu):  # type: ignore[operator]
@@ -275,7 +295,7 @@ def assess(wl: WorkloadView, history: History, now: float, th: Thresholds = DEFA
             summary = "; ".join(f"{h.label} {' and '.join(h.flags)}: {'; '.join(h.why)}" for h in health if h.flags)
         elif quiet_for is not None:
             summary = (f"no progress for {age(quiet_for)}: every GPU under {th.idle_util:g}% and every rank's "
-                       f"log silent (called hung after {age(th.hang_after)}; hang_after_minutes)")
+                       f"log silent ({th.said()})")
         elif not seen:
             summary = "nothing to judge by yet: no GPU reading and no log followed"
         else:
@@ -284,12 +304,15 @@ def assess(wl: WorkloadView, history: History, now: float, th: Thresholds = DEFA
 
 
 def _hang_summary(for_s: float, known: int, live: int, th: Thresholds) -> str:
-    head = f"hung for {age(for_s)}: every GPU under {th.idle_util:g}% for over {age(th.hang_after)}"
+    head = f"hung for {age(for_s)}: every GPU under {th.idle_util:g}%"
+    said = f" ({th.said()})"
     if known == live:
-        return f"{head} and every rank's log silent as long"
+        return f"{head} and every rank's log silent that long{said}"
     if known:
-        return f"{head}; the logs of {known} of {live} ranks are silent as long (the others' are not followed)"
-    return f"{head}; whether the ranks' logs are silent too is not known (no rank's log is followed)"
+        return (f"{head} that long; the logs of {known} of {live} ranks are silent as long (the others' are not "
+                f"followed){said}")
+    return (f"{head} that long; whether the ranks' logs are silent too is not known (no rank's log is "
+            f"followed){said}")
 
 
 def _flag_ranks(ranks: Sequence[RankView], running: list[bool], silent: list[float | None],

@@ -49,10 +49,16 @@ def _when(t: float | None, now: float) -> str:
     return f"at {time.strftime('%H:%M:%S', time.localtime(t))} ({age(now - t)} ago)"
 
 
+def pods_going(wl: WorkloadView) -> bool:
+    """Every pod of the workload is gone or being deleted (Terminating): what it said is going."""
+    return all(r.deleting for r in wl.ranks)
+
+
 def what_happened(wl: WorkloadView, events: list[EventRec], recording: Recording | None,
                   now: float | None = None) -> list[str]:
-    """Plain sentences about a finished workload whose pods are gone (empty while pods exist)."""
-    if wl.ranks or wl.status not in ("Failed", "Succeeded"):
+    """Plain sentences about a finished workload whose pods are gone or going (every one left is
+    being deleted: the seconds of a failed job's clean-up); empty while pods that stay exist."""
+    if not pods_going(wl) or wl.status not in ("Failed", "Succeeded"):
         return []
     now = time.time() if now is None else now
     story = Story()
@@ -71,13 +77,16 @@ def what_happened(wl: WorkloadView, events: list[EventRec], recording: Recording
             deleted.append((m.group(1), e.last))
         elif e.reason == "ExitedWithCode" and (m := _EXITED.match(e.message)):
             exited[m.group(1)] = int(m.group(2))
+    going = sorted(r.pod for r in wl.ranks)
     if deleted:
         times = [t for _, t in deleted if t]
         names = sorted({n for n, _ in deleted})
         story.say(f"the operator deleted {len(names)} pod{'s' if len(names) != 1 else ''} "
                   f"{_when(min(times) if times else None, now)}: {', '.join(names)}")
-    else:
+    elif not going:
         story.say("its pods are gone (no deletion events are left; events are kept about an hour)")
+    if going:
+        story.say(f"{len(going)} still terminating: {', '.join(going)}")
 
     if wl.status == "Succeeded":
         story.say("its logs went with the pods")

@@ -19,6 +19,7 @@ Texts are raw cluster text: printers sanitise them (`monitors.sanitize.clean`).
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..humanize import gpus as fmt_gpus
 from ..records import EventRec, NodeRec, PodRec, Taint, Toleration, pairs
+from .leftovers import still_held
 
 if TYPE_CHECKING:
     from ..model import LiveModel
@@ -51,7 +53,7 @@ _AVAILABLE = re.compile(r"^0/(\d+) nodes are available: (.*?)\.?(?: preemption:.
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    kind: str  # gang, fit, taint, quota, scheduler, startup, events, degraded, restarts, failed, node, suspended
+    kind: str  # gang, fit, taint, quota, scheduler, startup, events, degraded, restarts, failed, node, suspended, held
     text: str  # one plain sentence
 
     def to_json(self) -> dict[str, str]:
@@ -82,7 +84,7 @@ class Diagnosis:
 # -- the parts ----------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class _Demand:
+class PodShape:
     """Pods still to place that ask the same: GPUs each, node selector, tolerations."""
 
     role: str
@@ -116,7 +118,7 @@ def _blocking_taints(node: NodeRec) -> list[Taint]:
     return out
 
 
-def _why_not(node: NodeRec, d: _Demand) -> str:
+def node_refuses(node: NodeRec, d: PodShape) -> str:
     """Why a node can never take pods of `d` ("" when it can, capacity aside), in filter order."""
     for taint in _blocking_taints(node):
         if not tolerates(d.tolerations, taint):
@@ -170,7 +172,7 @@ def scheduler_words(message: str) -> str:
 
 # -- pending -------------------------------------------------------------------------------------------
 
-def _demands(model: LiveModel, wl: WorkloadView, pods: list[PodRec]) -> list[_Demand]:
+def _demands(model: LiveModel, wl: WorkloadView, pods: list[PodRec]) -> list[PodShape]:
     """The pods not placed yet, by shape; replicas the operator has not created yet count with
     what the job asks (selector and tolerations as their created siblings', else none)."""
     role_of = {r.pod: r.role for r in wl.ranks}
@@ -195,7 +197,7 @@ def _demands(model: LiveModel, wl: WorkloadView, pods: list[PodRec]) -> list[_De
             sel = pairs(like.node_selector) if like is not None else ()
             tol = like.tolerations if like is not None else ()
             shapes[(role, rs.gpus_per_replica, sel, tol)] += missing
-    return [_Demand(role, n, g, sel, tol) for (role, g, sel, tol), n in shapes.items()]
+    return [PodShape(role, n, g, sel, tol) for (role, g, sel, tol), n in shapes.items()]
 
 
 def _free_gpus(model: LiveModel, nodes: list[NodeRec]) -> dict[str, float]:
@@ -204,7 +206,7 @@ def _free_gpus(model: LiveModel, nodes: list[NodeRec]) -> dict[str, float]:
 
 
 def _pending(model: LiveModel, wl: WorkloadView, pods: list[PodRec], events: list[EventRec],
-             cluster_pods: bool) -> tuple[list[Finding], list[str]]:
+             cluster_pods: bool, ask: _Ask) -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     clauses: list[str] = []
     job = model.jobs.get(wl.key)
@@ -223,6 +225,10 @@ def _pending(model: LiveModel, wl: WorkloadView, pods: list[PodRec], events: lis
         findings.append(quota[0])
         if quota[1]:
             clauses.append(quota[1])
+    held, held_clause = _held_by(model, wl, demands, ask)
+    findings += held
+    if held_clause:
+        clauses.append(held_clause)
 
     # the scheduler's own words, pods placed but not starting, other warnings
     sched = [e for e in events if e.reason == "FailedScheduling"]
@@ -254,7 +260,36 @@ def _pending(model: LiveModel, wl: WorkloadView, pods: list[PodRec], events: lis
     return findings, clauses
 
 
-def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[_Demand], nodes: list[NodeRec],
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """Who asks and how: `now`, the user (`me`: their own workloads come first and get a line that
+    frees them), how ranks runs on their machine (`command`), the idle threshold (%)."""
+
+    now: float
+    me: str = ""
+    command: str = "ranks"
+    idle_threshold: float = 5.0
+
+
+def _held_by(model: LiveModel, wl: WorkloadView, demands: list[PodShape], ask: _Ask) -> tuple[list[Finding], str]:
+    """The workloads holding the GPUs the pods still to place need (`holders.gpu_fit`), the user's
+    own first: a finding each, and a clause naming the first."""
+    from .holders import GpuDemand, gpu_fit
+
+    wanted = [GpuDemand(d.count, d.gpus, d.selector, d.tolerations) for d in demands if d.gpus > 0]
+    if not wanted:
+        return [], ""
+    fit = gpu_fit(model, wl.namespace, wanted, me=ask.me, now=ask.now, exclude={wl.key},
+                  idle_threshold=ask.idle_threshold)
+    if fit.fits or not fit.holders or not fit.enough:  # (nothing freed would do: fit and quota say why)
+        return [], ""
+    findings = [Finding("held", h.sentence(ask.now, ask.command) + ".") for h in fit.holders]
+    first = fit.holders[0]
+    more = f" and {_plural(len(fit.holders) - 1, 'other')}" if len(fit.holders) > 1 else ""
+    return findings, f"held by {first.what()}{more}"
+
+
+def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[PodShape], nodes: list[NodeRec],
           cluster_pods: bool, min_available: int | None) -> tuple[list[Finding], str]:
     """How many of the pods could be placed now and where (bin-packed as the scheduler does)."""
     placed_now = sum(1 for p in pods if p.node and not p.terminated)
@@ -274,7 +309,7 @@ def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[
     free = _free_gpus(model, nodes)
     placed: list[str] = []
     for d in sorted(demands, key=lambda d: -d.gpus):
-        fits = [n for n in nodes if not _why_not(n, d)]
+        fits = [n for n in nodes if not node_refuses(n, d)]
         for _ in range(d.count):
             room = [n for n in fits if free[n.name] >= d.gpus]
             if not room:
@@ -299,11 +334,11 @@ def _gang(model: LiveModel, wl: WorkloadView, pods: list[PodRec], demands: list[
                             f"{verdict}.")], clause
 
 
-def _fit(demands: list[_Demand], pods: list[PodRec], nodes: list[NodeRec]) -> tuple[list[Finding], list[str]]:
+def _fit(demands: list[PodShape], pods: list[PodRec], nodes: list[NodeRec]) -> tuple[list[Finding], list[str]]:
     """Node fit per distinct ask (GPUs, selector, tolerations): pool, GPU model, size, taints, cordons."""
     findings: list[Finding] = []
     clauses: list[str] = []
-    asks: dict[tuple[float, tuple[tuple[str, str], ...], tuple[Toleration, ...]], list[_Demand]] = {}
+    asks: dict[tuple[float, tuple[tuple[str, str], ...], tuple[Toleration, ...]], list[PodShape]] = {}
     for d in demands:
         asks.setdefault((d.gpus, d.selector, d.tolerations), []).append(d)
     if demands and not nodes:
@@ -315,7 +350,7 @@ def _fit(demands: list[_Demand], pods: list[PodRec], nodes: list[NodeRec]) -> tu
         roles = sorted({x.role for x in group if x.role})
         who = (f"each {roles[0]}" if len(roles) == 1 else "each pod") + f" asks {_g(gpus)}" + (
             f" on nodes with {_selector_text(selector)}" if selector else "")
-        why = {n.name: _why_not(n, d) for n in nodes}
+        why = {n.name: node_refuses(n, d) for n in nodes}
         fit = [n for n in nodes if not why[n.name]]
         counts = Counter(why.values())
         if fit:
@@ -361,7 +396,7 @@ def _pool_text(nodes: list[NodeRec]) -> str:
                      for (pool, product, g), k in sorted(groups.items()))
 
 
-def _pool_name(nodes: list[NodeRec], d: _Demand) -> str:
+def _pool_name(nodes: list[NodeRec], d: PodShape) -> str:
     pools = sorted({n.pool for n in nodes if n.pool})
     if len(pools) == 1:
         return f"pool {pools[0]}"
@@ -415,8 +450,8 @@ def _warnings(events: list[EventRec], skip: tuple[str, ...] = ()) -> list[Findin
 
 # -- running, finished ---------------------------------------------------------------------------------
 
-def _ranks(model: LiveModel, wl: WorkloadView, pods: dict[str, PodRec], events: list[EventRec]
-           ) -> tuple[list[Finding], list[str]]:
+def _ranks(model: LiveModel, wl: WorkloadView, pods: dict[str, PodRec], events: list[EventRec],
+           now: float = 0.0, command: str = "ranks") -> tuple[list[Finding], list[str]]:
     findings: list[Finding] = []
     clauses: list[str] = []
     bad = [r for r in wl.ranks if not r.ready and r.phase not in ("Succeeded", "Failed")]
@@ -438,7 +473,8 @@ def _ranks(model: LiveModel, wl: WorkloadView, pods: dict[str, PodRec], events: 
     restarts = sum(r.restarts for r in wl.ranks)
     if restarts:
         clauses.append(f"{_plural(restarts, 'restart')}")
-    failed = [r for r in wl.ranks if r.phase == "Failed" or (r.exit_code not in (None, 0))]
+    # (a rank its pod's deletion stopped, as the operator's clean-up does, did not fail)
+    failed = [r for r in wl.ranks if not r.stopped and (r.phase == "Failed" or r.exit_code not in (None, 0))]
     ff = wl.first_failure if failed or wl.status == "Failed" else None  # else a restart's cause, said above
     if ff is not None:
         findings.append(Finding("failed", f"{ff.label} failed first: exit code {ff.exit_code} ({ff.reason})"
@@ -455,6 +491,11 @@ def _ranks(model: LiveModel, wl: WorkloadView, pods: dict[str, PodRec], events: 
         why = (cond.message or cond.reason) if cond else wl.reason
         findings.append(Finding("failed", f"the job failed: {why or 'no reason given'}."))
         clauses.append(f"failed: {why}" if why else "failed")
+    held = still_held(wl)
+    if held is not None:  # (a failed job's surviving ranks, a finished one's left running: their GPUs)
+        findings.append(Finding("held", held.sentence(now, command) + "."))
+        clauses.append(f"{_plural(len(held.ranks), 'rank')} still {'holds' if len(held.ranks) == 1 else 'hold'} "
+                       f"{_g(held.gpus)}")
     if wl.status == "Restarting" and wl.reason:
         findings.append(Finding("restarts", f"the operator is restarting the job: {wl.reason}."))
     down = sorted({r.node for r in wl.ranks if r.node and r.phase == "Running"
@@ -477,22 +518,27 @@ def _last_exit(p: PodRec | None) -> str:
 
 # -- the answer ----------------------------------------------------------------------------------------
 
-def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True) -> Diagnosis:
+def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True, now: float | None = None,
+            command: str = "ranks", me: str = "", idle_threshold: float = 5.0) -> Diagnosis:
     """Why the workload `key` (namespace, kind, name) is pending, or what is wrong with it.
 
     `cluster_pods`: whether `model.pods` holds every namespace's pods (else free GPUs per node
-    are an upper bound, and said to be). KeyError when the model has no such workload."""
+    are an upper bound, and said to be). `command`: how ranks runs on the user's machine, for the
+    lines it offers to paste (`sessions.shell.ranks_command`); `me`: the user, whose own workloads
+    holding the GPUs a pending one needs are named first (`holders`); `idle_threshold`: under this
+    % a session's GPUs are idle. KeyError when the model has no such workload."""
+    now = time.time() if now is None else now
     wl = model.workloads[key]
     pods = [model.pods[pk] for pk in sorted(model.workload_pods.get(key, ())) if pk in model.pods]
     events = model.events_for(wl, 10_000)
     if wl.status == "Pending":
-        findings, clauses = _pending(model, wl, pods, events, cluster_pods)
+        findings, clauses = _pending(model, wl, pods, events, cluster_pods, _Ask(now, me, command, idle_threshold))
     elif wl.status == "Suspended":
         findings = [Finding("suspended", f"{wl.name} is suspended: resume it to schedule its pods"
                                          + (f" ({wl.reason})" if wl.reason else "") + ".")]
         clauses = ["suspended"]
     else:
-        findings, clauses = _ranks(model, wl, {p.name: p for p in pods}, events)
+        findings, clauses = _ranks(model, wl, {p.name: p for p in pods}, events, now, command)
     if not findings and not clauses:
         summary = "nothing wrong" + ("; it finished" if wl.status == "Succeeded" else "")
     else:

@@ -48,6 +48,22 @@ def now_rfc3339() -> str:
     return str(_NOW[1])
 
 
+def rfc3339_at(sec: int) -> str:
+    """Whole epoch seconds as the API server writes timestamps."""
+    return datetime.fromtimestamp(sec, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def shortened_deletion(meta: dict[str, Any], grace: int) -> str:
+    """The deletionTimestamp once a deletion's grace period is shortened to `grace` (kube-apiserver's
+    `rest.BeforeDelete`): moved back by the old period, forward by the new one, never into the past."""
+    try:
+        at = datetime.fromisoformat(str(meta["deletionTimestamp"]).replace("Z", "+00:00")).timestamp()
+        old = int(meta.get("deletionGracePeriodSeconds") or 0)
+    except (KeyError, TypeError, ValueError):
+        return now_rfc3339()
+    return rfc3339_at(max(int(at) - old + grace, int(time.time())))
+
+
 def dumps(obj: Any) -> bytes:
     return orjson.dumps(obj)
 
@@ -401,12 +417,14 @@ class ObjectStore:
         return st
 
     def mark_deleting(self, rt: ResourceType, namespace: str, name: str, grace: int) -> Stored:
-        """Graceful deletion: set deletionTimestamp and leave removal to the kubelet."""
+        """Graceful deletion: set deletionTimestamp and leave removal to the kubelet. As
+        kube-apiserver (`rest.BeforeDelete`): the timestamp is when the grace period ends, now plus
+        `grace` seconds, so that it less deletionGracePeriodSeconds says when the deletion was asked."""
         cur = self.get(rt, namespace, name)
         if cur.obj["metadata"].get("deletionTimestamp"):
             return cur
         obj = _new_version(cur.obj)
-        obj["metadata"]["deletionTimestamp"] = now_rfc3339()
+        obj["metadata"]["deletionTimestamp"] = rfc3339_at(int(time.time()) + max(0, grace))
         obj["metadata"]["deletionGracePeriodSeconds"] = grace
         return self._commit(rt, (namespace, name), obj, "MODIFIED")
 

@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..apiserver.errors import ApiError
-from ..apiserver.store import Event, now_rfc3339
+from ..apiserver.store import Event, now_rfc3339, shortened_deletion
 from ..controllers.base import Controller
 from .launchers import install as install_launchers
 from .podlogs import serve_pod_log
@@ -284,6 +284,7 @@ class Kubelet(Controller):
             current = meta.get("deletionGracePeriodSeconds")
             if current is None or g < int(current):
                 def shorten(o: dict[str, Any]) -> None:
+                    o["metadata"]["deletionTimestamp"] = shortened_deletion(o["metadata"], g)
                     o["metadata"]["deletionGracePeriodSeconds"] = g
 
                 self.store.mutate(rtype, ns, name, shorten)

@@ -69,7 +69,9 @@ def test_each_detector_finds_its_seeded_case_and_nothing_else(demo: ThreadedSimC
     # the hang: every rank silent and every GPU idle for over 15 s (the GPUs stall at 20 s)
     hung = wait_for(lambda: (d := why(kc, quick, "gpt-hung")) and "hang" in kinds(d) and d, 90,
                     "gpt-hung found hung", interval=2)
-    assert "every rank's log silent" in hung["summary"], hung
+    assert hung["summary"].startswith("hung for "), hung  # (in a few words: the finding says it whole)
+    assert any(f["kind"] == "hang" and "every rank's log silent" in f["text"] and f"in {quick}" in f["text"]
+               for f in hung["findings"]), hung
     # ...and with the configured 10 minutes, not (yet)
     assert "hang" not in kinds(why(kc, slow, "gpt-hung"))
 

@@ -476,6 +476,26 @@ def test_delete_sigkills_after_grace_period(core, simcluster):
     wait_for(gone, timeout=5)
 
 
+def test_deletion_timestamp_is_the_end_of_the_grace_period(core, simcluster):
+    """As kube-apiserver: a graceful delete sets deletionTimestamp to when the grace period ends,
+    so that it less deletionGracePeriodSeconds says when the deletion was asked for (what ranks
+    reads to tell a container its deletion stopped from one that had failed before); a shorter
+    grace asked later keeps that moment."""
+    core.create_namespaced_pod("default", pod("graceful", ["sh", "-c", "trap '' TERM; sleep 300; echo"],
+                                              spec={"terminationGracePeriodSeconds": 60}))
+    wait_for(lambda: phase(core, "graceful") == "Running")
+    before = int(time.time())
+    deleted = core.delete_namespaced_pod("graceful", "default")
+    after = time.time()
+    at = deleted.metadata.deletion_timestamp.timestamp()
+    assert deleted.metadata.deletion_grace_period_seconds == 60
+    assert before + 60 <= at <= after + 60, (before, at, after)
+    core.delete_namespaced_pod("graceful", "default", grace_period_seconds=20)
+    shortened = core.read_namespaced_pod("graceful", "default").metadata
+    assert shortened.deletion_grace_period_seconds == 20
+    assert shortened.deletion_timestamp.timestamp() == at - 60 + 20
+
+
 def test_force_delete_kills_at_once(core, kubectl, simcluster):
     core.create_namespaced_pod("default", pod("forced", ["sh", "-c", "trap '' TERM; sleep 300; echo"]))
     wait_for(lambda: phase(core, "forced") == "Running")

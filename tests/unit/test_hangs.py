@@ -90,7 +90,11 @@ def test_a_job_idle_and_silent_longer_than_n_is_hung_and_n_decides() -> None:
     h = assess(wl, hist, NOW, Thresholds(hang_after=600))
     assert h.hung and h.marker == "hung" and h.logs_confirmed
     assert h.hung_for == pytest.approx(900, abs=STEP)
-    assert h.summary.startswith("hung for 15m: every GPU under 5% for over 10m and every rank's log silent")
+    assert h.summary == ("hung for 15m: every GPU under 5% and every rank's log silent that long "
+                         "(hung after 10m: hang_after_minutes)")
+    assert h.headline == "hung for 15m"
+    said = assess(wl, hist, NOW, Thresholds(hang_after=600, source="hang_after_minutes of context ranks-demo"))
+    assert said.summary.endswith("(hung after 10m: hang_after_minutes of context ranks-demo)")
     assert all(r.idle_for == pytest.approx(900, abs=STEP) and r.silent_for == 900 for r in h.ranks)
     assert not h.ok
     # N longer than the spell: not hung
@@ -116,7 +120,8 @@ def test_idle_and_silent_but_not_for_n_yet_is_said_as_no_progress_not_nothing() 
         assert not h.hung and h.ok and h.marker == ""
         assert h.quiet_for == 300
         assert h.summary == ("no progress for 5m: every GPU under 5% and every rank's log silent "
-                             "(called hung after 10m; hang_after_minutes)")
+                             "(hung after 10m: hang_after_minutes)")
+        assert h.headline == "no progress for 5m"
     # one rank still logging, a GPU still busy, or a pause shorter than 30 s: nothing said
     for other in (workload("t", [rank("master-0", util=0.0, last_log=NOW - 300, name="t"),
                                  rank("worker-0", util=0.0, last_log=NOW - 2, name="t")]),

@@ -522,12 +522,17 @@ def print_workloads(wls: list[WorkloadView], output: str, *, show_project: bool,
 
         emit_structured({"workloads": [workload_json(w, now) for w in wls]}, output)
         return
+    from monitors.diagnostics.leftovers import still_held
+
     headers = (["PROJECT"] if show_project else []) + ["NAME", "KIND", "STATUS", "RANKS", "GPUS", "GPU UTIL", "AGE"]
     if output == "wide":
         headers += ["FRAMEWORK", "INTERACTIVE", "USER", "REASON"]
     rows = []
     for w in wls:
         status = w.status if w.status not in ("Pending", "Degraded") or not w.reason else f"{w.status}"
+        held = still_held(w) if w.status in ("Failed", "Succeeded") else None
+        if held is not None:  # (its ranks still run on GPUs: `ranks get` says how to free them)
+            status += f" ({held.mark})"
         row = ([w.project] if show_project else []) + [
             w.name, w.kind, status, f"{w.ranks_ready}/{w.ranks_total}",
             f"{gpus(w.gpus_allocated)}/{gpus(w.gpus_requested)}", percent(w.gpu_util),
@@ -552,7 +557,7 @@ def event_order(e: EventRec) -> tuple[float, int, str]:
 
 def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note: str, *,
               events_forbidden: str = "", max_events: int = 20, failure: Any = None,
-              story: list[str] | None = None, diag: Any = None) -> None:
+              story: list[str] | None = None, diag: Any = None, held: str = "") -> None:
     now = time.time()
     out = sys.stdout
     pods_running = sum(1 for r in w.ranks if r.phase == "Running")
@@ -568,9 +573,11 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
         ("Pods", f"{pods_running} running, {pods_pending} pending, {pods_failed} failed"),
         ("Command", w.command or "-"),
     ]
+    if held:  # a finished job's ranks still running on GPUs (`diagnostics.leftovers`)
+        header.append(("Still held", held))
     width = max(len(k) for k, _ in header) + 2
     for k, v in header:
-        out.write(f"{k + ':':<{width}}{clean(v)}\n")
+        out.write(f"{k + ':':<{width}}{clean(v, limit=500)}\n")
     if w.conditions:
         out.write("Conditions:\n")
         out.write("  " + table(["TYPE", "STATUS", "REASON", "AGE"], [

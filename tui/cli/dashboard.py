@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from monitors.connection import ConnectionProblem, ExitCode, load_cluster_config
+from monitors.connection import ConnectionProblem, ExitCode, load_cluster_config, write_context_settings
 from monitors.sanitize import clean
 
 from .common import configure, error, fail
@@ -113,7 +113,14 @@ def _need_terminal() -> None:
 def run_app(cfg: Any, prepared: Prepared) -> int:
     import signal
 
+    from themes import ConfigFileError
     from tui.app import RanksApp
+    from tui.settings import hang_after
+
+    try:
+        hang_after(prepared.settings, cfg)  # (a kubeconfig context's own settings, checked before the terminal)
+    except ConfigFileError as exc:
+        fail(str(exc).splitlines()[0], ExitCode.NO_CONFIG)
 
     app = RanksApp(cfg, prepared.settings, **prepared.kwargs)
 
@@ -233,10 +240,12 @@ def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: s
             kubeconfig, url = stack.enter_context(demo_cluster(base))
         except OSError as exc:
             fail(f"cannot start the demo cluster: {exc.strerror or exc}", ExitCode.ERROR)
+        try:  # the demo's job hangs within a minute: its contexts judge hangs after one (a `ranks why` too)
+            write_context_settings(kubeconfig, {"hang_after_minutes": DEMO_HANG_AFTER})
+        except OSError as exc:
+            fail(f"cannot write the demo cluster's kubeconfig: {exc.strerror or exc}", ExitCode.ERROR)
         cfg = configure(load_cluster_config(str(kubeconfig), None), opts)
         settings = prepared.settings
-        if "hang_after_minutes" not in settings.model_fields_set:  # (the demo's job hangs within a minute)
-            settings = settings.with_overrides(hang_after_minutes=DEMO_HANG_AFTER)
         if url and not settings.prometheus_url:
             settings = settings.with_overrides(prometheus_url=url)
         prepared.settings = settings

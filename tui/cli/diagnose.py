@@ -13,7 +13,7 @@ from monitors.connection import ExitCode
 from .common import UserError
 
 if TYPE_CHECKING:
-    from monitors.diagnostics.hangs import JobHealth
+    from monitors.diagnostics.hangs import JobHealth, Thresholds
     from monitors.diagnostics.progress import ProgressBoard
     from monitors.logs.tails import Tail
     from monitors.model_views import WorkloadView
@@ -36,17 +36,18 @@ class RankDiagnostics:
         return self.board.summary().get(label)
 
 
-def configured() -> tuple[float, list[str]]:
-    """(hang after, seconds; the user's progress patterns) from the configuration file."""
+def configured(cfg: Any = None) -> tuple[Thresholds, list[str]]:
+    """(the hang threshold and where it came from; the user's progress patterns): the configuration
+    file's, else the kubeconfig context's (`cfg`), else the defaults, as the dashboard judges."""
     from themes import ConfigFileError
-    from tui.settings import load_settings
+    from tui.settings import hang_thresholds, load_settings
 
     try:
         s = load_settings()
+        return hang_thresholds(s, cfg), list(s.progress_patterns)
     except ConfigFileError as exc:
         raise UserError(str(exc).splitlines()[0] if str(exc) else "invalid configuration",
                         ExitCode.NO_CONFIG) from None
-    return s.hang_after_minutes * 60, list(s.progress_patterns)
 
 
 async def read_tails(monitor: Monitor, wl: WorkloadView) -> RankDiagnostics:
@@ -55,7 +56,7 @@ async def read_tails(monitor: Monitor, wl: WorkloadView) -> RankDiagnostics:
     from monitors.diagnostics.progress import ProgressBoard, compile_patterns
     from monitors.logs.tails import rank_tails
 
-    _, patterns = configured()
+    _, patterns = configured(monitor.cfg)
     out = RankDiagnostics(ProgressBoard(tuple(compile_patterns(patterns))))
     if wl.status not in ("Running", "Degraded", "Restarting", "Failed", "Succeeded"):
         return out
@@ -99,12 +100,12 @@ async def failure_log(monitor: Monitor, wl: WorkloadView, lines: int = 10) -> tu
 
 def judge(monitor: Monitor, wl: WorkloadView, diag: RankDiagnostics) -> RankDiagnostics:
     """Hangs and stragglers, once the GPU readings (and Prometheus' history) are in the model."""
-    from monitors.diagnostics.hangs import Thresholds, assess
+    from monitors.diagnostics.hangs import assess
 
     if wl.status in ("Running", "Degraded") and not wl.interactive:
-        hang_after, _ = configured()
+        thresholds, _ = configured(monitor.cfg)
         rates = {label: r for label, rp in diag.board.ranks.items() if (r := rp.rate()) is not None}
-        diag.health = assess(wl, monitor.model.gpu_history, time.time(), Thresholds(hang_after=hang_after),
+        diag.health = assess(wl, monitor.model.gpu_history, time.time(), thresholds,
                              rates or None, last_log=monitor.model.last_log)
     return diag
 
@@ -151,5 +152,6 @@ def with_health(d: Any, health: JobHealth | None) -> Any:
     for r in health.flagged:
         for flag, why in zip(r.flags, r.why, strict=False):
             found.append(Finding(flag, f"{r.label}: {why}"))
-    summary = health.summary if d.ok else d.summary
+    # (the sentences are the findings': the summary line says it in a few words, never again whole)
+    summary = health.headline if d.ok else d.summary
     return dataclasses.replace(d, findings=(*d.findings, *found), summary=summary)

@@ -399,13 +399,19 @@ def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, 
             sys.stdout.write(f"  - {clean(line, limit=500)}\n")
         return
     if report is None:
+        ref = f"{wl.kind.lower()}/{clean(wl.name)}"
         if story:
-            sys.stdout.write(f"{wl.kind.lower()}/{clean(wl.name)} {wl.status.lower()}, and its pods are gone; "
-                             "no ranks process recorded a failing rank. What is left:\n")
+            pods = "its pods are being deleted" if wl.ranks else "its pods are gone"
+            sys.stdout.write(f"{ref} {wl.status.lower()}, and {pods}; no ranks process recorded a failing rank. "
+                             "What is left:\n")
             for line in story:
                 sys.stdout.write(f"  - {clean(line, limit=500)}\n")
             return
-        sys.stdout.write(f"No rank of {wl.kind.lower()}/{clean(wl.name)} has failed.\n")
+        if wl.status == "Failed":  # (failed, yet no rank shows a failure of its own: say what the job says)
+            sys.stdout.write(f"{ref} failed" + (f": {clean(wl.reason, limit=500)}" if wl.reason else "")
+                             + "; none of its ranks shows a failure of its own (see `ranks why`).\n")
+            return
+        sys.stdout.write(f"No rank of {ref} has failed.\n")
         return
     f = report.failure
     rank = f"rank {f.rank}" if f.rank is not None else "no global rank"

@@ -161,6 +161,11 @@ def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             all_events = monitor.model.events_for(wl, 10_000)
             events = sorted(all_events, key=event_order)[-20:]  # the newest 20
             failure, story = await postmortem(cfg, monitor, wl, all_events, diag=diag)
+            from monitors.diagnostics.leftovers import still_held
+            from sessions.shell import ranks_command
+
+            held = still_held(wl)
+            command = ranks_command(cfg) or "ranks"
             if output in ("json", "yaml"):
                 from monitors.export import get_json
 
@@ -168,6 +173,9 @@ def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
                 doc["first_failure"] = failure.to_json() if failure is not None else None
                 doc["what_happened"] = story
                 doc["health"] = diag.health.to_json() if diag.health is not None else None
+                doc["still_held"] = None if held is None else {
+                    "ranks": list(held.ranks), "gpus": held.gpus, "nodes": list(held.nodes),
+                    "since": _iso(held.since), "free_with": held.delete_line(command)}
                 flags = {h.label: list(h.flags) for h in diag.health.ranks} if diag.health is not None else {}
                 for r, rank in zip(wl.ranks, doc["ranks"], strict=True):
                     label = r.label
@@ -179,7 +187,8 @@ def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             else:
                 print_get(wl, events, output, monitor.metrics_note,
                           events_forbidden=monitor.status.forbidden.get(f"events in {wl.namespace}", ""),
-                          failure=failure, story=story, diag=diag)
+                          failure=failure, story=story, diag=diag,
+                          held=held.sentence(time.time(), command) if held is not None else "")
             return ExitCode.OK
         finally:
             await monitor.stop()

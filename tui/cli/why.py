@@ -46,13 +46,18 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
         from monitors.diagnostics.why import explain
 
         from .diagnose import located_with_tails, with_health
+        from .idle import configured_threshold
 
         monitor, wl, diag = await located_with_tails(cfg, opts, ref, project, events=True, nodes=True)
         try:
             forbidden = sorted(n for n in monitor.status.forbidden if n.startswith(("nodes", "events")))
             for name in forbidden:
                 print(f"ranks: warning: forbidden to list {name}; the answer leaves them out", file=sys.stderr)
-            d = explain(monitor.model, wl.key, cluster_pods=False)  # one project's pods were listed
+            from sessions.shell import ranks_command
+
+            # (one project's pods were listed; the lines it offers run as pasted)
+            d = explain(monitor.model, wl.key, cluster_pods=False, command=ranks_command(cfg) or "ranks",
+                        me=cfg.impersonate_user or cfg.user, idle_threshold=configured_threshold())
             d = with_health(d, diag.health)
             if output in ("json", "yaml"):
                 emit_structured(diagnosis_json(d, wl), output)
@@ -68,7 +73,12 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
 def diagnosis_text(d: Diagnosis, wl: WorkloadView) -> str:
     lines = [f"{clean(wl.name)} ({clean(wl.kind)}, project {clean(wl.project)}) is {clean(d.status)}: "
              f"{clean(d.summary)}"]
-    lines += [f"  {f.kind}: {clean(f.text)}" for f in d.findings]
+    said = {clean(d.summary).rstrip(".")}
+    for f in d.findings:  # (no sentence twice: one the summary or another finding said already is left out)
+        text = clean(f.text)
+        if text.rstrip(".") not in said:
+            said.add(text.rstrip("."))
+            lines.append(f"  {f.kind}: {text}")
     return "\n".join(lines)
 
 

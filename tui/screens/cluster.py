@@ -16,6 +16,7 @@ from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions, idle_sessions_of
+from monitors.diagnostics.leftovers import still_held_all
 from monitors.humanize import age, gpus, percent
 from monitors.model_views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
 from monitors.sanitize import clean
@@ -123,6 +124,23 @@ def pod_row(look: Look, w: WorkloadView, r: RankView, now: float) -> Cells:
             Text(gpus(r.gpus), justify="right"),
             util_cell(look, r.gpu_util, r.gpu_state if r.gpus > 0 else "no GPU"),
             Text(age(now - r.created, live=True) if r.created else "-", justify="right"))
+
+
+def held_lines(look: Look, workloads: Iterable[WorkloadView], now: float, command: str, most: int = 3) -> Text:
+    """Failed or finished jobs whose ranks still run on GPUs (`diagnostics.leftovers`), a line each
+    with the command that frees them; nothing when there are none."""
+    held = still_held_all(workloads)
+    t = Text()
+    if not held:
+        return t
+    total = sum(h.gpus for h in held)
+    t.append(f"\n{look.glyphs.warning} {plural_gpus(total)} held by failed or finished jobs", style="bold")
+    for h in held[:most]:
+        t.append(f"\n  {clean(h.project, limit=30)}/{clean(h.name, limit=60)}: "
+                 f"{clean(h.sentence(now, command), limit=300)}")
+    if len(held) > most:
+        t.append(f"\n  and {len(held) - most} more", style="dim")
+    return t
 
 
 def plural_gpus(n: float) -> str:
@@ -245,6 +263,8 @@ class ClusterScreen(RanksScreen):
                 summary.append(f"mean util {percent(sum(utils) / len(utils)) if utils else '-'}")
                 if store.status.metrics_problem:
                     summary.append(f"  GPU metrics: {clean(store.status.metrics_problem, limit=120)}", style="dim")
+                summary.append_text(held_lines(look, store.workloads.values(), self.dashboard.clock(),
+                                               self.dashboard.paste_command))
                 self._update("#nodes-note", summary)
             if changed is None:
                 self._cells = {k: self._row(n) for k, n in store.nodes.items()}

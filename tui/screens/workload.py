@@ -159,10 +159,10 @@ def _exited(t: Text, label: str, rank: int | None, code: int, reason: str) -> No
 
 
 def recorded_failure_text(look: Look, w: WorkloadView, postmortem: tuple[Any, Any, tuple[str, ...]]) -> Text | None:
-    """A finished workload whose pods are gone: its first failure as the flight recorder kept it
-    (saying so, and when), its last line, and what happened."""
+    """A finished workload whose pods are gone (or all being deleted): its first failure as the
+    flight recorder kept it (saying so, and when), its last line, and what happened."""
     key, failure, story = postmortem
-    if key != w.key or w.ranks or w.first_failure is not None or not (failure or story):
+    if key != w.key or any(not r.deleting for r in w.ranks) or w.first_failure is not None or not (failure or story):
         return None
     t = Text(no_wrap=False)
     if failure is not None:
@@ -181,18 +181,29 @@ def recorded_failure_text(look: Look, w: WorkloadView, postmortem: tuple[Any, An
     return t
 
 
-def failure_text(look: Look, w: WorkloadView) -> Text | None:
+def failure_text(look: Look, w: WorkloadView, command: str = "ranks", now: float | None = None) -> Text | None:
+    """Which rank failed first; and, a finished job whose ranks still run on GPUs, how many and
+    the line that frees them (`diagnostics.leftovers`)."""
+    from monitors.diagnostics.leftovers import still_held
+
     ff = w.first_failure
-    if ff is None or w.status not in ("Failed", "Degraded", "Restarting"):
+    held = still_held(w)
+    if (ff is None or w.status not in ("Failed", "Degraded", "Restarting")) and held is None:
         return None
     t = Text(no_wrap=False)
-    t.append(f"{look.glyphs.cross} first failure: ", style="bold")
-    _exited(t, ff.label, ff.rank, ff.exit_code, ff.reason)
-    if ff.at:
-        t.append(" at " + time.strftime("%H:%M:%S", time.localtime(ff.at)))
-    if ff.message:
-        t.append(": " + clean(ff.message, limit=200), style="dim")
-    t.append("  (l: logs)", style="dim")
+    if ff is not None and w.status in ("Failed", "Degraded", "Restarting"):
+        t.append(f"{look.glyphs.cross} first failure: ", style="bold")
+        _exited(t, ff.label, ff.rank, ff.exit_code, ff.reason)
+        if ff.at:
+            t.append(" at " + time.strftime("%H:%M:%S", time.localtime(ff.at)))
+        if ff.message:
+            t.append(": " + clean(ff.message, limit=200), style="dim")
+        t.append("  (l: logs)", style="dim")
+    if held is not None:
+        if t.plain:
+            t.append("\n")
+        when = time.time() if now is None else now
+        t.append(f"{look.glyphs.warning} {clean(held.sentence(when, command), limit=400)}", style="bold")
     return t
 
 
@@ -446,7 +457,8 @@ class WorkloadScreen(RanksScreen):
         self._draw_header(shown, now)
         failure = self.query_one("#failure", Static)
         store = self.dashboard.store
-        ftext = failure_text(look, shown) or recorded_failure_text(look, shown, store.postmortem)
+        ftext = failure_text(look, shown, self.dashboard.paste_command, now) or recorded_failure_text(
+            look, shown, store.postmortem)
         failure.set_class(ftext is not None, "-shown")
         if ftext is not None:
             failure.update(ftext)
@@ -635,7 +647,7 @@ class WorkloadScreen(RanksScreen):
         """`l`: the merged logs of every rank; while a first failure is shown (its banner says
         "l: logs"), the log of the rank that failed, at the instance that failed."""
         wl = self.last
-        if wl is not None and failure_text(self.dashboard.look, wl) is not None:
+        if wl is not None and wl.first_failure is not None and wl.status in ("Failed", "Degraded", "Restarting"):
             self._failure_logs(wl)
         else:
             self.dashboard.open_logs(self.key)

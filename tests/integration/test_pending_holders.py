@@ -1,0 +1,113 @@
+"""#24 item 5 (first half): a job pending for GPUs that the user's own interactive session holds says
+so, in `ranks why` and in the detail's pending explanation, with the session's idleness and age and
+the line that frees them.
+
+On two nodes of 4 GPUs: the user's session `hvd` (`ranks submit --interactive`, 3 workers of 1 GPU)
+sits idle on one of them and another user's job fills the other; the user's unattended job of
+2 x 1 GPU cannot be placed (1 GPU free).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Static
+
+from monitors.connection import load_cluster_config
+from simcluster.scenarios.demo import namespace
+from simcluster.scenarios.nodes import gpu_nodes
+from tests.waiting import pilot_wait, wait_for
+from themes import load_themes
+from tui.app import RanksApp
+from tui.screens.lists import WorkloadsScreen
+from tui.screens.workload import WorkloadScreen
+from tui.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = "runai-team-a"
+HELD = re.compile(r"your interactive session hvd \(idle \d+s, started \d+s ago, 3 GPUs on gpu-node-0[12]\) holds what "
+                  r"this job needs: `.*delete hvd -p team-a` frees them")
+
+
+def ranks(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_"))}
+    env.update(RANKS_CONFIG="", NO_COLOR="1")
+    r = subprocess.run([sys.executable, "-m", "tui.cli", *args, "--kubeconfig", str(kubeconfig)],
+                       capture_output=True, text=True, timeout=90, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
+    assert 'File "/' not in r.stderr, r.stderr
+    return r
+
+
+def bobs_job() -> dict[str, Any]:
+    def replica(n: int) -> dict[str, Any]:
+        return {"replicas": n, "template": {"spec": {"containers": [{
+            "name": "pytorch", "image": "img", "command": ["sh", "-c", "sleep 600"],
+            "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}
+
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
+            "metadata": {"name": "llama", "namespace": NS, "labels": {"ranks/user": "bob"}},
+            "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(3)}}}
+
+
+def setup(sim: Any) -> None:
+    for node in gpu_nodes(2, 4, pool="main"):
+        sim.apply(node)
+    sim.apply(namespace(NS, {"runai/queue": "team-a"}))
+
+
+def phases(sim: Any, prefix: str) -> list[str]:
+    return [(p.get("status") or {}).get("phase", "") for p in sim.store.objects(("", "pods"), NS)
+            if p["metadata"]["name"].startswith(prefix)]
+
+
+def text_of(widget: Static) -> str:
+    content = widget.content
+    return getattr(content, "plain", str(content))
+
+
+@pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "dcgm"))
+async def test_a_job_pending_on_the_user_s_session_s_gpus_names_it(simcluster, tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    sim, kc = simcluster.sim, simcluster.sim.kubeconfig_path
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    simcluster.call(setup, sim)
+    r = ranks(kc, "submit", "hvd", "--framework", "mpi", "-i", "img", "--workers", "3", "-g", "1", "--interactive",
+              "-p", "team-a")
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: simcluster.call(phases, sim, "hvd-") == ["Running"] * 4, 60, "the session running")
+    simcluster.call(sim.apply, bobs_job())
+    wait_for(lambda: simcluster.call(phases, sim, "llama-") == ["Running"] * 4, 60, "bob's job running")
+    r = ranks(kc, "submit", "train", "--framework", "pytorch", "-i", "img", "--workers", "2", "-g", "1",
+              "--command", "python train.py", "-p", "team-a")
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: (p := simcluster.call(phases, sim, "train-")) and set(p) == {"Pending"}, 60, "train pending",
+             detail=lambda: simcluster.call(phases, sim, "train-"))
+
+    said: dict[str, str] = {}
+
+    def why() -> str | None:
+        out = ranks(kc, "why", "train", "-p", "team-a")
+        said["out"] = out.stdout + out.stderr
+        return out.stdout if out.returncode == 0 and HELD.search(out.stdout) else None
+
+    out = wait_for(why, 60, "ranks why naming the session", interval=2, detail=lambda: said.get("out"))
+    head, *rest = out.splitlines()
+    assert "held by your interactive session hvd" in head, head
+    assert [line for line in rest if line.startswith("  held: ")] and "llama" not in out, out  # (not needed)
+
+    app = RanksApp(load_cluster_config(str(kc), None), Settings(refresh_interval=1), themes=load_themes(None))
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and app.store.synced,
+                         timeout=20, what="the workloads list")
+        app.open_workload((NS, "PyTorchJob", "train"))
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and bool(app.screen.query("#pending")),
+                         what="train's detail")
+        pending = app.screen.query_one("#pending", Static)
+        await pilot_wait(pilot, lambda: HELD.search(text_of(pending).replace("\n", " ")), timeout=30,
+                         what="the pending explanation naming the session", detail=lambda: text_of(pending))

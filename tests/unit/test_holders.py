@@ -1,0 +1,98 @@
+"""#24 item 5: who holds the GPUs a pending job needs (`monitors.diagnostics.holders.gpu_fit`), the
+user's own first (an interactive session, idle or not, with its age), and `why` naming them."""
+
+from __future__ import annotations
+
+import calendar
+import time
+
+from monitors.diagnostics.holders import GpuDemand, gpu_fit, node_span
+from monitors.diagnostics.why import explain
+from monitors.model import GpuReading, LiveModel
+from monitors.parse import parse_namespace, parse_node, parse_quota
+from tests.kubeflow_objects import job, pod
+from tests.unit.test_why import A, add, gang, key, node
+
+T0 = calendar.timegm((2026, 11, 1, 8, 0, 0))
+STAMP = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0))
+
+
+def small(clock: list[float]) -> LiveModel:
+    """Two a100 nodes of 4 GPUs; my session `hvd` holds 3 on a100-node-1 (idle since it started), bob's
+    `llama` 4 on a100-node-2 (busy)."""
+    m = LiveModel(now=lambda: clock[0])
+    m.apply_nodes([(n["metadata"]["name"], parse_node(n)) for n in
+                   (node("a100-node-1", 4, "a100"), node("a100-node-2", 4, "a100"))])
+    m.apply_namespaces([(A, parse_namespace({"metadata": {"name": A, "labels": {"runai/queue": "team-a"}}}))])
+    session = job("MPIJob", "hvd", A, {"Launcher": 1, "Worker": 3}, command=["sleep", "infinity"],
+                  conditions=[("Running", "")], labels={"ranks/user": "alice"})
+    session["metadata"]["creationTimestamp"] = STAMP
+    spods = [pod("MPIJob", "hvd", A, "Launcher", None, gpus=0, name="hvd-launcher-x7k2p", node="a100-node-1",
+                 command=["sleep", "infinity"])]
+    spods += [pod("MPIJob", "hvd", A, "Worker", i, node="a100-node-1") for i in range(3)]
+    llama = job("PyTorchJob", "llama", A, {"Master": 1, "Worker": 3}, conditions=[("Running", "")],
+                labels={"ranks/user": "bob"})
+    lpods = [pod("PyTorchJob", "llama", A, "Master", 0, node="a100-node-2")]
+    lpods += [pod("PyTorchJob", "llama", A, "Worker", i, node="a100-node-2") for i in range(3)]
+    for p in spods + lpods:
+        p["metadata"]["creationTimestamp"] = STAMP
+    add(m, ([session, llama], spods + lpods))
+    readings = {(A, p["metadata"]["name"]): GpuReading("ok", 0.0 if p in spods else 90.0, 100.0, 81559.0)
+                for p in spods + lpods if p["metadata"]["name"] != "hvd-launcher-x7k2p"}
+    for t in range(0, 720, 30):  # 12 minutes of readings: the session idle, llama busy
+        clock[0] = T0 + t
+        m.set_gpu(readings, {})
+    m.flush()
+    return m
+
+
+def test_the_user_s_own_idle_session_first_with_its_age_and_the_line_that_frees_it() -> None:
+    clock = [T0]
+    m = small(clock)
+    now = T0 + 720
+    fit = gpu_fit(m, A, GpuDemand(pods=2, gpus_per_pod=1, selector=(("node-pool", "a100"),)), me="alice", now=now)
+    assert (fit.fits, fit.reason, fit.pods, fit.placed, fit.enough) == (False, "gpus", 2, 1, True)
+    assert [h.name for h in fit.holders] == ["hvd"]
+    (h,) = fit.holders
+    assert h.mine and h.interactive and h.gpus == 3 and h.nodes == ("a100-node-1",)
+    assert h.sentence(now, "ranks") == (
+        "your interactive session hvd (idle 12m, started 12m ago, 3 GPUs on a100-node-1) holds what this job "
+        "needs: `ranks delete hvd -p team-a` frees them")
+    # as bob: his own job first, though busy; alice's session is hers (no line to free it)
+    fit = gpu_fit(m, A, GpuDemand(pods=6, gpus_per_pod=1), me="bob", now=now)
+    assert [(h.name, h.mine) for h in fit.holders] == [("llama", True), ("hvd", False)] and fit.enough
+    assert fit.holders[1].sentence(now).startswith("alice's interactive session team-a/hvd (idle 12m")
+    assert "delete" not in fit.holders[1].sentence(now)
+    # what fits now: no holders; what nothing freed would fit: not enough
+    assert gpu_fit(m, A, GpuDemand(pods=1, gpus_per_pod=1), me="alice", now=now).fits
+    assert not gpu_fit(m, A, GpuDemand(pods=1, gpus_per_pod=16), me="alice", now=now).enough
+    # the session itself left out (the job convert makes from it would take its place)
+    assert gpu_fit(m, A, GpuDemand(pods=2, gpus_per_pod=1), me="alice", now=now,
+                   exclude={(A, "MPIJob", "hvd")}).holders[0].name == "llama"
+
+
+def test_the_project_s_quota_used_by_the_user_s_session() -> None:
+    clock = [T0]
+    m = small(clock)
+    quota = {"metadata": {"name": "gpu-quota", "namespace": A}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}},
+             "status": {"used": {"requests.nvidia.com/gpu": "7"}}}
+    m.apply_quotas([((A, "gpu-quota"), parse_quota(quota))])
+    m.flush()
+    fit = gpu_fit(m, A, GpuDemand(pods=1, gpus_per_pod=1), me="alice", now=T0 + 720)
+    assert (fit.fits, fit.reason) == (True, "")  # 1 free on a100-node-1, and 1 left of the quota
+    fit = gpu_fit(m, A, GpuDemand(pods=2, gpus_per_pod=1, selector=(("node-pool", "a100"),)), me="alice",
+                  now=T0 + 720, exclude={(A, "PyTorchJob", "llama")})
+    assert fit.reason == "gpus" and [h.name for h in fit.holders] == ["hvd"]
+
+
+def test_why_a_pending_job_waits_names_the_user_s_session() -> None:
+    clock = [T0]
+    m = small(clock)
+    j, pods = gang("train", 1, 1, selector={"node-pool": "a100"})
+    add(m, (j, pods))
+    d = explain(m, key("train"), now=T0 + 720, me="alice", command="ranks --context demo")
+    held = [f.text for f in d.findings if f.kind == "held"]
+    assert held == ["your interactive session hvd (idle 12m, started 12m ago, 3 GPUs on a100-node-1) holds what "
+                    "this job needs: `ranks --context demo delete hvd -p team-a` frees them."], d.findings
+    assert "held by your interactive session hvd" in d.summary
+    assert node_span(["gpu-2", "gpu-0", "gpu-1"]) == "gpu-0..gpu-2" and node_span(["b", "a"]) == "a, b"
