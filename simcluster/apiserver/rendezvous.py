@@ -108,6 +108,13 @@ class Slot:
         self.changed = asyncio.Event()
 
 
+def allow(authz: Authz, who: Identity, verb: str, resource: str, ns: str, name: str) -> None:
+    """Simulation-only resources of group `simcluster.ranks` (the rendezvous, the GPUs' driver): a
+    service account may use its own namespace's, other identities need RBAC."""
+    if MASTERS not in who.groups and not who.name.startswith(f"system:serviceaccount:{ns}:"):
+        authz.authorize(who, verb, GROUP, resource, ns, name)
+
+
 def _json(obj: Any, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(obj), status=status, content_type="application/json")
 
@@ -126,8 +133,7 @@ class Rendezvous:
         verb = {"POST": "create", "GET": "get", "DELETE": "delete"}.get(request.method)
         if verb is None:
             raise ApiError(405, "the server does not allow this method on the requested resource")
-        if MASTERS not in who.groups and not who.name.startswith(f"system:serviceaccount:{ns}:"):
-            self.authz.authorize(who, verb, GROUP, "rendezvous", ns, name)
+        allow(self.authz, who, verb, "rendezvous", ns, name)
         self._sweep()
         slot = self.slots.setdefault((ns, name), Slot())
         if verb == "get":

@@ -54,6 +54,7 @@ import yaml
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
 from ..controllers.base import record_event
+from . import devices
 from .launchers import HERE as LAUNCHERS
 from .podenv import (
     ContainerConfigError,
@@ -398,6 +399,7 @@ class PodRuntime:
         self.finished = True
         self.final_phase = self._phase()
         self.release_sandbox()
+        self.release_devices()
         for run in self.init_runs:
             if run.kind == "sidecar" and run.last is not None and run.last.running:
                 self._signal_instance(run.last, signal.SIGTERM)
@@ -541,10 +543,26 @@ class PodRuntime:
     def _compute_env(self, run: ContainerRun) -> dict[str, str]:
         sim = self.sim
         env = container_env(
-            self.pod, run.spec, base=self._base_env(), services=service_env(sim.host, sim.port),
-            lookup=self._lookup, allocatable=self.allocatable,
+            self.pod, run.spec, base={**self._base_env(), **self._device_env(run)},
+            services=service_env(sim.host, sim.port), lookup=self._lookup, allocatable=self.allocatable,
         )
         return self._rewrite(env)
+
+    def _device_env(self, run: ContainerRun) -> dict[str, str]:
+        """The container's GPUs, allocated now (see `devices`): the device plugin's variable."""
+        count = devices.container_gpus(run.spec)
+        if not count:
+            return {}
+        try:
+            capacity = int(str(self.allocatable.get(devices.GPU_RESOURCE, 0)))
+        except ValueError:
+            capacity = 0
+        gpus = devices.of(self.sim).allocate(self.node, capacity, self.uid, self.namespace, self.name, run.name, count)
+        return {devices.VISIBLE: ",".join(devices.gpu_uuid(self.node, i) for i in gpus)} if gpus else {}
+
+    def release_devices(self) -> None:
+        """The pod's processes are gone: its GPUs are free again."""
+        devices.of(self.sim).release(self.uid, self.node)
 
     # -- one container -----------------------------------------------------------------------------
     def _backoff(self, run: ContainerRun, finished: float) -> float:
@@ -870,6 +888,7 @@ class PodRuntime:
             self.finished = True
             self.final_phase = self._phase(terminal=True)
             self.release_sandbox()
+            self.release_devices()
             self.write_status_now()
             self.kubelet.pod_terminated(self)
         except asyncio.CancelledError:
@@ -899,6 +918,7 @@ class PodRuntime:
         for i in self._instances():
             i.writer.close()
         self.release_sandbox()
+        self.release_devices()
 
     def cleanup_files(self) -> None:
         """The pod's directories (in a worker thread, after `kill_now`)."""

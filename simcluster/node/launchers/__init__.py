@@ -1,5 +1,5 @@
-"""Simulated launchers on every simcluster pod's PATH: `mpirun`, `horovodrun`, `torchrun` and a
-`python` (the host's interpreter). Simulation only, never product behaviour: they let the
+"""Simulated launchers on every simcluster pod's PATH: `mpirun`, `horovodrun`, `torchrun`, the
+GPUs' `nvidia-smi` and a `python` (the host's interpreter). Simulation only, never product behaviour: they let the
 interactive loop (shell into a launcher pod, run a launch line by hand, convert) run end to end on
 the embedded cluster.
 
@@ -26,6 +26,7 @@ COMMANDS: dict[str, str | None] = {
     "mpiexec": "mpiexec.py",
     "horovodrun": "horovodrun.py",
     "torchrun": "torchrun.py",
+    "nvidia-smi": "nvidia_smi.py",
     "python": None,
 }
 
