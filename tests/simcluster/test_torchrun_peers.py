@@ -11,8 +11,13 @@ import os
 import re
 import signal
 import threading
+import time
 import uuid
 from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
 
 from tests.simcluster.test_launchers import (
     SIM,
@@ -151,3 +156,45 @@ def _in_pod(pid: int, pod: str) -> bool:
             return f"HOSTNAME={pod}".encode() in fh.read().split(b"\0")
     except OSError:
         return False
+
+
+@pytest.mark.simcluster(components=())
+def test_rendezvous_keeps_a_rounds_failures_for_its_watchers(simcluster, tmp_path: Path) -> None:
+    """The API under the agents: a member's failure is recorded once, in order; a watch answers at
+    once when the round has more failures than it has seen, else after its wait; only members of
+    the round may report; an unknown round says so."""
+    import requests
+
+    sim = simcluster.sim
+    ca = tmp_path / "ca.pem"
+    ca.write_bytes(sim.ca_pem)
+    url = f"{sim.url}/apis/simcluster.ranks/v1/namespaces/default/rendezvous/m-0%3A23456"
+    auth = {"Authorization": f"Bearer {simcluster.call(sim.service_account_token, 'default')}"}
+
+    def post(body: dict) -> requests.Response:
+        return requests.post(url, json=body, verify=str(ca), timeout=10, headers=auth)
+
+    def watch(**query: Any) -> dict:
+        return requests.get(url, params=query, verify=str(ca), timeout=10, headers=auth).json()
+
+    for member, host, rank in (("a", "m-0", 0), ("b", "w-0", 1)):
+        post({"id": member, "host": host, "backend": "static", "nodeRank": rank, "maxNodes": 2, "nproc": 1,
+              "wait": 0})
+    assert post({"id": "a", "host": "m-0", "backend": "static", "nodeRank": 0, "maxNodes": 2, "nproc": 1,
+                 "wait": 0}).json()["complete"]
+    quiet = watch(round=1, seen=0, wait=0.2)
+    assert (quiet["known"], quiet["failures"], quiet["laterRound"]) == (True, [], False)
+    failure = {"rank": 1, "localRank": 0, "exitCode": 3, "address": "10.244.0.7"}
+    assert post({"id": "b", "round": 1, "failed": failure}).status_code == 200
+    assert post({"id": "b", "round": 1, "failed": {"rank": 1, "exitCode": 9}}).status_code == 200  # once only
+    t0 = time.monotonic()
+    seen = watch(round=1, seen=0, wait=20)
+    assert time.monotonic() - t0 < 10  # answered at once, not after the wait
+    assert seen["failures"] == [{"host": "w-0", "address": "10.244.0.7", "nodeRank": 1, "groupRank": 1, "rank": 1,
+                                 "localRank": 0, "exitCode": 3}]
+    assert post({"id": "stranger", "round": 1, "failed": failure}).status_code == 404
+    assert post({"id": "a", "round": "x", "failed": failure}).status_code == 400
+    assert watch(round=7, seen=0, wait=5)["known"] is False
+    # a later round with members wakes a watch that asks for it (a c10d agent), not the others
+    post({"id": "c", "host": "m-0", "backend": "static", "nodeRank": 0, "maxNodes": 2, "nproc": 1, "wait": 0})
+    assert watch(round=1, seen=1, wait=5, later=1)["laterRound"] is True
