@@ -7,6 +7,8 @@ were given (`--master-addr:--master-port` for the static backend, `--rdzv-endpoi
     POST   /apis/simcluster.ranks/v1/namespaces/<ns>/rendezvous/<host:port>   join / wait
     DELETE /apis/simcluster.ranks/v1/namespaces/<ns>/rendezvous/<host:port>?id=<member>   leave
     GET    /apis/simcluster.ranks/v1/namespaces/<ns>/rendezvous/<host:port>   the state
+    GET    ...?round=<n>&seen=<k>&wait=<s>[&later=1]   watch round n: its failures, a later round
+    POST   (the same, with "failed" in the body)   a member's workers failed
 
 A join's body: `{"id", "host", "backend": "static"|"c10d", "nodeRank", "minNodes", "maxNodes",
 "nproc", "lastCall", "runId", "wait"}`. The request waits (long poll, up to `wait` seconds) until
@@ -24,6 +26,14 @@ global rank and the world size. The next join at the same key opens the next rou
 address can be reused launch after launch. A node that goes away before the round completes
 (its long poll dropped, or no poll for `STALE` seconds, or a DELETE) leaves the round, so it
 never wedges the next launch.
+
+While a round trains, its members watch it (the GET with `round`, a long poll answered as soon as
+the round has more than `seen` failures or, with `later=1`, a later round has members, else
+after `wait` seconds): this is how a node learns that a peer died, which real torch learns from its
+collectives (the gloo pair or the NCCL socket closing). A member whose workers failed for good
+says so (POST `{"id", "round", "failed": {"rank", "localRank", "exitCode", "address"}}`); the
+answer to a watch lists the round's failures in order (`host`, `address`, `nodeRank`,
+`groupRank`, the failing `rank`, `exitCode`). A completed round is kept while it is watched, and `KEEP_DONE` seconds after.
 
 Authenticated like every request; a service account may use the rendezvous of its own
 namespace, other identities need RBAC on `rendezvous` in group `simcluster.ranks`.
@@ -78,6 +88,8 @@ class Round:
     order: list[str] = field(default_factory=list)  # member ids by group rank, once complete
     ranks_seen: set[int] = field(default_factory=set)  # node ranks that joined at some point
     most: int = 0  # the most members the round had at once
+    failures: list[dict[str, Any]] = field(default_factory=list)  # members whose workers failed, in order
+    touched: float = 0.0  # when a member last watched it (a completed round is kept while watched)
 
     def live(self, now: float) -> list[Member]:
         return [m for m in self.members.values() if m.polling or now - m.seen < STALE]
@@ -94,6 +106,13 @@ class Slot:
     def notify(self) -> None:
         self.changed.set()
         self.changed = asyncio.Event()
+
+
+def allow(authz: Authz, who: Identity, verb: str, resource: str, ns: str, name: str) -> None:
+    """Simulation-only resources of group `simcluster.ranks` (the rendezvous, the GPUs' driver): a
+    service account may use its own namespace's, other identities need RBAC."""
+    if MASTERS not in who.groups and not who.name.startswith(f"system:serviceaccount:{ns}:"):
+        authz.authorize(who, verb, GROUP, resource, ns, name)
 
 
 def _json(obj: Any, status: int = 200) -> web.Response:
@@ -114,11 +133,12 @@ class Rendezvous:
         verb = {"POST": "create", "GET": "get", "DELETE": "delete"}.get(request.method)
         if verb is None:
             raise ApiError(405, "the server does not allow this method on the requested resource")
-        if MASTERS not in who.groups and not who.name.startswith(f"system:serviceaccount:{ns}:"):
-            self.authz.authorize(who, verb, GROUP, "rendezvous", ns, name)
+        allow(self.authz, who, verb, "rendezvous", ns, name)
         self._sweep()
         slot = self.slots.setdefault((ns, name), Slot())
         if verb == "get":
+            if "round" in request.query:
+                return await self._watch(request, slot)
             return _json(self._describe(slot))
         if verb == "delete":
             member = request.query.get("id", "")
@@ -134,6 +154,8 @@ class Rendezvous:
             raise ApiError(400, "the body of the request was not JSON") from None
         if not isinstance(body, dict) or not body.get("id"):
             raise ApiError(400, "a rendezvous join needs an id")
+        if "failed" in body:
+            return _json(self._fail(slot, body))
         return await self._join(request, slot, body)
 
     # -- joining and waiting -------------------------------------------------------------------------
@@ -245,11 +267,75 @@ class Rendezvous:
         slot.open = None
         slot.notify()
 
+    # -- a round that trains: failures and watches ----------------------------------------------------
+    def _fail(self, slot: Slot, body: dict[str, Any]) -> dict[str, Any]:
+        """A member's workers failed for good: recorded once per member, the watchers woken."""
+        mid = str(body["id"])
+        try:
+            number = int(body.get("round"))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise ApiError(400, "a rendezvous failure needs the round") from None
+        rnd = slot.done.get(number)
+        if rnd is None or mid not in rnd.order:
+            raise ApiError(404, f"member {mid} is not part of a completed rendezvous round {number}",
+                           reason="NotFound")
+        failed = body.get("failed") if isinstance(body.get("failed"), dict) else {}
+        if not any(f["id"] == mid for f in rnd.failures):
+            member = rnd.members[mid]
+
+            def num(key: str, default: int) -> int:
+                try:
+                    return int(failed.get(key, default))
+                except (TypeError, ValueError):
+                    return default
+
+            rnd.failures.append({
+                "id": mid, "host": member.host, "address": str(failed.get("address") or "")[:64],
+                "nodeRank": member.rank, "groupRank": rnd.order.index(mid), "rank": num("rank", -1),
+                "localRank": num("localRank", -1), "exitCode": num("exitCode", 1),
+            })
+            slot.notify()
+        rnd.touched = time.monotonic()
+        return self._round_state(slot, rnd, number)
+
+    async def _watch(self, request: web.Request, slot: Slot) -> web.Response:
+        q = request.query
+        try:
+            number, seen = int(q.get("round", "")), int(q.get("seen") or 0)
+            wait = min(MAX_WAIT, max(0.0, float(q.get("wait") or 0)))
+        except ValueError:
+            raise ApiError(400, "round, seen and wait must be numbers") from None
+        deadline = time.monotonic() + wait
+        want_later = q.get("later") == "1"
+        while True:
+            rnd = slot.done.get(number)
+            now = time.monotonic()
+            if rnd is not None:
+                rnd.touched = now
+            later = want_later and slot.open is not None and slot.open.number > number and bool(slot.open.members)
+            if rnd is None or len(rnd.failures) > seen or later or now >= deadline:
+                return _json(self._round_state(slot, rnd, number))
+            transport = request.transport
+            if transport is None or transport.is_closing():
+                return _json(self._round_state(slot, rnd, number))
+            changed = slot.changed
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), timeout=min(CHECK * 4, deadline - now))
+
+    @staticmethod
+    def _round_state(slot: Slot, rnd: Round | None, number: int) -> dict[str, Any]:
+        opened = slot.open
+        return {
+            "kind": "Rendezvous", "apiVersion": f"{GROUP}/v1", "round": number, "known": rnd is not None,
+            "failures": [{k: v for k, v in f.items() if k != "id"} for f in (rnd.failures if rnd else ())],
+            "laterRound": opened is not None and opened.number > number and bool(opened.members),
+        }
+
     def _sweep(self) -> None:
         now = time.monotonic()
         for key, slot in list(self.slots.items()):
             for number, rnd in list(slot.done.items()):
-                if now - rnd.completed_at > KEEP_DONE:
+                if now - max(rnd.completed_at, rnd.touched) > KEEP_DONE:
                     del slot.done[number]
                     for mid in rnd.order:
                         slot.member_round.pop(mid, None)

@@ -209,6 +209,8 @@ class ApiServer:
         self.admin = admin
         self.service_ips = IPAllocator("10.96.0.0/12")
         self.rendezvous = Rendezvous(authz)  # the simulated torchrun's meeting point (not Kubernetes)
+        # other simulation-only resources beside it, by name (the GPUs' driver, `gpus`, with DCGM)
+        self.simulated: dict[str, Callable[[web.Request, Identity], Awaitable[web.StreamResponse]]] = {}
         self.app = web.Application(client_max_size=MAX_BODY)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
 
@@ -274,6 +276,9 @@ class ApiServer:
         if path.startswith("/simcluster/admin/"):
             return await self._admin(request, who), "admin", who.name
         if path.startswith(RENDEZVOUS_PREFIX):
+            resource = [*path[len(RENDEZVOUS_PREFIX):].split("/"), ""][1]
+            if resource in self.simulated:
+                return await self.simulated[resource](request, who), resource, who.name
             return await self.rendezvous.handle(request, who), "rendezvous", who.name
         resp = self._discovery(path, request.headers.get("Accept"))
         if resp is not None:

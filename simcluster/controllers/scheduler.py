@@ -22,7 +22,12 @@ Gangs: pods annotated `scheduling.k8s.io/group-name: <group>` and
 `simcluster.io/pod-group-min-member: <n>` (set by `simcluster.operators`) are bound all together
 or not at all: the group waits until n members exist, then its pending members are placed
 tentatively and bound only if the bound plus placed members reach n; otherwise every pending
-member gets the failure message of the first member that did not fit.
+member gets the message of the first member that did not fit, of the cluster as it stands: a
+node that could take that member is counted as such (`3 node(s) fit only 3 of the 5 pods of pod
+group big-pretrain that must start together`), the others under their kube-scheduler reasons, as
+Volcano and the coscheduling plugin tell a gang that does not fit from pods that do (`... 3
+Schedulable, 2 Unschedulable`); the message keeps kube-scheduler's shape (`0/N nodes are
+available: ...` with per-reason node counts), which `ranks why` reads.
 
 Efficiency: per-node requested resources are kept incrementally from pod events (no rescans);
 GPU nodes are indexed by free GPU count; unschedulable pods wait until capacity frees (a pod
@@ -532,7 +537,11 @@ class Scheduler(Controller):
                 reasons.append(f"Insufficient {k}")
         return reasons, True
 
-    def failure_message(self, pod: PodInfo) -> str:
+    def failure_message(self, pod: PodInfo, gang: tuple[str, int, int] | None = None) -> str:
+        """kube-scheduler's message for `pod`, each node counted under its reasons. `gang` (pod
+        group, members that must start together, members that fit): a node that could take the
+        pod as the cluster stands is counted as such, so the message says what the nodes can hold
+        when only the gang as a whole does not fit."""
         names = self.node_names
         n = len(names)
         if n == 0:
@@ -540,6 +549,10 @@ class Scheduler(Controller):
         hist: Counter[str] = Counter()
         unresolvable = 0
         for name in names:
+            if gang is not None and self._fits(self.nodes[name], pod):
+                group, need, fit = gang
+                hist[f"node(s) fit only {fit} of the {need} pods of pod group {group} that must start together"] += 1
+                continue
             reasons, resolvable = self._node_reasons(self.nodes[name], pod)
             hist.update(reasons)
             if not resolvable:
@@ -653,7 +666,8 @@ class Scheduler(Controller):
             return
         for m, node in placed:
             self._assume(m, node, -1)
-        msg = misses[0][1] if misses else self.failure_message(members[0])
+        # the gang's message, of the cluster as it stands (not of the members placed on trial)
+        msg = self.failure_message(misses[0][0] if misses else members[0], (group[1], need, bound + len(placed)))
         for m in members:
             self._mark_unschedulable(m, msg)
 

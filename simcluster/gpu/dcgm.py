@@ -11,8 +11,10 @@ For every node with ``nvidia.com/gpu`` capacity, a controller keeps:
 - the Service ``gpu-operator/nvidia-dcgm-exporter`` (port ``gpu-metrics`` 9400, selector
   ``app=nvidia-dcgm-exporter``, annotated ``prometheus.io/scrape: "true"``).
 
-GPU assignment: each container of a Running pod bound to the node that asks for ``nvidia.com/gpu``
-gets the first free GPU indexes, in (namespace, name, container) order, kept until the pod ends.
+GPU assignment: the device table the kubelet fills as it starts containers (`simcluster.node.devices`:
+the first free GPU indexes, kept until the pod ends, given to the container as
+``NVIDIA_VISIBLE_DEVICES``); a Running pod no kubelet started gets the first free indexes here, in
+(namespace, name, container) order.
 Readings per GPU (see `simcluster.gpu.profiles` for the annotations):
 
 - utilisation: the ``simcluster.ranks/gpu-util`` profile, else the pod's real CPU use (utime+stime
@@ -43,7 +45,8 @@ from aiohttp import web
 from ..apiserver.store import Event, now_rfc3339
 from ..apiserver.validation import default
 from ..controllers.base import Controller, Key
-from ..node import proxy
+from ..node import devices, proxy
+from ..node.devices import container_gpus
 from ..node.kubelet import IN_PROCESS
 from ..node.procfs import cpu_times, uptime
 from . import profiles as gp
@@ -180,8 +183,7 @@ class NodeExporter:
     last_scrape: float = 0.0
 
     def gpu_uuid(self, index: int) -> str:
-        u = uuid.uuid5(uuid.NAMESPACE_DNS, f"{self.node}/gpu/{index}")
-        return f"GPU-{u}"
+        return devices.gpu_uuid(self.node, index)
 
     def pci_bus_id(self, index: int) -> str:
         bus = PCI_BUSES[index] if index < len(PCI_BUSES) else 0x10 + index * 0x10 % 0xF0
@@ -195,18 +197,6 @@ def gpu_count(node: dict[str, Any]) -> int:
         return max(0, int(str(cap.get(GPU_RESOURCE, "0"))))
     except ValueError:
         return 0
-
-
-def container_gpus(container: dict[str, Any]) -> int:
-    res = container.get("resources") or {}
-    for part in ("limits", "requests"):
-        val = (res.get(part) or {}).get(GPU_RESOURCE)
-        if val is not None:
-            try:
-                return max(0, int(str(val)))
-            except ValueError:
-                return 0
-    return 0
 
 
 def model_for(node: dict[str, Any]) -> tuple[str, GpuModel]:
@@ -239,6 +229,16 @@ def _started_at(pod: dict[str, Any], container: str) -> float | None:
             if t is not None:
                 return t
     return _parse_time(status.get("startTime"))
+
+
+def power_and_temperature(m: GpuModel, util: float) -> tuple[float, int]:
+    """A GPU's power draw (W) and temperature (C) at `util` percent."""
+    u = max(0.0, min(100.0, util)) / 100.0
+    return m.idle_w + (m.max_w - m.idle_w) * u, round(31 + 44 * u)
+
+
+def sm_clock(m: GpuModel, util: float) -> int:
+    return m.sm_clock if util > 0 else 345
 
 
 def _escape(v: str) -> str:
@@ -431,15 +431,14 @@ class Dcgm:
                 f'namespace="{_escape(a.namespace) if a else ""}",pod="{_escape(a.pod) if a else ""}"'
             )
             u = r.util / 100.0
-            power = m.idle_w + (m.max_w - m.idle_w) * u
-            temp = round(31 + 44 * u)
+            power, temp = power_and_temperature(m, r.util)
             energy = exp.energy_mj.get(i)
             if energy is None:
                 energy = float(gp.seed_of(node, str(i)) % 10_000_000_000 + 1_000_000_000)
             energy += power * dt * 1000.0
             exp.energy_mj[i] = energy
             values = {
-                "DCGM_FI_DEV_SM_CLOCK": str(m.sm_clock if r.util > 0 else 345),
+                "DCGM_FI_DEV_SM_CLOCK": str(sm_clock(m, r.util)),
                 "DCGM_FI_DEV_MEM_CLOCK": str(m.mem_clock),
                 "DCGM_FI_DEV_MEMORY_TEMP": str(temp + 4),
                 "DCGM_FI_DEV_GPU_TEMP": str(temp),
@@ -584,40 +583,40 @@ class Dcgm:
 
     # -- assignment ----------------------------------------------------------------------------
     def assign(self, exp: NodeExporter, pods: list[dict[str, Any]]) -> None:
-        """Keep assignments of still-running pods, give new ones the first free GPU indexes."""
-        wanted: dict[tuple[str, str], tuple[dict[str, Any], int]] = {}
-        for pod in sorted(pods, key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"])):
+        """The node's GPUs as the device table holds them (`simcluster.node.devices`): the kubelet's
+        allocations, made as it starts each container, and, for Running pods no kubelet started,
+        the first free indexes; freed when a pod ends or goes away."""
+        table = devices.of(self.sim)
+        live: dict[str, dict[str, Any]] = {}
+        for pod in pods:
             meta = pod["metadata"]
             if (meta.get("annotations") or {}).get(IN_PROCESS) == "true":
                 continue
             if (pod.get("spec") or {}).get("nodeName") != exp.node:
                 continue
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue
+            live[meta.get("uid", "")] = pod
+        for uid in table.uids(exp.node) - set(live):
+            table.release(uid, exp.node)
+        for pod in sorted(live.values(), key=lambda p: (p["metadata"].get("namespace", ""), p["metadata"]["name"])):
             if (pod.get("status") or {}).get("phase") != "Running":
                 continue
-            for c in (pod.get("spec") or {}).get("containers") or ():
-                if isinstance(c, dict) and c.get("name"):
-                    n = container_gpus(c)
-                    if n > 0:
-                        wanted[(meta.get("uid", ""), c["name"])] = (pod, n)
-        kept: dict[tuple[str, str], Assignment] = {}
-        for idx in list(exp.assigned):
-            a = exp.assigned[idx]
-            if (a.uid, a.container) not in wanted or idx >= exp.gpus:
-                del exp.assigned[idx]
-                continue
-            kept[(a.uid, a.container)] = a
-        now = time.time()
-        for key, (pod, n) in wanted.items():
-            if key in kept:
-                continue
-            free = [i for i in range(exp.gpus) if i not in exp.assigned][:n]
-            if not free:
-                continue
             meta = pod["metadata"]
-            a = Assignment(key[0], meta.get("namespace", ""), meta["name"], key[1], free)
-            for i in free:
-                exp.assigned[i] = a
-            self._first_seen.setdefault(key[0], now)
+            for c in (pod.get("spec") or {}).get("containers") or ():
+                if isinstance(c, dict) and c.get("name") and (n := container_gpus(c)) > 0:
+                    table.allocate(exp.node, exp.gpus, meta.get("uid", ""), meta.get("namespace", ""), meta["name"],
+                                   c["name"], n)
+        shared: dict[int, Assignment] = {}
+        exp.assigned = {}
+        for idx, alloc in table.on(exp.node).items():
+            if idx < exp.gpus:
+                a = shared.setdefault(id(alloc), Assignment(alloc.uid, alloc.namespace, alloc.pod, alloc.container,
+                                                            list(alloc.gpus)))
+                exp.assigned[idx] = a
+        now = time.time()
+        for a in exp.assigned.values():
+            self._first_seen.setdefault(a.uid, now)
         gone = set(self._first_seen) - {a.uid for e in self.exporters.values() for a in e.assigned.values()}
         for uid in gone:
             self._first_seen.pop(uid, None)
@@ -703,4 +702,7 @@ def install(sim: SimCluster) -> None:
     dcgm = Dcgm(sim)
     sim.dcgm = dcgm  # type: ignore[attr-defined]
     sim.add_controller(DcgmController(sim, dcgm))
+    from .driver import install as install_driver  # (imports this module)
+
+    install_driver(sim, dcgm)
     sim.on_stop(dcgm.close)

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from ..apiserver.errors import ApiError
 from ..apiserver.store import Event, now_rfc3339, shortened_deletion
 from ..controllers.base import Controller
+from .launchers import PodView, install_pod
 from .launchers import install as install_launchers
 from .podlogs import serve_pod_log
 from .podns import PodNamespaces, wanted
@@ -135,7 +136,8 @@ class Kubelet(Controller):
         self.pod_ips = IPPool()
         self.node_ips = IPPool()
         self.stopping = False
-        self.bin_dir: Path | None = None  # the simulated launchers, first on every pod's PATH
+        self.bin_dir: Path | None = None  # the simulated launchers, first on the PATH of pods in the host's view
+        self.pod_view: PodView | None = None  # the same, as pods with a mount namespace see them
         self.podns: PodNamespaces | None = None  # pods' mount and UTS namespaces (None: off)
         self._node_waiters: dict[str, set[tuple[str, str]]] = {}
         self._disposing: set[asyncio.Task[None]] = set()
@@ -355,6 +357,7 @@ def install(sim: SimCluster, **options: Any) -> Kubelet:
     kubelet.reaper.start()
     try:
         kubelet.bin_dir = install_launchers(sim.workdir / "bin")
+        kubelet.pod_view = install_pod(sim.workdir / "podbin")
     except OSError as exc:
         log.warning("kubelet: cannot install the simulated launchers: %s", exc)
     if wanted(getattr(sim, "pod_namespaces", None)):

@@ -210,13 +210,15 @@ class PodNamespaces:
 
     async def create(self, *, rootfs: Path, upper: Path, work: Path, scratch: Path, hostname: str,
                      binds: list[tuple[Path | str, str]], files: list[tuple[str, str]],
-                     home: tuple[Path, str] | None = None) -> Holder:
+                     home: tuple[Path, str] | None = None, tools: tuple[tuple[str, str], ...] = ()) -> Holder:
         """A holder for a pod (raises PodNamespaceError): its root filesystem at `rootfs` (upper,
         work: the overlay's directories; scratch: a tmpfs for them if needed), `binds` (host path,
         in-pod path), `files` (in-pod path, text) and `home` (a host directory, its in-pod path: the
         pod's own home, so the host's dotfiles (a `.bashrc` that puts pyenv first on PATH, history)
         stay out of the pod, as an image's /root would; what the simulator itself runs from under
-        that path (its interpreter, its virtualenv, its source) is bound back in at the same path)."""
+        that path (its interpreter, its virtualenv, its source) is bound back in at the same path).
+        `tools` (host path, in-pod path): the image's view of the simulated commands and their
+        interpreter (`launchers.install_pod`), bound where the pod's own layer can hold them."""
         proc = self._proc
         if not await self.ready() or proc is None or proc.stdin is None or self._loop is None:
             raise PodNamespaceError(self.error or "pod namespaces are not available")
@@ -226,7 +228,8 @@ class PodNamespaces:
         self._next += 1
         rid = self._next
         req = {"id": rid, "rootfs": str(rootfs), "upper": str(upper), "work": str(work), "scratch": str(scratch),
-               "hostname": hostname, "binds": [[str(s), d] for s, d in binds], "files": files}
+               "hostname": hostname, "binds": [[str(s), d] for s, d in binds], "files": files,
+               "tools": [[s, d] for s, d in tools]}
         fut = self._loop.create_future()
         self._pending[rid] = fut
         try:

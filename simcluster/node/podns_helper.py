@@ -7,8 +7,8 @@ from its own pipe, builds its pod's root, enters it, answers and sleeps until ki
 
 Protocol (JSON lines): the helper first answers `{"ready": true, "mode": "root" | "userns"}` or
 `{"ready": false, "error"}`; then for each request `{"id", "rootfs", "upper", "work", "scratch",
-"hostname", "binds": [[host path, in-pod path]], "files": [[in-pod path, text]]}` the holder it
-forked answers `{"id", "pid", "warnings"?}` or `{"id", "error"}`.
+"hostname", "binds": [[host path, in-pod path]], "files": [[in-pod path, text]], "tools": [[host
+path, in-pod path]]}` the holder it forked answers `{"id", "pid", "warnings"?}` or `{"id", "error"}`.
 """
 
 from __future__ import annotations
@@ -264,18 +264,30 @@ def setup_pod(sysc: _Sys, req: dict[str, Any], mounts: list[str], shared: list[s
             _write(target, text)
         except OSError as exc:
             warnings.append(f"{path}: {exc}")
-    for source, dest in sorted(req.get("binds") or (), key=lambda b: _depth(b[1])):
+    _bind_all(sysc, rootfs, req.get("binds") or (), (), warnings)
+    # the simulated commands and their interpreter, never where a mount point would be made in
+    # the host's own filesystem (a directory shared live with it)
+    _bind_all(sysc, rootfs, req.get("tools") or (), done + [d for d in shared if os.path.isdir(d)], warnings)
+    os.chdir(rootfs)
+    os.chroot(".")
+    os.chdir("/")
+    sysc.sethostname(req["hostname"])
+    return warnings
+
+
+def _bind_all(sysc: _Sys, rootfs: str, binds: Any, live: Any, warnings: list[str]) -> None:
+    """Bind each (host path, in-pod path), outermost first; none under a directory of `live`."""
+    for source, dest in sorted(binds, key=lambda b: _depth(b[1])):
+        shared = next((d for d in live if _under(dest, d)), None)
+        if shared is not None:
+            warnings.append(f"{dest}: under {shared}, shared with the host")
+            continue
         try:
             target = _inside(rootfs, dest)
             _mountpoint(target, os.path.isfile(source))
             sysc.mount(source, target, None, MS_BIND | MS_REC)
         except (SetupError, OSError) as exc:
             warnings.append(f"{dest}: {exc}")
-    os.chdir(rootfs)
-    os.chroot(".")
-    os.chdir("/")
-    sysc.sethostname(req["hostname"])
-    return warnings
 
 
 def _unshare(sysc: _Sys, userns: bool, ids: tuple[int, int]) -> None:

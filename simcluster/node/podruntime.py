@@ -2,7 +2,7 @@
 
 A `PodRuntime` is created by the kubelet (`simcluster.node.kubelet`) for a pod bound to a node. The
 pod's directory `<workdir>/pods/<ns>_<name>_<uid>` (`root`) holds its volumes (`podvolumes`, at
-`<root>/<mountPath>`), `<root>/workspace` (the image's WORKDIR; the demo's `train.py` is copied in),
+`<root>/<mountPath>`), `<root>/workspace` (the image's WORKDIR; the demo's `train.py` and `train_sim.py` are copied in),
 the service-account files at `<root>/var/run/secrets/kubernetes.io/serviceaccount/` (`token`: the
 token of `system:serviceaccount:<ns>:<name>`, the pod's service account, whose rules reach its own
 namespace only (`sim.service_account_token`); `ca.crt` when simcluster serves TLS; `namespace`;
@@ -22,9 +22,12 @@ starts in the container's `workingDir`, else `/workspace`. Without namespaces pr
 host: absolute paths under volume mount paths are rewritten into the root (`podenv`), `HOME` is
 the root and they start in `<root>/workspace` (or `<root>/<workingDir>`).
 
-Environment: see `podenv`. `PATH` is the simulated launchers' directory (`<workdir>/bin`:
-`mpirun`, `horovodrun`, `torchrun`, `python`; `simcluster.node.launchers`) then the host's PATH,
-`HOSTNAME` spec.hostname or the pod name, `KUBERNETES_SERVICE_HOST/PORT` simcluster's address.
+Environment: see `podenv`. `PATH`: in a pod with its own mount namespace an image's
+(`/opt/venv/bin:/usr/local/sbin:/usr/local/bin:...`, the simulated commands bound at
+`/usr/local/bin`, `launchers.install_pod`), else the simulated launchers' directory
+(`<workdir>/bin`: `mpirun`, `horovodrun`, `torchrun`, `nvidia-smi`, `python`) then the host's PATH;
+`HOSTNAME` spec.hostname or the pod name, `KUBERNETES_SERVICE_HOST/PORT` simcluster's address; a
+container that asks for `nvidia.com/gpu` gets `NVIDIA_VISIBLE_DEVICES` (`devices`).
 
 The runtime supervises the processes (starting, restarting, probing, signalling, reaping) and keeps
 each container's runs; the status computed from them is `podstatus`'s, written here through the
@@ -54,6 +57,7 @@ import yaml
 from ..apiserver.errors import ApiError
 from ..apiserver.store import now_rfc3339
 from ..controllers.base import record_event
+from . import devices
 from .launchers import HERE as LAUNCHERS
 from .podenv import (
     ContainerConfigError,
@@ -74,6 +78,7 @@ from .reaper import Reaper, pdeathsig_preexec, signal_ids
 
 if TYPE_CHECKING:
     from .kubelet import Kubelet
+    from .launchers import PodView
 
 log = logging.getLogger("simcluster.kubelet")
 
@@ -83,6 +88,8 @@ WORKSPACE = "/workspace"  # every simcluster image's WORKDIR
 POD_HOME = "/root"  # HOME in a pod with namespaces (the image's root user)
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 TRAIN = LAUNCHERS / "train.py"  # the demo's training program, in every pod's /workspace
+# with the demo scenario's pretend workloads' program (their commands run it from there)
+IMAGE_FILES = (TRAIN, LAUNCHERS.parents[1] / "scenarios" / "workloads" / "train_sim.py")
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -210,6 +217,7 @@ class PodRuntime:
         self.start_time = now_rfc3339()
         self.rewriter = PathRewriter(self.root, ())
         self.holder: Holder | None = None  # the pod's namespaces (None: the host's view, paths rewritten)
+        self._tools_seen: bool | None = None  # the holder has the launchers' pod view (`_sees`)
         self._children: set[int] = set()
         self._child_groups: set[int] = set()
         self.conditions = Conditions()
@@ -398,6 +406,7 @@ class PodRuntime:
         self.finished = True
         self.final_phase = self._phase()
         self.release_sandbox()
+        self.release_devices()
         for run in self.init_runs:
             if run.kind == "sidecar" and run.last is not None and run.last.running:
                 self._signal_instance(run.last, signal.SIGTERM)
@@ -441,11 +450,11 @@ class PodRuntime:
                                    fh, sort_keys=False)
             except OSError as exc:
                 log.warning("kubelet: cannot write the pod kubeconfig: %s", exc)
-            if WORKSPACE not in paths and TRAIN.is_file():
+            for program in IMAGE_FILES if WORKSPACE not in paths else ():
                 try:
-                    shutil.copyfile(TRAIN, workspace / TRAIN.name)
+                    shutil.copyfile(program, workspace / program.name)
                 except OSError as exc:
-                    log.warning("kubelet: cannot copy %s into /workspace: %s", TRAIN.name, exc)
+                    log.warning("kubelet: cannot copy %s into /workspace: %s", program.name, exc)
             if sa:
                 sa = self._write_service_account(sa_dir, token)
         finally:
@@ -508,10 +517,12 @@ class PodRuntime:
                  "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
                  "fe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n"
                  f"127.0.1.1\t{names}\n")
+        view = getattr(self.kubelet, "pod_view", None)
         return {
             "rootfs": own / "rootfs", "upper": own / "upper", "work": own / "work", "scratch": own / "scratch",
             "home": (own / "home", POD_HOME), "hostname": self.hostname, "binds": binds,
             "files": [("/etc/hostname", self.hostname + "\n"), ("/etc/hosts", hosts)],
+            "tools": view.binds if view is not None else (),
         }
 
     def release_sandbox(self) -> None:
@@ -529,11 +540,20 @@ class PodRuntime:
         return st.obj if st is not None else None
 
     def _base_env(self) -> dict[str, str]:
+        view = getattr(self.kubelet, "pod_view", None)
+        if self.holder is not None and view is not None and self._sees(view):
+            return {"PATH": view.path, "HOSTNAME": self.hostname, "HOME": self.home}
         path = os.environ.get("PATH") or DEFAULT_PATH
         bin_dir = getattr(self.kubelet, "bin_dir", None)
         if bin_dir is not None:
             path = f"{bin_dir}:{path}"
         return {"PATH": path, "HOSTNAME": self.hostname, "HOME": self.home}
+
+    def _sees(self, view: PodView) -> bool:
+        """The pod's namespaces hold the image's view of the simulated commands (every bind made)."""
+        if self._tools_seen is None and self.holder is not None:
+            self._tools_seen = all(os.path.exists(self.holder.host_path(dest)) for _, dest in view.binds)
+        return bool(self._tools_seen)
 
     def _rewrite(self, env: dict[str, str]) -> dict[str, str]:
         return self.rewriter.rewrite_env(env, keep=("PATH", "HOME"))
@@ -541,10 +561,26 @@ class PodRuntime:
     def _compute_env(self, run: ContainerRun) -> dict[str, str]:
         sim = self.sim
         env = container_env(
-            self.pod, run.spec, base=self._base_env(), services=service_env(sim.host, sim.port),
-            lookup=self._lookup, allocatable=self.allocatable,
+            self.pod, run.spec, base={**self._base_env(), **self._device_env(run)},
+            services=service_env(sim.host, sim.port), lookup=self._lookup, allocatable=self.allocatable,
         )
         return self._rewrite(env)
+
+    def _device_env(self, run: ContainerRun) -> dict[str, str]:
+        """The container's GPUs, allocated now (see `devices`): the device plugin's variable."""
+        count = devices.container_gpus(run.spec)
+        if not count:
+            return {}
+        try:
+            capacity = int(str(self.allocatable.get(devices.GPU_RESOURCE, 0)))
+        except ValueError:
+            capacity = 0
+        gpus = devices.of(self.sim).allocate(self.node, capacity, self.uid, self.namespace, self.name, run.name, count)
+        return {devices.VISIBLE: ",".join(devices.gpu_uuid(self.node, i) for i in gpus)} if gpus else {}
+
+    def release_devices(self) -> None:
+        """The pod's processes are gone: its GPUs are free again."""
+        devices.of(self.sim).release(self.uid, self.node)
 
     # -- one container -----------------------------------------------------------------------------
     def _backoff(self, run: ContainerRun, finished: float) -> float:
@@ -870,6 +906,7 @@ class PodRuntime:
             self.finished = True
             self.final_phase = self._phase(terminal=True)
             self.release_sandbox()
+            self.release_devices()
             self.write_status_now()
             self.kubelet.pod_terminated(self)
         except asyncio.CancelledError:
@@ -899,6 +936,7 @@ class PodRuntime:
         for i in self._instances():
             i.writer.close()
         self.release_sandbox()
+        self.release_devices()
 
     def cleanup_files(self) -> None:
         """The pod's directories (in a worker thread, after `kill_now`)."""

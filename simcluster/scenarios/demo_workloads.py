@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-TRAIN = str(Path(__file__).resolve().parent / "workloads" / "train_sim.py")
-PY = sys.executable or "python3"
+# the image's program (the kubelet copies workloads/train_sim.py into each pod's /workspace, its
+# working directory), run by the image's `python`: no path of the machine running the simulator
+TRAIN = "train_sim.py"
+PY = "python"
 UTIL = "simcluster.ranks/gpu-util"
 
 FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",

@@ -145,11 +145,12 @@ def test_env_downward_api_and_expansion(core, simcluster):
     home, workdir = runtime_attr(simcluster, "envpod", lambda rt: (rt.home, rt.working_dir("main")))
     if runtime_attr(simcluster, "envpod", lambda rt: rt.holder is None):  # no pod namespaces: the host's view
         assert home == root and workdir == f"{root}/workspace"
+        assert got["PATH"] == f"{simcluster.sim.workdir / 'bin'}:{os.environ['PATH']}"  # the launchers first
     else:
         assert home == "/root" and workdir == "/workspace"
+        assert got["PATH"] == simcluster.sim.kubelet.pod_view.path  # an image's (the launchers in /usr/local/bin)
     assert got["HOME"] == home and got["PWD"] == workdir
     assert got["HOSTNAME"] == "envhost"
-    assert got["PATH"] == f"{simcluster.sim.workdir / 'bin'}:{os.environ['PATH']}"  # the launchers first
     assert got["KUBERNETES_SERVICE_HOST"] == simcluster.sim.host
     assert got["KUBERNETES_SERVICE_PORT"] == str(simcluster.sim.port)
     # the runtime API gives the same environment

@@ -425,7 +425,8 @@ def _is_rank(pid: int) -> bool:
             argv = fh.read().split(b"\0")
     except OSError:
         return False
-    return any(a.endswith(b"train.py") for a in argv) and not any(a.endswith(b"horovodrun.py") for a in argv)
+    return any(a.endswith(b"train.py") for a in argv) and not any(
+        a.endswith((b"horovodrun.py", b"/horovodrun")) for a in argv)  # (the launcher: by path, or the pod's command)
 
 
 # -- torchrun in a PyTorchJob -----------------------------------------------------------------------

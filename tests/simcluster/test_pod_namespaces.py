@@ -1,7 +1,8 @@
 """Pods that look like pods: where the kernel allows it, each pod's processes run in its own mount
 and UTS namespaces (`simcluster.node.podns`): its name as hostname, its volumes (the MPI hostfile)
 at their mount paths, the service-account files, /workspace as working directory, a home of its
-own, the simulated launchers first on PATH; nothing left behind (processes, mounts) when the pod
+own, an image's PATH with the simulated commands in /usr/local/bin and no path of the host in
+what a user sees there; nothing left behind (processes, mounts) when the pod
 goes. Checked through real pods/exec clients (the official Python client, kubectl v1.35) and the
 containers' own output. Without namespaces (forced off here) the old view stays: paths rewritten
 into the pod root, HOME the root."""
@@ -19,7 +20,7 @@ import pytest
 from kubernetes.stream import stream
 
 from simcluster.cluster import sim_in_thread
-from simcluster.node import podns
+from simcluster.node import launchers, podns
 from simcluster.node.podns_helper import _unescape, host_mounts
 from simcluster.node.podruntime import TRAIN
 from simcluster.scenarios.nodes import gpu_node
@@ -116,18 +117,17 @@ def test_exec_sees_the_pod(simcluster, core):
     namespaces_or_skip(simcluster)
     setup_cluster(simcluster, core)
     start(simcluster, core, mpi_pod("launcher"))
-    bin_dir = str(simcluster.sim.workdir / "bin")
     out = sh(core, "launcher", 'hostname; echo "$HOSTNAME"; cat /etc/hostname; pwd; echo "$HOME"; echo "$PATH"; '
                                'cat /etc/mpi/hostfile; stat -c %a /etc/mpi/hostfile; command -v mpirun; command -v torchrun')
     lines = out.splitlines()
     assert lines[:5] == ["launcher", "launcher", "launcher", "/workspace", "/root"], out
-    assert lines[5].startswith(bin_dir + ":"), lines[5]
+    assert lines[5] == launchers.install_pod(simcluster.sim.workdir / "podbin").path  # an image's PATH
     assert "\n".join(lines[6:8]) + "\n" == HOSTFILE
     assert lines[8] == "444"
-    assert lines[9:] == [f"{bin_dir}/mpirun", f"{bin_dir}/torchrun"]
-    # the image's WORKDIR holds the demo's training program
+    assert lines[9:] == ["/usr/local/bin/mpirun", "/usr/local/bin/torchrun"]
+    # the image's WORKDIR holds the demo's training programs
     if TRAIN.is_file():
-        assert sh(core, "launcher", "ls /workspace").split() == ["train.py"]
+        assert sh(core, "launcher", "ls /workspace").split() == ["train.py", "train_sim.py"]
     # bash's prompt shows the pod's name; the name resolves (to a loopback address)
     if Path("/bin/bash").exists():
         assert sh(core, "launcher", r"""bash -c 'PS1="\u@\h:\w"; echo "${PS1@P}"'""") == "root@launcher:/workspace\n"
@@ -135,6 +135,46 @@ def test_exec_sees_the_pod(simcluster, core):
     # the host's name and hostfile are untouched
     assert os.uname().nodename != "launcher"
     assert not Path("/etc/mpi/hostfile").exists() or Path("/etc/mpi/hostfile").read_text() != HOSTFILE
+
+
+def test_no_path_of_the_host_in_what_a_user_meets(simcluster, core):
+    """Issue #24: commands typed in a session's shell (`which`, `echo $PATH`, a mistyped script, a
+    failing launch, `ps` of one's own launch, Ctrl-C at a launcher's start) show the image's paths,
+    never the simulator's on the machine running it."""
+    namespaces_or_skip(simcluster)
+    setup_cluster(simcluster, core)
+    start(simcluster, core, mpi_pod("view"))
+    host = {str(simcluster.sim.workdir), str(Path(launchers.__file__).resolve().parents[3]), sys.prefix,
+            sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+
+    def clean(text: str) -> str:
+        assert not [h for h in host if h in text], (host, text)
+        return text
+
+    out = clean(sh(core, "view", "for c in python torchrun mpirun mpiexec horovodrun nvidia-smi; do command -v $c; "
+                                 'done; echo "$PATH"; cat /usr/local/bin/torchrun; pwd'))
+    assert out.splitlines()[:6] == ["/opt/venv/bin/python", *(f"/usr/local/bin/{c}" for c in (
+        "torchrun", "mpirun", "mpiexec", "horovodrun", "nvidia-smi"))], out
+    # `python` is the simulator's interpreter with its packages, under the image's path
+    assert sh(core, "view", 'python -c "import sys, yaml; print(sys.executable)"') == "/opt/venv/bin/python\n"
+    # a mistyped script: Python's own words, with the pod's paths
+    _, err, code = exec_out(core, "view", ["sh", "-c", "python trian.py"])
+    assert (code, clean(err)) == (2, "python: can't open file '/workspace/trian.py': [Errno 2] No such file or "
+                                     "directory\n")
+    # a failing launch, and one's own launch in ps
+    out, err, code = exec_out(core, "view", ["sh", "-c", "torchrun --nnodes 1 trian.py"])
+    assert code == 1 and "can't open file '/workspace/trian.py'" in clean(err) and "ChildFailedError" in err, err
+    marker = f"ps-{os.getpid()}-{time.monotonic_ns()}"
+    out = clean(sh(core, "view", f"torchrun --nnodes 1 train.py --steps 40 --step-seconds 0.05 {marker} >/dev/null & "
+                                 f"sleep 1; ps -eo args | grep -- {marker} | grep -v grep; wait"))
+    assert sorted(out.splitlines()) == [
+        f"/opt/venv/bin/python -S /usr/local/bin/torchrun --nnodes 1 train.py --steps 40 --step-seconds 0.05 {marker}",
+        f"/opt/venv/bin/python -u train.py --steps 40 --step-seconds 0.05 {marker}"], out
+    # Ctrl-C as a launcher starts, a reader that went away: quiet ends, no traceback
+    for line in ("timeout -s INT 0.05 mpirun -np 1 true", "timeout -s INT 0.05 horovodrun -np 1 true",
+                 "mpirun --version | true", "nvidia-smi -h | true"):
+        out, err, _ = exec_out(core, "view", ["sh", "-c", line])
+        assert "Traceback" not in clean(out + err), (line, out, err)
 
 
 def test_container_process_sees_the_pod(simcluster, core):

@@ -228,9 +228,11 @@ def test_gang_waits_all_or_nothing_and_is_released_when_gpus_free(simcluster, co
     custom.create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", pytorchjob("first", 2, 8))
     wait_for(lambda: len(job_pods(core, "first")) == 3 and all(p.spec.node_name for p in job_pods(core, "first")),
              what="first job placed")
-    # second job needs 2 full nodes; only one is free: nothing of it may be bound
+    # second job needs 2 full nodes; only one is free: nothing of it may be bound, and the message
+    # says what the nodes can hold (one of its pods), not the gang's trial placement (#24)
     custom.create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", pytorchjob("second", 1, 8))
-    expected = f"0/4 nodes are available: 4 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 {NO_VICTIMS}."
+    expected = ("0/4 nodes are available: 1 node(s) fit only 1 of the 2 pods of pod group second that must start "
+                f"together, 3 Insufficient nvidia.com/gpu. preemption: 0/4 nodes are available: 4 {NO_VICTIMS}.")
     for name in ("second-master-0", "second-worker-0"):
         assert wait_for(lambda name=name: unschedulable_message(core, name), what="gang pending") == expected
     assert [p.spec.node_name for p in job_pods(core, "second")] == [None, None]
@@ -243,6 +245,33 @@ def test_gang_waits_all_or_nothing_and_is_released_when_gpus_free(simcluster, co
     placed = wait_for(lambda: all(p.spec.node_name for p in job_pods(core, "second")) and job_pods(core, "second"),
                       what="gang placed")
     assert len({p.spec.node_name for p in placed}) == 2
+
+
+@OPS
+def test_gang_too_big_for_its_pool_says_what_each_node_can_hold(simcluster, core, custom):
+    """The demo's big-pretrain: 5 x 8 GPUs in a pool of 4 nodes x 8, one of them full. Three nodes
+    could each take one of its pods; the gang as a whole does not fit (was: `4 Insufficient`)."""
+    pool = {"node-pool": "h100"}
+    apply(simcluster, *gpu_nodes(4, 8, pool="h100"), *gpu_nodes(2, 4, pool="a100", prefix="small"))
+    core.create_namespaced_pod(NS, pod("filler", gpus=8, nodeSelector=pool))
+    wait_for(lambda: node_of(core, "filler"), what="one node filled")
+    big = pytorchjob("big", 4, 8)
+    for rs in big["spec"]["pytorchReplicaSpecs"].values():
+        rs["template"]["spec"]["nodeSelector"] = pool
+    custom.create_namespaced_custom_object("kubeflow.org", "v1", NS, "pytorchjobs", big)
+    expected = ("0/6 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node "
+                "affinity/selector, 3 node(s) fit only 3 of the 5 pods of pod group big that must start together. "
+                "preemption: 0/6 nodes are available: 2 Preemption is not helpful for scheduling, "
+                f"4 {NO_VICTIMS}.")
+    for p in job_pods(core, "big"):
+        assert wait_for(lambda n=p.metadata.name: unschedulable_message(core, n), what="gang pending") == expected
+    assert [p.spec.node_name for p in job_pods(core, "big")] == [None] * 5
+    # `ranks why` still reads it in kube-scheduler's shape
+    from monitors.diagnostics.why import scheduler_words
+
+    assert scheduler_words(expected) == (
+        "none of 6 nodes can take a pod: 1 too few free GPUs, 2 not matching the pods' node selector, 3 node(s) fit "
+        "only 3 of the 5 pods of pod group big that must start together")
 
 
 @OPS

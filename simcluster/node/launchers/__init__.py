@@ -1,14 +1,22 @@
-"""Simulated launchers on every simcluster pod's PATH: `mpirun`, `horovodrun`, `torchrun` and a
-`python` (the host's interpreter). Simulation only, never product behaviour: they let the
+"""Simulated launchers on every simcluster pod's PATH: `mpirun`, `horovodrun`, `torchrun`, the
+GPUs' `nvidia-smi` and a `python` (the host's interpreter). Simulation only, never product behaviour: they let the
 interactive loop (shell into a launcher pod, run a launch line by hand, convert) run end to end on
 the embedded cluster.
 
 `install(directory)` writes one small wrapper per command into `directory` (the kubelet puts it
-first on every container's and exec session's PATH); each wrapper runs the matching module file of
-this package with the interpreter simcluster itself runs on, by path, so a launch does not import
-the simulator. The launchers use the standard library only and start with `-S` (no site-packages:
-about 30 ms less per launch); `python` is the interpreter with its packages. `train.py` here is
-the demo's training program (copied into each pod's /workspace).
+first on the PATH of containers without a mount namespace of their own); each wrapper runs the
+matching module file of this package with the interpreter simcluster itself runs on, by path, so
+a launch does not import the simulator (`wrapper`: no traceback for Ctrl-C or a closed pipe). The launchers use the standard library only and start
+with `-S` (no site-packages: about 30 ms less per launch); `python` is the interpreter with its
+packages. `train.py` here is the demo's training program (copied into each pod's /workspace).
+
+`install_pod(directory)` gives pods with their own mount namespace an image's view instead, with
+no path of the host in it (`which torchrun`, `echo $PATH`, `ps`, Python's errors): the
+simulator's virtualenv bound at `/opt/venv` (first on PATH, as `ENV PATH=/opt/venv/bin:$PATH`
+images have it, so `python` is its interpreter with its packages), this package at
+`/usr/local/lib/simcluster/launchers`, and each command at `/usr/local/bin/<name>`, run by
+`/opt/venv/bin/python -S` (what `ps` shows, as for a pip-installed `torchrun`). Without a
+virtualenv the interpreter keeps its host path.
 """
 
 from __future__ import annotations
@@ -16,9 +24,14 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+POD_VENV = "/opt/venv"  # the simulator's virtualenv, as pods with a mount namespace see it
+POD_LAUNCHERS = "/usr/local/lib/simcluster/launchers"  # this package, there
+POD_BIN = "/usr/local/bin"
+DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 # command -> module file in this package (None: the interpreter itself)
 COMMANDS: dict[str, str | None] = {
@@ -26,22 +39,84 @@ COMMANDS: dict[str, str | None] = {
     "mpiexec": "mpiexec.py",
     "horovodrun": "horovodrun.py",
     "torchrun": "torchrun.py",
+    "nvidia-smi": "nvidia_smi.py",
     "python": None,
 }
+
+
+GUARD = """import sys
+sys.path[0] = {launchers!r}
+__file__ = {path!r}
+try:
+    with open(__file__, 'rb') as fh:
+        code = compile(fh.read(), __file__, 'exec')
+    exec(code)
+except KeyboardInterrupt:
+    sys.exit(130)
+except BrokenPipeError:
+    import os
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+    sys.exit(1)
+"""
+
+
+def wrapper(interpreter: str, launchers: str, module: str) -> str:
+    """A command's file: a shell script that runs itself with `interpreter -S` (so `ps` shows
+    `python -S <the command's path> args`, as for a pip-installed console script), then the
+    module's code from `launchers`. Ctrl-C before a launcher handles signals itself, or a reader
+    that went away (`| head`), ends it quietly, never with a traceback."""
+    shell = f"''''exec {shlex.quote(interpreter)} -S \"$0\" \"$@\" # '''"  # sh runs this line, Python skips it
+    return f"#!/bin/sh\n{shell}\n" + GUARD.format(launchers=launchers, path=f"{launchers}/{module}")
 
 
 def install(directory: Path) -> Path:
     """Write the wrappers into `directory` (created 0700 if missing); returns it."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    python = shlex.quote(sys.executable)
     for name, module in COMMANDS.items():
         if module is None:
-            body = f'exec {python} "$@"\n'
+            text = f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n'
         else:
-            body = f'exec {python} -S {shlex.quote(str(HERE / module))} "$@"\n'
-        path = directory / name
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("#!/bin/sh\n" + body)
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, path)
+            text = wrapper(sys.executable, str(HERE), module)
+        _write(directory / name, text)
     return directory
+
+
+@dataclass(frozen=True)
+class PodView:
+    """What pods with their own mount namespace get: `binds` (host path, in-pod path) and their PATH."""
+
+    binds: tuple[tuple[str, str], ...]
+    path: str
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(text)
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, path)
+
+
+def install_pod(directory: Path) -> PodView:
+    """Write the pods' commands into `directory` (created 0700 if missing): see the module docstring."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    binds: list[tuple[str, str]] = [(str(HERE), POD_LAUNCHERS)]
+    prefix = os.path.abspath(sys.prefix)
+    exe = os.path.abspath(sys.executable)
+    in_venv = sys.prefix != sys.base_prefix and exe.startswith(prefix + os.sep)
+    if in_venv:
+        interpreter = POD_VENV + exe[len(prefix):]
+        binds.append((prefix, POD_VENV))
+        path = f"{POD_VENV}/bin:{DEFAULT_PATH}"
+    else:  # no virtualenv: the interpreter as it is, `python` beside the launchers
+        interpreter = exe
+        path = DEFAULT_PATH
+    for name, module in COMMANDS.items():
+        if module is None:
+            if in_venv:
+                continue  # /opt/venv/bin/python, first on PATH
+            text = f'#!/bin/sh\nexec {shlex.quote(exe)} "$@"\n'
+        else:
+            text = wrapper(interpreter, POD_LAUNCHERS, module)
+        _write(directory / name, text)
+        binds.append((str(directory / name), f"{POD_BIN}/{name}"))
+    return PodView(tuple(binds), path)

@@ -50,9 +50,10 @@ from string import Template
 from typing import Any
 
 if __package__:
-    from . import _kube, _ranks
+    from . import _kube, _peers, _ranks
 else:  # run by path from the wrapper
     import _kube  # type: ignore[no-redef]
+    import _peers  # type: ignore[no-redef]
     import _ranks  # type: ignore[no-redef]
 
 ERRORS_DOC = "https://pytorch.org/docs/stable/elastic/errors.html"
@@ -225,6 +226,7 @@ class World:
     master_addr: str
     master_port: int
     round: int = 0
+    member: str = ""  # this node's id at the rendezvous ("": a single node, no rendezvous)
 
 
 @dataclass
@@ -306,7 +308,7 @@ def rendezvous(cfg: Config) -> World:
                 else:
                     mport = port if port > 0 else _free_port()
                 return World(int(state["groupRank"]), int(state["groupWorldSize"]), int(state["rankOffset"]),
-                             int(state["worldSize"]), addr, mport, int(state.get("round") or 0))
+                             int(state["worldSize"]), addr, mport, int(state.get("round") or 0), member)
     except BaseException:
         _leave(api, path, member)
         raise
@@ -345,17 +347,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("", 0))
         return int(s.getsockname()[1])
-
-
-def new_round_waiting(cfg: Config, world: World) -> bool:
-    """Another node opened a later round at our rendezvous (it restarts): join it too."""
-    path = rdzv_path(*cfg.endpoint_host_port())
-    try:
-        code, state = _kube.Api.in_pod().request("GET", path, timeout=3)
-    except _kube.ApiError:
-        return False
-    opened = (state or {}).get("open") if code == 200 else None
-    return bool(opened and opened.get("round", 0) > world.round and opened.get("joined", 0) > 0)
 
 
 # -- workers ------------------------------------------------------------------------------------------
@@ -620,17 +611,20 @@ def run(args: argparse.Namespace) -> int:
         if "OMP_NUM_THREADS" in os.environ:
             for e in envs:
                 e["OMP_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"]
+        watch = None
+        if world.member:  # several nodes: learn of a peer's death as the collectives would
+            peer_file = _peers.new_peer_file()
+            for e in envs:
+                e[_peers.PEER_FILE] = peer_file
+            watch = _peers.Watch(rdzv_path(*cfg.endpoint_host_port()), world.round, world.member, peer_file,
+                                 later=cfg.backend != "static")
         try:
-            group = Group(cmd, envs, std, ranks_filter, args.log_dir, args.role, cfg.run_id, restart)
-        except FileNotFoundError as exc:
-            raise Fatal(f"FileNotFoundError: [Errno 2] No such file or directory: '{exc.filename}'") from None
-        try:
-            outcome, failures = monitor(group, cfg, world, float(args.monitor_interval))
-        except Interrupted as exc:
-            group.close(exc.signum)
-            group.join_output()
-            raise
-        group.join_output()
+            outcome, failures = run_group(cmd, envs, std, ranks_filter, args, cfg, world, restart, watch,
+                                          final=remaining == 0)
+        finally:
+            if watch is not None:
+                watch.stop()
+                _peers.remove_peer_file(watch.peer_file)
         if outcome == "succeeded":
             return 0
         if outcome == "membership":
@@ -653,24 +647,55 @@ def run(args: argparse.Namespace) -> int:
         return 1
 
 
-def monitor(group: Group, cfg: Config, world: World, interval: float) -> tuple[str, list[Worker]]:
+def run_group(cmd: list[str], envs: list[dict[str, str]], std: dict[str, dict[int, int]],
+              ranks_filter: set[int] | None, args: argparse.Namespace, cfg: Config, world: World, restart: int,
+              watch: _peers.Watch | None, *, final: bool) -> tuple[str, list[Worker]]:
+    """Start the workers and wait for them (see `monitor`); a node that gives up (`final`, or a
+    signal) tells its peers at the rendezvous first."""
+    try:
+        group = Group(cmd, envs, std, ranks_filter, args.log_dir, args.role, cfg.run_id, restart)
+    except FileNotFoundError as exc:
+        raise Fatal(f"FileNotFoundError: [Errno 2] No such file or directory: '{exc.filename}'") from None
+
+    def tell_peers(rank: int, local_rank: int, code: int) -> None:
+        if world.member:
+            _peers.report_failure(rdzv_path(*cfg.endpoint_host_port()), world.member, world.round, rank,
+                                  local_rank, code)
+
+    try:
+        outcome, failures = monitor(group, cfg, world, float(args.monitor_interval), watch,
+                                    tell_peers if final else None)
+    except Interrupted as exc:
+        first = group.workers[0] if group.workers else None
+        if first is not None:
+            tell_peers(first.rank, first.local_rank, -exc.signum)
+        group.close(exc.signum)
+        group.join_output()
+        raise
+    group.join_output()
+    return outcome, failures
+
+
+def monitor(group: Group, cfg: Config, world: World, interval: float, watch: _peers.Watch | None,
+            tell_peers: Any = None) -> tuple[str, list[Worker]]:
     """Wait for the group: ("succeeded", []), ("failed", failures; the others are stopped) or
-    ("membership", []) when another node waits at a later c10d round."""
-    watch_rounds = cfg.max_nodes > 1 and cfg.backend != "static"
-    next_check = time.monotonic() + 2.0
+    ("membership", []) when another node waits at a later c10d round. `tell_peers(rank, local
+    rank, exit code)`, when given, reports the first failure to the other nodes before the
+    workers left here are stopped."""
     while True:
         failed = group.poll()
         if failed:
+            if tell_peers is not None:
+                root = min(failed, key=lambda w: (w.failed_at, w.rank))
+                tell_peers(root.rank, root.local_rank, root.code if root.code is not None else 1)
             group.close()
             group.poll()
             return "failed", failed
         if group.done():
             return "succeeded", []
-        if watch_rounds and time.monotonic() >= next_check:
-            next_check = time.monotonic() + 2.0
-            if new_round_waiting(cfg, world):
-                group.close()
-                return "membership", []
+        if watch is not None and watch.later_round:
+            group.close()
+            return "membership", []
         time.sleep(max(0.02, interval))
 
 

@@ -13,17 +13,45 @@ default), so simcluster's DCGM exporter, which derives a GPU's utilisation from 
 use, shows the GPU busy while it trains and idle after. `--fail-rank R --exit-code C` makes rank R
 fail on purpose after step `--fail-step` (default 1); SIGTERM and SIGINT end it quietly
 (143, 130). Unknown options are ignored (e.g. a marker to find the processes by).
+
+Under torchrun on several nodes, each step ends with the gradients' all-reduce, where a rank
+learns that a peer died: the simulated torchrun writes a peer's failure to the file named by
+`SIMCLUSTER_PEER_FAILURE` (see `_peers.py`), and the next step fails there with the error real
+PyTorch raises from that collective, then exit status 1 (an uncaught exception), as DDP does
+with torchrun's static or c10d rendezvous:
+
+- with GPUs (the pod's `NVIDIA_VISIBLE_DEVICES` / `CUDA_VISIBLE_DEVICES`, which the kubelet sets
+  for a container that asks for `nvidia.com/gpu`), the NCCL backend's `DistBackendError`
+  ("NCCL error in: .../NCCLUtils.hpp:317, remote process exited or there was a network error,
+  NCCL version 2.22.3" / "ncclRemoteError: A call failed possibly due to a network error or a
+  remote process exiting prematurely." / "Last error:" / "socketProgressOpt: Connection closed by
+  remote peer <ip><port>"), what the demo's GPU sessions (nvcr.io/nvidia/pytorch:24.10) show;
+- without, the gloo backend's `RuntimeError: [.../gloo/transport/tcp/pair.cc:534] Connection
+  closed by peer [<ip>]:<port>`, what a CPU job shows.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import random
 import signal
 import socket
 import sys
 import time
+
+PEER_FILE = "SIMCLUSTER_PEER_FAILURE"  # set by the simulated torchrun (launchers/_peers.py)
+TORCH_SRC = "/opt/pytorch/pytorch"  # where the image's torch was built (its error texts name it)
+NCCL_VERSION = "2.22.3"
+
+
+class DistBackendError(RuntimeError):
+    """What torch raises when a backend (NCCL) call fails."""
+
+
+DistBackendError.__module__ = "torch.distributed"  # as the traceback names it
 
 
 def env_int(*names: str, default: int = 0) -> int:
@@ -47,6 +75,49 @@ def identity() -> tuple[int, int, int]:
             rank = env_int(rank_var)
             return rank, env_int(size_var, default=rank + 1), env_int(local_var, default=0)
     return 0, 1, 0
+
+
+def uses_gpus() -> bool:
+    """The pod was given GPUs (the device plugin's variable, or CUDA's): DDP would use NCCL."""
+    for name in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"):
+        value = os.environ.get(name, "").strip()
+        if value and value not in ("none", "void", "-1"):
+            return True
+    return False
+
+
+def dead_peer() -> dict[str, object] | None:
+    """A peer's failure, once torchrun has told this node about it (see `_peers.py`)."""
+    path = os.environ.get(PEER_FILE, "")
+    if not path or not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            peer = json.load(fh)
+    except (OSError, ValueError):
+        peer = None
+    return peer if isinstance(peer, dict) else {}
+
+
+def connection_closed(peer: dict[str, object]) -> RuntimeError:
+    """The error torch raises from a collective whose peer has exited (NCCL with GPUs, else gloo)."""
+    address = str(peer.get("address") or peer.get("host") or "127.0.0.1")
+    port = random.randint(32768, 60999)
+    if uses_gpus():
+        return DistBackendError(
+            f"NCCL error in: {TORCH_SRC}/torch/csrc/distributed/c10d/NCCLUtils.hpp:317, remote process exited or "
+            f"there was a network error, NCCL version {NCCL_VERSION}\nncclRemoteError: A call failed possibly due "
+            "to a network error or a remote process exiting prematurely.\nLast error:\nsocketProgressOpt: "
+            f"Connection closed by remote peer {address}<{port}>")
+    return RuntimeError(f"[{TORCH_SRC}/third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by "
+                        f"peer [{address}]:{port}")
+
+
+def all_reduce() -> None:
+    """The step's gradient all-reduce: it fails as torch's does when a peer has exited."""
+    peer = dead_peer()
+    if peer is not None:
+        raise connection_closed(peer)
 
 
 def busy_until(deadline: float) -> None:
@@ -82,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         left = start + args.step_seconds - time.monotonic()
         if left > 0:
             time.sleep(left)
+        all_reduce()
         loss *= math.exp(-0.25) * (1 + 0.02 * math.sin(step * 1.7 + rank))
         print(f"{who} step {step}/{args.steps} loss {loss:.3f} on {host}", flush=True)
         if args.fail_rank == rank and step >= args.fail_step:
