@@ -387,7 +387,9 @@ def test_workload_ranks(snap_compare: SnapCompare, cluster: ThreadedSimCluster, 
 def test_workload_failed_ranks(snap_compare: SnapCompare, cluster: ThreadedSimCluster, theme: str) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = await open_workload(pilot, "bert-crash")
-        await settled(pilot, lambda: screen.query_one("#failure").has_class("-shown"), what="the first-failure banner")
+        # (its rank 2 fails 8 s after it starts: on a busy machine the demo's pods start late)
+        await settled(pilot, lambda: screen.query_one("#failure").has_class("-shown"), what="the first-failure banner",
+                      timeout=90)
 
     snap(snap_compare, make_app(cluster, theme), run_before)
 
@@ -590,7 +592,9 @@ def test_logs(snap_compare: SnapCompare, logs_cluster: ThreadedSimCluster, theme
 def test_workload_failed_80x24(snap_compare: SnapCompare, cluster: ThreadedSimCluster) -> None:
     async def run_before(pilot: Pilot[Any]) -> None:
         screen = await open_workload(pilot, "bert-crash")
-        await settled(pilot, lambda: screen.query_one("#failure").has_class("-shown"), what="the first-failure banner")
+        # (its rank 2 fails 8 s after it starts: on a busy machine the demo's pods start late)
+        await settled(pilot, lambda: screen.query_one("#failure").has_class("-shown"), what="the first-failure banner",
+                      timeout=90)
 
     snap(snap_compare, make_app(cluster, "dark"), run_before, SMALL)
 
