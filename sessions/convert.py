@@ -20,18 +20,23 @@ import copy
 import difflib
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from monitors.connection import ExitCode
+from monitors.humanize import age
+from monitors.humanize import gpus as fmt_gpus
 from monitors.kube import ApiProblem, KubeClient
 
 from .cmdline import MPI_LAUNCHERS, TORCH_LAUNCHERS, Token, launches_in
 from .errors import SessionError
 from .lifecycle import Target, problem
-from .manifests import DEBUG_COMMAND, DEBUG_FAILURE, DEBUG_OF, INTERACTIVE_GRACE_SECONDS, run_policy
+from .manifests import DEBUG_COMMAND, DEBUG_FAILURE, DEBUG_OF, GPU, INTERACTIVE_GRACE_SECONDS, run_policy
 from .names import check_name
+
+if TYPE_CHECKING:
+    from monitors.diagnostics.holders import GpuDemand, GpuFit
 
 REPLICA_FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
                   "MPIJob": "mpiReplicaSpecs", "JAXJob": "jaxReplicaSpecs", "PaddleJob": "paddleReplicaSpecs"}
@@ -332,3 +337,47 @@ async def create(client: KubeClient, source: Target, new: dict[str, Any]) -> Tar
     except ApiProblem as exc:
         raise problem(exc, "create", target) from None
     return target
+
+
+def gpu_demands(job: dict[str, Any]) -> list[GpuDemand]:
+    """What the job asks of the cluster's GPUs: per replica type, its pods, each one's GPUs (its
+    containers' `nvidia.com/gpu` limits), node selector and tolerations."""
+    from monitors.diagnostics.holders import GpuDemand
+
+    out = []
+    for rspec in ((job.get("spec") or {}).get(REPLICA_FIELDS.get(job.get("kind", ""), "")) or {}).values():
+        pod = ((rspec or {}).get("template") or {}).get("spec") or {}
+        gpus = 0.0
+        for c in pod.get("containers") or []:
+            res = c.get("resources") or {}
+            raw = (res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU) or 0
+            try:
+                gpus += float(raw)
+            except (TypeError, ValueError):
+                continue
+        if gpus <= 0:
+            continue
+        selector = tuple(sorted((str(k), str(v)) for k, v in (pod.get("nodeSelector") or {}).items()))
+        tolerations = tuple((str(t.get("key") or ""), str(t.get("operator") or "Equal"), str(t.get("value") or ""),
+                             str(t.get("effect") or "")) for t in pod.get("tolerations") or () if isinstance(t, dict))
+        out.append(GpuDemand(int(rspec.get("replicas") or 1), gpus, selector, tolerations))
+    return out
+
+
+def waits_on(fit: GpuFit, session: tuple[str, str, str], now: float, command: str) -> list[str]:
+    """What to say before submitting a job that would not start now (`fit`, from
+    `monitors.diagnostics.holders.gpu_fit`): which GPUs it waits for, the session's own first."""
+    if fit.fits:
+        return []
+    what = "its project's GPU quota" if fit.reason == "quota" else "free GPUs where it can run"
+    lines = [f"the new job would wait: only {fit.placed} of its {fit.pods} pods fit the {what} now"]
+    for h in fit.holders:
+        if h.key == session:
+            lines.append(f"its own session {h.name} holds {fmt_gpus(h.gpus)} of the GPUs it needs"
+                         + (f" (idle {age(now - h.idle_since)})" if h.idle_since is not None else "")
+                         + ": deleting the session once the job is created frees them (its launches stay kept)")
+        else:
+            lines.append(h.sentence(now, command))
+    if fit.holders and not fit.enough:
+        lines.append("even with those freed it would not fit now")
+    return lines

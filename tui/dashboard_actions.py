@@ -15,6 +15,7 @@ from textual import work
 from textual.app import SuspendNotSupported
 
 from monitors.connection import ExitCode
+from monitors.diagnostics.holders import GpuFit, gpu_fit
 from monitors.humanize import plural
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
@@ -250,7 +251,7 @@ class DashboardActions:
 
     @work(group="convert", exclusive=True)
     async def _open_convert(self: RanksApp, wl: WorkloadView) -> None:
-        async def go() -> tuple[dict[str, Any], list[Launch], dict[str, Any] | None, str | None]:
+        async def go() -> tuple[dict[str, Any], list[Launch], dict[str, Any] | None, str | None, GpuFit | None]:
             client = self._client()
             store = store_for(self.cfg)
             target = lifecycle.target_of(wl)
@@ -260,19 +261,24 @@ class DashboardActions:
                 history = await session_launches(client, wl, store, job)
             saved = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
             base, default = await debug.original(client, target, job, saved)
-            return job, history, base, default
+            monitor = self.data.monitor  # (on the data loop: the model is read where it is written)
+            fit = None if monitor is None else gpu_fit(monitor.model, wl.namespace, convert.gpu_demands(base or job),
+                                                       me=self.me)
+            return job, history, base, default, fit
 
         try:
-            job, history, base, default = await self._on_data(go())
+            job, history, base, default, fit = await self._on_data(go())
         except Exception as exc:
             self.notify(_message(exc), severity="error", markup=False)
             return
+        waits = [] if fit is None else convert.waits_on(fit, wl.key, time.time(), self.paste_command)
+        frees = fit is not None and any(h.key == wl.key for h in fit.holders)
 
         def build(job: dict[str, Any], command: str, name: str | None) -> tuple[dict[str, Any], str]:
             new = convert.unattended(job, command, name or default, base=base)
             return new, convert.diff(base or job, new)
 
-        self.push_screen(ConvertScreen(wl.key, job, history, build))
+        self.push_screen(ConvertScreen(wl.key, job, history, build, waits=waits, delete_first=frees))
 
     def submit_conversion(self: RanksApp, key: WorkloadKey, new: dict[str, Any], delete_interactive: bool) -> None:
         wl = self.store.workloads.get(key)

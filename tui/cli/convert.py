@@ -33,6 +33,7 @@ from .options import PROJECT, command, global_options, group_project, merge_glob
 if TYPE_CHECKING:
     from monitors.kube import KubeClient
     from monitors.model_views import WorkloadView
+    from monitors.monitor import Monitor
     from sessions.history_store import HistoryStore, SavedSession
     from sessions.launches import Launch
     from sessions.lifecycle import Target
@@ -200,40 +201,50 @@ def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command:
     async def body(cfg: ClusterConfig) -> int:
         async with KubeClient(cfg) as client:
             store = store_for(cfg)
-            source = await convert_source(cfg, client, store, ref, project, from_history=from_history)
-            wl = source.workload
+            source = await convert_source(cfg, opts, client, store, ref, project, from_history=from_history)
             try:
-                cmd = command
-                if from_history:
-                    cmd = choose(source.launches, yes=yes or dry_run, allow_failed=allow_failed,
-                                 where=source.where).command
-                assert cmd is not None
-                new = convert.unattended(source.job, cmd, name or source.default_name, base=source.base)
-                if source.base is not None:
-                    print(f"ranks: {source.target.name} is a debug session of {source.base['metadata']['name']}: "
-                          "the new job is that job with the command, its diff against it", file=sys.stderr)
-                print(convert.diff(source.base or source.job, new), end="")
-                runs = convert.command_of(new)
-                if convert.leftovers(runs, convert.session_names(source.job)):
-                    print(f'ranks: note: the command still names "{source.target.name}" (not as a pod or host of '
-                          "the session, which are renamed): check it is meant for the new job", file=sys.stderr)
-                if dry_run:
-                    print("ranks: dry run: nothing was created", file=sys.stderr)
-                    return ExitCode.OK
-                question, destroys = convert.confirmation(source.target.kind, new["metadata"]["name"],
-                                                          source.target.namespace,
-                                                          delete_session=delete_interactive and wl is not None)
-                if not yes and not confirm(question, default=not destroys):
-                    print("ranks: nothing was created", file=sys.stderr)
-                    return ExitCode.ERROR
-                created = await convert.create(client, source.target, new)
-                print(f"{created.ref} created in {created.namespace}, running: {clean(runs, limit=200)}")
-                if delete_interactive and wl is not None:
-                    await delete(client, source.target)
-                    print(f"{source.target.ref} deleted from {source.target.namespace}")
-            except SessionError as exc:
-                raise user_error(exc) from None
-            return ExitCode.OK
+                return await convert_it(cfg, client, source)
+            finally:
+                if source.monitor is not None:
+                    await source.monitor.stop()
+
+    async def convert_it(cfg: ClusterConfig, client: KubeClient, source: ConvertSource) -> int:
+        delete_session = delete_interactive
+        wl = source.workload
+        try:
+            cmd = command
+            if from_history:
+                cmd = choose(source.launches, yes=yes or dry_run, allow_failed=allow_failed,
+                             where=source.where).command
+            assert cmd is not None
+            new = convert.unattended(source.job, cmd, name or source.default_name, base=source.base)
+            if source.base is not None:
+                print(f"ranks: {source.target.name} is a debug session of {source.base['metadata']['name']}: "
+                      "the new job is that job with the command, its diff against it", file=sys.stderr)
+            print(convert.diff(source.base or source.job, new), end="")
+            runs = convert.command_of(new)
+            if convert.leftovers(runs, convert.session_names(source.job)):
+                print(f'ranks: note: the command still names "{source.target.name}" (not as a pod or host of '
+                      "the session, which are renamed): check it is meant for the new job", file=sys.stderr)
+            if wl is not None and source.monitor is not None and not delete_session:
+                delete_session = offer_the_sessions_gpus(cfg, source, new, ask=not (yes or dry_run))
+            if dry_run:
+                print("ranks: dry run: nothing was created", file=sys.stderr)
+                return ExitCode.OK
+            question, destroys = convert.confirmation(source.target.kind, new["metadata"]["name"],
+                                                      source.target.namespace,
+                                                      delete_session=delete_session and wl is not None)
+            if not yes and not confirm(question, default=not destroys):
+                print("ranks: nothing was created", file=sys.stderr)
+                return ExitCode.ERROR
+            created = await convert.create(client, source.target, new)
+            print(f"{created.ref} created in {created.namespace}, running: {clean(runs, limit=200)}")
+            if delete_session and wl is not None:
+                await delete(client, source.target)
+                print(f"{source.target.ref} deleted from {source.target.namespace}")
+        except SessionError as exc:
+            raise user_error(exc) from None
+        return ExitCode.OK
 
     return run(opts, body)
 
@@ -250,10 +261,11 @@ class ConvertSource:
     where: str
     base: dict[str, Any] | None = None  # a debug session's original job
     default_name: str | None = None
+    monitor: Monitor | None = None  # the session's project and the nodes, listed (stopped by the caller)
 
 
-async def convert_source(cfg: ClusterConfig, client: KubeClient, store: HistoryStore, ref: str, project: str | None,
-                         *, from_history: bool) -> ConvertSource:
+async def convert_source(cfg: ClusterConfig, opts: dict[str, Any], client: KubeClient, store: HistoryStore, ref: str,
+                         project: str | None, *, from_history: bool) -> ConvertSource:
     """The session to convert: the live one (its launches read from every running rank and from
     what ranks kept), else, when it was deleted, the last ranks kept of it (its spec and launches)."""
     import asyncio
@@ -262,11 +274,12 @@ async def convert_source(cfg: ClusterConfig, client: KubeClient, store: HistoryS
     from monitors.sanitize import clean
     from sessions.errors import SessionError
     from sessions.lifecycle import Target, get, target_of
-    from sessions.locate import locate_workload
     from sessions.session_history import launches_of, session_launches
 
+    from .common import locate
+
     try:
-        wl = await locate_workload(cfg, ref, project)
+        monitor, wl = await locate(cfg, opts, ref, project, nodes=True, metrics=True)
     except LookupProblem as exc:
         if exc.code != ExitCode.NOT_FOUND:
             raise
@@ -281,19 +294,48 @@ async def convert_source(cfg: ClusterConfig, client: KubeClient, store: HistoryS
         base, default = await _original(client, target, job, saved)
         return ConvertSource(None, target, job, launches_of(saved, job, labels),
                              f"the history ranks kept of {saved.name}", base, default)
-    if not wl.interactive:
-        raise UserError(f"{wl.kind.lower()}/{wl.name} is not an interactive session (its lead runs "
-                        f"{clean(wl.command, limit=80) or 'its own command'})", ExitCode.USAGE)
     try:
-        target = target_of(wl)
-        job = await get(client, target)
-        found = await session_launches(client, wl, store, job) if from_history else []
-    except SessionError as exc:
-        raise user_error(exc) from None
-    saved = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
-    base, default = await _original(client, target, job, saved)
+        if not wl.interactive:
+            raise UserError(f"{wl.kind.lower()}/{wl.name} is not an interactive session (its lead runs "
+                            f"{clean(wl.command, limit=80) or 'its own command'})", ExitCode.USAGE)
+        try:
+            target = target_of(wl)
+            job = await get(client, target)
+            found = await session_launches(client, wl, store, job) if from_history else []
+        except SessionError as exc:
+            raise user_error(exc) from None
+        saved = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
+        base, default = await _original(client, target, job, saved)
+    except BaseException:
+        await monitor.stop()
+        raise
     return ConvertSource(wl, target, job, found, f"~/.ranks_history in {wl.name}'s pods and what ranks kept of it",
-                         base, default)
+                         base, default, monitor)
+
+
+def offer_the_sessions_gpus(cfg: ClusterConfig, source: ConvertSource, new: dict[str, Any], *, ask: bool) -> bool:
+    """Before submitting: whether the new job would start now. When it would wait, say on what (its
+    own session first); when the session holds what it needs, offer to delete the session once the
+    job is created (asked on a terminal; otherwise said, with the flag that does it). The answer."""
+    import time
+
+    from monitors.diagnostics.holders import gpu_fit
+    from monitors.sanitize import clean
+    from sessions import convert
+    from sessions.shell import ranks_command
+
+    wl, monitor = source.workload, source.monitor
+    assert wl is not None and monitor is not None
+    now = time.time()
+    fit = gpu_fit(monitor.model, wl.namespace, convert.gpu_demands(new), me=cfg.impersonate_user or cfg.user, now=now)
+    for line in convert.waits_on(fit, wl.key, now, ranks_command(cfg) or "ranks"):
+        print(f"ranks: note: {clean(line, limit=400)}", file=sys.stderr)
+    if not any(h.key == wl.key for h in fit.holders):
+        return False
+    if ask and sys.stdin.isatty():
+        return confirm(f"Delete the session {wl.name} once the job is created, so that the job can start?")
+    print("ranks: note: --delete-interactive deletes the session once the job is created", file=sys.stderr)
+    return False
 
 
 async def _original(client: KubeClient, target: Target, job: dict[str, Any], saved: SavedSession | None

@@ -196,14 +196,20 @@ class ConvertScreen(RanksScreen):
     ConvertScreen #problem { color: $error; height: auto; padding: 0 1; }
     ConvertScreen #history { height: auto; max-height: 6; }
     ConvertScreen #history-note { color: $warning; height: auto; }
+    ConvertScreen #waits { color: $warning; height: auto; }
     ConvertScreen .buttons { height: auto; align-horizontal: right; }
     ConvertScreen Button { margin-left: 1; }
     """
 
     def __init__(self, key: tuple[str, str, str], job: dict[str, Any], history: Sequence[Launch],
-                 build: Callable[[dict[str, Any], str, str | None], tuple[dict[str, Any], str]]) -> None:
+                 build: Callable[[dict[str, Any], str, str | None], tuple[dict[str, Any], str]], *,
+                 waits: Sequence[str] = (), delete_first: bool = False) -> None:
+        """`waits`: what the new job would wait for (its own session's GPUs first); `delete_first`:
+        the session holds GPUs it needs, so deleting it once the job is created starts ticked."""
         super().__init__()
         self.key = key
+        self.waits = list(waits)
+        self.delete_first = delete_first
         self.job = job
         self.history = list(history)  # the launches of the session's shell history, most recent first
         self.choices = launch_choices(self.history, allow_failed=False)  # what the picker lists
@@ -243,7 +249,9 @@ class ConvertScreen(RanksScreen):
                 yield Picker(*[self._option(c) for c in self.choices], id="history")
                 if not all(launch.ok for launch in self.history):
                     yield TickBox("list launches that did not exit 0 too", id="allow-failed")
-            yield TickBox("delete the interactive session once the job is created", id="delete")
+            if self.waits:
+                yield Static(Text(clean("; ".join(self.waits), limit=600)), id="waits")
+            yield TickBox("delete the interactive session once the job is created", self.delete_first, id="delete")
         yield Static(id="problem")
         with VerticalScroll(id="diff"):
             yield Static(id="difftext")
