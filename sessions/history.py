@@ -109,7 +109,9 @@ def _launch_record(line: str) -> LaunchRun | None:
         return None
     _tag, _number, start, end, status, launcher, cwd, home, argv = parts
     try:
-        run = LaunchRun(launcher, _requoted(argv.strip()), int(status), float(start), float(end))
+        # (bash 5's EPOCHREALTIME, microseconds: its decimal point is the locale's)
+        run = LaunchRun(launcher, _requoted(argv.strip()), int(status), float(start.replace(",", ".")),
+                        float(end.replace(",", ".")))
     except ValueError:
         return None
     where = _unquote(cwd)

@@ -104,10 +104,10 @@ export RANKS_START_DIR="$PWD"
 __ranks_launch() {
   local __l=$1 __t0 __t1 __s __n= __h __q
   shift
-  printf -v __t0 '%(%s)T' -1
+  __t0=${EPOCHREALTIME:-}; [[ -n $__t0 ]] || printf -v __t0 '%(%s)T' -1
   command "$@"
   __s=$?
-  printf -v __t1 '%(%s)T' -1
+  __t1=${EPOCHREALTIME:-}; [[ -n $__t1 ]] || printf -v __t1 '%(%s)T' -1
   __h=$(HISTTIMEFORMAT= builtin history 1 2>/dev/null)
   [[ $__h =~ ^\ *([0-9]+) ]] && __n=${BASH_REMATCH[1]}
   if [[ -z $__n || $__n != "${__ranks_seen-}" ]]; then

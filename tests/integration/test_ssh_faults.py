@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.test_ssh_serve import CONTEXT, ROOT, Served, dashboard_client, env, keygen, ssh_binary
-from tests.waiting import processes_matching, wait_for
+from tests.waiting import wait_for
 
 # the dashboards read the demo's objects; nothing needs to run in the cluster
 pytestmark = pytest.mark.simcluster(scenario="demo")
@@ -115,7 +115,8 @@ def serve(simcluster, tmp_path: Path) -> Iterator[Callable[..., Served]]:
         line = proc.stdout.readline() if ready else ""
         assert line.startswith("ready: ssh=127.0.0.1:"), (line, err.read_text())
         served.port = int(line.strip().rsplit(":", 1)[1])
-        wait_for(lambda: processes_matching("ranks: dashboard template"), 30, "the warm template")
+        wait_for(lambda: any("ranks: dashboard template" in cmd for cmd in descendants(proc.pid).values()), 30,
+                 "the warm template")
         return served
 
     yield start
@@ -143,9 +144,15 @@ def baseline(served: Served) -> dict[int, str]:
     return found
 
 
+def sessions(served: Served) -> list[int]:
+    """This server's sessions (alice's dashboards, zombies too), not another test's: its descendants
+    titled with the session's user and peer."""
+    return [pid for pid, cmd in descendants(served.proc.pid).items() if MARKER in cmd]
+
+
 def same_processes(served: Served, before: dict[int, str], within: float, what: str) -> None:
-    wait_for(lambda: descendants(served.proc.pid) == before and not processes_matching(MARKER), within, what,
-             detail=lambda: (descendants(served.proc.pid), processes_matching(MARKER)))
+    wait_for(lambda: descendants(served.proc.pid) == before and not sessions(served), within, what,
+             detail=lambda: (descendants(served.proc.pid), sessions(served)))
 
 
 def closed_by(sock: socket.socket, deadline: float) -> float:
@@ -196,7 +203,7 @@ def test_malformed_traffic_and_wrong_keys_leave_a_connected_user_served(serve: C
     before = baseline(served)
     client = dashboard_client(served)
     try:
-        wait_for(lambda: processes_matching(MARKER), 30, "alice's dashboard")
+        wait_for(lambda: sessions(served), 30, "alice's dashboard")
         rss0 = rss_mb(served.proc.pid)
         # dropped at once: a banner that is not SSH's, an SSH-1 client, a version line without an
         # end, a packet length of 4 GB or over the limit, a packet whose padding is longer than itself,
@@ -246,7 +253,7 @@ def test_malformed_traffic_and_wrong_keys_leave_a_connected_user_served(serve: C
         # the server kept serving: alice logs in again, her dashboard still answers, memory is as it was
         r = served.run("projects")
         assert r.returncode == 0, r.stderr
-        assert processes_matching(MARKER)
+        assert sessions(served)
         assert rss_mb(served.proc.pid) < rss0 + 30, (rss0, rss_mb(served.proc.pid))
         quit_dashboard(client)
         audit = served.audit()
@@ -321,11 +328,11 @@ def test_an_idle_session_is_closed_and_an_active_one_is_not(serve: Callable[...,
             time.sleep(0.5)
 
     try:
-        wait_for(lambda: len(processes_matching(MARKER)) == 2, 30, "two dashboards")
+        wait_for(lambda: len(sessions(served)) == 2, 30, "two dashboards")
         type_for(30, until=lambda: idle.poll() is not None)
         out, _ = idle.communicate(timeout=5)
         assert b"ranks: closed after 5 seconds without input" in out, out[-2000:]
-        wait_for(lambda: len(processes_matching(MARKER)) == 1, 10, "the idle dashboard's process gone")
+        wait_for(lambda: len(sessions(served)) == 1, 10, "the idle dashboard's process gone")
         type_for(11)  # over twice the timeout: the session typed into is kept
         assert active.poll() is None
         audit = served.audit()
@@ -344,7 +351,7 @@ def test_a_client_killed_mid_session_leaves_nothing_behind(serve: Callable[..., 
     # 1. killed while its dashboard runs
     client = dashboard_client(served)
     try:
-        wait_for(lambda: processes_matching(MARKER), 30, "alice's dashboard")
+        wait_for(lambda: sessions(served), 30, "alice's dashboard")
         assert len(descendants(served.proc.pid)) > len(before)
         time.sleep(1.0)  # (drawing)
         client.send_signal(signal.SIGKILL)
@@ -370,7 +377,7 @@ def test_a_client_killed_mid_session_leaves_nothing_behind(serve: Callable[..., 
     # the server counts no session of alice's any more: three dashboards may open (--max-sessions-per-user 3)
     clients = [dashboard_client(served) for _ in range(3)]
     try:
-        wait_for(lambda: len(processes_matching(MARKER)) == 3, 40, "three dashboards",
+        wait_for(lambda: len(sessions(served)) == 3, 40, "three dashboards",
                  detail=lambda: served.audit()[-2000:])
         for c in clients:
             quit_dashboard(c)
@@ -406,7 +413,7 @@ def test_agent_x11_and_dynamic_forwarding_are_refused(serve: Callable[..., Serve
                 served.ssh(opts=("-tt", "-v", "-A", "-X", "-o", "ForwardX11Trusted=yes",
                                  "-D", f"127.0.0.1:{socks_port}")),
                 stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=err, env=fwd_env)
-        pid = wait_for(lambda: processes_matching(MARKER), 30, "alice's dashboard")[0]
+        pid = wait_for(lambda: sessions(served), 30, "alice's dashboard")[0]
         with open(f"/proc/{pid}/environ", "rb") as fh:
             environ = dict(kv.split(b"=", 1) for kv in fh.read().split(b"\0") if b"=" in kv)
         assert not {b"SSH_AUTH_SOCK", b"DISPLAY", b"SSH_CONNECTION", b"SSH_CLIENT"} & environ.keys(), environ.keys()

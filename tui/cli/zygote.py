@@ -134,9 +134,9 @@ def serve(sock: socket.socket) -> None:
         except InterruptedError:
             continue
         except OSError:
-            return
+            return reap_all()
         if not data:
-            return  # the server is gone
+            return reap_all()  # the server is gone
         try:
             req = json.loads(data)
             rid = req["id"]
@@ -159,6 +159,40 @@ def serve(sock: socket.socket) -> None:
         for fd in fds:
             os.close(fd)
         _send(sock, {"id": rid, "pid": pid})
+
+
+def reap_all(within: float = 5.0) -> None:
+    """The server is gone: its sessions' terminals closed with it, so they end (SIGHUP); wait for
+    them (`within` seconds, then SIGKILL), and reap every one. A child left unreaped by an exiting
+    template would be a zombie of whatever adopts it (an init that never reaps: a container's)."""
+    import time
+
+    deadline = time.monotonic() + within
+    killed = False
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return  # none left
+        if pid:
+            continue
+        if time.monotonic() > deadline and not killed:
+            for child in _children():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(child, signal.SIGKILL)
+            killed = True
+        time.sleep(0.05)
+
+
+def _children() -> list[int]:
+    """This process's children (from /proc: a session's pid is not otherwise known here)."""
+    me, out = str(os.getpid()), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, IndexError), open(f"/proc/{entry}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[1].decode() == me:
+                    out.append(int(entry))
+    return out
 
 
 def main() -> None:
