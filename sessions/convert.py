@@ -16,18 +16,20 @@ under `/bin/sh -c` in the new job's containers, where those variables expand.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import difflib
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import orjson
 import yaml
 
 from monitors.connection import ExitCode
 from monitors.humanize import age
 from monitors.humanize import gpus as fmt_gpus
-from monitors.kube import ApiProblem, KubeClient
+from monitors.kube import ApiProblem, KubeClient, seg
 
 from .cmdline import MPI_LAUNCHERS, TORCH_LAUNCHERS, Token, launches_in
 from .errors import SessionError
@@ -237,10 +239,12 @@ def command_of(job: dict[str, Any]) -> str:
 
 
 def unattended(job: dict[str, Any], command: str, name: str | None = None,
-               base: dict[str, Any] | None = None) -> dict[str, Any]:
+               base: dict[str, Any] | None = None, env: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The unattended job built from interactive `job`, running `command` (a shell command line,
     rewritten for the new job by `rewrite_command`). `base`: the job a `ranks debug` session was
-    made from: the new job is that one's spec (its runPolicy too) with the command."""
+    made from: the new job is that one's spec (its runPolicy too) with the command. `env`: entries
+    for the containers that run the command (what the launch's shell exported, secrets' references:
+    `sessions.launch_env.prepare`), replacing those of the same name."""
     kind = job.get("kind", "")
     field = REPLICA_FIELDS.get(kind)
     if field is None:
@@ -289,6 +293,9 @@ def unattended(job: dict[str, Any], command: str, name: str | None = None,
         main = containers[0]
         main["command"] = list(argv)
         main.pop("args", None)
+        if env:
+            names = {e["name"] for e in env}
+            main["env"] = [e for e in main.get("env") or [] if e.get("name") not in names] + copy.deepcopy(env)
         changed = True
     if not changed:
         raise SessionError(f"{kind} {src_name} has no {'launcher' if kind == 'MPIJob' else 'replica'} "
@@ -318,8 +325,12 @@ def diff(job: dict[str, Any], new: dict[str, Any]) -> str:
                                         tofile=f"{new['kind']}/{new_name}", n=2))
 
 
-async def create(client: KubeClient, source: Target, new: dict[str, Any]) -> Target:
-    """Create the new job; an existing name is an error (never an overwrite)."""
+async def create(client: KubeClient, source: Target, new: dict[str, Any],
+                 secret: tuple[str, dict[str, str]] | None = None) -> Target:
+    """Create the new job; an existing name is an error (never an overwrite). `secret`: (name, data)
+    of the Secret its env refers to, created first (an existing one is an error too), owned by the
+    job once it exists (deleting the job deletes it), removed again when the job cannot be created."""
+    from .launch_env import secret_manifest
     from .submit import existing
 
     target = Target(source.namespace, source.kind, new["metadata"]["name"], source.api_version)
@@ -330,12 +341,35 @@ async def create(client: KubeClient, source: Target, new: dict[str, Any]) -> Tar
         ref = target.ref if same else f"{clash[0].kind.lower()}/{target.name}"
         raise SessionError(f'{ref} already exists in "{target.namespace}"{other}; choose another --name',
                            ExitCode.USAGE)
+    secrets_path = f"/api/v1/namespaces/{seg(source.namespace)}/secrets"
+    secret_target = Target(source.namespace, "Secret", secret[0], "v1") if secret else None
+    if secret is not None and secret_target is not None:
+        try:
+            await client.request("POST", secrets_path, body=secret_manifest(secret[0], source.namespace, secret[1],
+                                                                             target.name))
+        except ApiProblem as exc:
+            if exc.status == 409:
+                raise SessionError(f'secret "{secret[0]}" already exists in "{source.namespace}"; choose another '
+                                   "--secret-env", ExitCode.USAGE) from None
+            raise problem(exc, "create", secret_target) from None
     collection = target.path.rsplit("/", 1)[0]
     new = {**new, "metadata": {**new["metadata"], "namespace": source.namespace}}
     try:
-        await client.request("POST", collection, body=new)
-    except ApiProblem as exc:
-        raise problem(exc, "create", target) from None
+        created = orjson.loads(await client.request("POST", collection, body=new))
+    except BaseException as exc:
+        if secret is not None:  # nothing half-done: the Secret goes too
+            with contextlib.suppress(Exception):
+                await client.request("DELETE", f"{secrets_path}/{seg(secret[0])}")
+        if isinstance(exc, ApiProblem):
+            raise problem(exc, "create", target) from None
+        raise
+    if secret is not None:
+        owner = {"apiVersion": new.get("apiVersion"), "kind": source.kind, "name": target.name,
+                 "uid": (created.get("metadata") or {}).get("uid", "")}
+        with contextlib.suppress(ApiProblem):  # (without it, the Secret outlives the job: still the user's)
+            await client.request("PATCH", f"{secrets_path}/{seg(secret[0])}",
+                                 body={"metadata": {"ownerReferences": [owner]}},
+                                 content_type="application/merge-patch+json")
     return target
 
 

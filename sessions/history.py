@@ -24,6 +24,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 
 from .cmdline import ASSIGNMENT, RESERVED, SEPARATORS, launcher_of, launches_in, simple_commands, tokens
+from .launch_env import Exports, exports_of, track
 
 HISTORY_NAME = ".ranks_history"
 LAUNCH_TAG = "@launch"
@@ -51,6 +52,7 @@ class LaunchRun:
     source: str = "shell"  # shell (a launch record), line (known from its line), exec, debug
     unknown_why: str = ""  # why the status is not known (None) though the line's is
     cwd: str = ""  # where it ran, when not where the shell started
+    exports: Exports = field(default=Exports(), compare=False)  # what its shell had exported (sessions.launch_env)
 
     @property
     def ok(self) -> bool:
@@ -177,13 +179,17 @@ def runs_of(entries: list[HistoryEntry], label: str = "", pod: str = "") -> list
     """Every launch run of a history, oldest first, on the rank `label`: those recorded, each with
     its line's assignments; lines that hold a launch no record came from, as that launch."""
     out: list[LaunchRun] = []
+    shell: dict[str, tuple[str | None, bool, str]] = {}  # the shell's variables so far (sessions.launch_env.track)
+    sourced: list[str] = []
     for e in entries:
+        track(e.command, shell, sourced)  # (a line's own exports come before its launch)
+        exports = exports_of(shell, sourced)
         if e.runs:
             for run in e.runs:
                 command = " ".join(x for x in (_assignments(e.command, run.launcher), run.command) if x)
                 if run.cwd:
                     command = f"cd {shlex.quote(run.cwd)} && {command}"
-                out.append(replace(run, command=command, line=e.command, label=label, pod=pod))
+                out.append(replace(run, command=command, line=e.command, label=label, pod=pod, exports=exports))
             continue
         found = launches_in(e.command)
         if not found:
@@ -191,5 +197,6 @@ def runs_of(entries: list[HistoryEntry], label: str = "", pod: str = "") -> list
         certain = e.status is None or status_is_the_launchs(e.command)
         out.append(LaunchRun(found[0].launcher, e.command.strip(), e.status if certain else None, None, e.time,
                              e.command, label, pod, "line",
-                             "" if certain else f"the line's status ({e.status}) is not the launch's"))
+                             "" if certain else f"the line's status ({e.status}) is not the launch's",
+                             exports=exports))
     return out

@@ -62,6 +62,8 @@ class SavedSession:
 
     def to_dict(self) -> dict[str, Any]:
         doc = asdict(self)
+        for r in doc["runs"]:
+            r.pop("exports", None)  # (an exec run's: none; a shell's are read from its history)
         return doc
 
     @staticmethod
@@ -69,7 +71,8 @@ class SavedSession:
         return SavedSession(
             doc["namespace"], doc["kind"], doc["name"], doc.get("uid", ""), float(doc.get("saved_at") or 0.0),
             doc.get("job"), [PodHistory(**h) for h in doc.get("histories") or ()],
-            [LaunchRun(**r) for r in doc.get("runs") or ()], doc.get("debug_of"))
+            [LaunchRun(**{k: v for k, v in r.items() if k != "exports"}) for r in doc.get("runs") or ()],
+            doc.get("debug_of"))
 
 
 def store_for(cfg: Any) -> HistoryStore:

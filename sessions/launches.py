@@ -24,6 +24,7 @@ from monitors.sanitize import clean
 from .cmdline import LAUNCHERS, TORCH_LAUNCHERS, launches_in
 from .errors import SessionError
 from .history import HISTORY_NAME, LaunchRun, parse_history, runs_of
+from .launch_env import Exports, mask_command
 
 SLACK = 60.0  # s: a run whose start was not recorded (known from its line) may have started this long before
 NNODES_OPTIONS = ("--nnodes", "--num_nodes", "--num-nodes")
@@ -55,6 +56,16 @@ class Launch:
         if self.time is None:
             return "from an older history (no time recorded)"
         return f"from {ago(now - self.time)}"
+
+    @property
+    def exports(self) -> Exports:
+        """What the lead's shell had exported when it ran (sessions.launch_env)."""
+        return self.runs[0].exports if self.runs else Exports()
+
+    @property
+    def shown(self) -> str:
+        """The command as ranks prints it: its secrets' values as ***."""
+        return mask_command(self.command)
 
     @property
     def failed_node(self) -> str:
@@ -206,7 +217,7 @@ def pick_launch(found: list[Launch], *, allow_failed: bool = False, now: float |
                            ExitCode.ERROR)
     ok = next((launch for launch in found if launch.ok), None)
     chosen = found[0] if allow_failed or ok is None else ok
-    cmd = clean(chosen.command, limit=200)
+    cmd = clean(chosen.shown, limit=200)
     if not chosen.ok and not allow_failed:
         raise SessionError(f"no launch in the session's shell history exited 0; the last one, "
                            f"{chosen.when(now)}, has {clean(chosen.outcome(), limit=300)}: {cmd} "

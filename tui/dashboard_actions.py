@@ -19,12 +19,13 @@ from monitors.diagnostics.holders import GpuFit, gpu_fit
 from monitors.humanize import plural
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
-from sessions import convert, debug, lifecycle
+from sessions import convert, debug, launch_env, lifecycle
 from sessions.action_log import report
 from sessions.errors import SessionError
 from sessions.exec_all import run_on_ranks
 from sessions.exec_bridge import ExecError, ExecOutcome
 from sessions.history_store import store_for
+from sessions.launch_env import Exports
 from sessions.launches import Launch
 from sessions.manifests import SubmitSpec, spec_problems
 from sessions.session_history import keep_before_losing, loss_note, record_exec, session_launches
@@ -39,7 +40,14 @@ from sessions.shell import (
 from sessions.submit import submit
 from sessions.terminal import LocalTerminal
 
-from .screens.dialogs import ConfirmScreen, ConvertScreen, ExecScreen, NewSessionScreen, PromptScreen
+from .screens.dialogs import (
+    ConfirmScreen,
+    Conversion,
+    ConvertScreen,
+    ExecScreen,
+    NewSessionScreen,
+    PromptScreen,
+)
 
 if TYPE_CHECKING:
     from .app import RanksApp
@@ -274,13 +282,19 @@ class DashboardActions:
         waits = [] if fit is None else convert.waits_on(fit, wl.key, time.time(), self.paste_command)
         frees = fit is not None and any(h.key == wl.key for h in fit.holders)
 
-        def build(job: dict[str, Any], command: str, name: str | None) -> tuple[dict[str, Any], str]:
-            new = convert.unattended(job, command, name or default, base=base)
-            return new, convert.diff(base or job, new)
+        def build(job: dict[str, Any], command: str, name: str | None, exports: Exports) -> Conversion:
+            """The dashboard puts a launch's secrets in a Secret named after the new job, always."""
+            new_name = name or default or convert.default_name(job["metadata"]["name"])
+            prep = launch_env.prepare(command, exports, secret=launch_env.default_secret_name(new_name))
+            new = convert.unattended(job, prep.command, name or default, base=base, env=prep.env)
+            return Conversion(new, launch_env.masked(convert.diff(base or job, new), prep.values),
+                              (prep.secret, prep.secret_data) if prep.secret else None,
+                              tuple(launch_env.masked(n, prep.values) for n in prep.notes()))
 
         self.push_screen(ConvertScreen(wl.key, job, history, build, waits=waits, delete_first=frees))
 
-    def submit_conversion(self: RanksApp, key: WorkloadKey, new: dict[str, Any], delete_interactive: bool) -> None:
+    def submit_conversion(self: RanksApp, key: WorkloadKey, new: dict[str, Any], delete_interactive: bool,
+                          secret: tuple[str, dict[str, str]] | None = None) -> None:
         wl = self.store.workloads.get(key)
         if wl is None:
             self.notify("the interactive session is gone", severity="error", markup=False)
@@ -290,16 +304,17 @@ class DashboardActions:
 
         def answered(yes: bool | None) -> None:
             if yes:
-                self._convert(wl, new, delete_interactive)
+                self._convert(wl, new, delete_interactive, secret)
 
         self.push_screen(ConfirmScreen(Text(question), yes="Submit", destructive=destroys), answered)
 
     @work(group="convert")
-    async def _convert(self: RanksApp, wl: WorkloadView, new: dict[str, Any], delete_interactive: bool) -> None:
+    async def _convert(self: RanksApp, wl: WorkloadView, new: dict[str, Any], delete_interactive: bool,
+                       secret: tuple[str, dict[str, str]] | None = None) -> None:
         async def go() -> lifecycle.Target:
             client = self._client()
             source = lifecycle.target_of(wl)
-            created = await convert.create(client, source, new)
+            created = await convert.create(client, source, new, secret)
             if delete_interactive:
                 await lifecycle.delete(client, source)
             return created

@@ -13,6 +13,7 @@ dashboard's convert screen under `App.run_test()`.
 from __future__ import annotations
 
 import asyncio
+import base64
 import copy
 import os
 import re
@@ -43,7 +44,7 @@ from simcluster.scenarios.nodes import gpu_nodes
 from tests.waiting import one_line_error, pilot_wait, wait_for
 from themes import load_themes
 from tui.app import RanksApp
-from tui.screens.dialogs import ConvertScreen
+from tui.screens.dialogs import ConfirmScreen, ConvertScreen
 from tui.screens.lists import WorkloadsScreen
 from tui.settings import Settings
 
@@ -501,3 +502,112 @@ def test_on_a_terminal_dry_run_asks_nothing_and_the_question_is_the_dashboards(
                                answer="1\n\n")
     assert f"{question} [y/N]" in said and code == 1, said  # Enter: No, as the dialog starts on Cancel
     assert job_of(cluster, "mpi", "hvd") is not None and job_of(cluster, "mpi", "hvd-train") is None
+
+
+# -- secrets stay out of the spec; the shell's exports go into its env (issue #25, item 4) -------------------
+
+
+def test_secrets_go_into_a_secret_and_the_shells_exports_into_the_env(
+        cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any]) -> None:
+    from kubernetes import client as k8s
+    from kubernetes import config
+
+    write_history(env, "pt", "master-0", record(300, 0, "export NCCL_DEBUG=INFO HF_TOKEN=hf_exported_secret"),
+                  record(290, 0, "export RUN_TAG=$(date +%s)"),
+                  record(200, 0, "WANDB_API_KEY=wk_inline_secret torchrun --nnodes=1 train.py --steps 1 "
+                                 "--password 'pa ss'"))
+    t0 = time.time()
+    r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--dry-run")
+    assert r.returncode == 2 and r.stdout == "", r.stderr  # which launch (masked), then why not, in one line
+    assert r.stderr.splitlines()[0].endswith("WANDB_API_KEY=*** torchrun --nnodes=1 train.py --steps 1 "
+                                             "--password '***'"), r.stderr
+    assert r.stderr.splitlines()[1].startswith("ranks: error: the launch holds secrets (WANDB_API_KEY=, --password, "
+                                               "export HF_TOKEN)") and "--secret-env NAME" in r.stderr, r.stderr
+    for value in ("hf_exported_secret", "wk_inline_secret", "pa ss"):
+        assert value not in r.stdout + r.stderr
+    r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--allow-secrets", "--dry-run")
+    assert r.returncode == 0, r.stderr
+    for value in ("hf_exported_secret", "wk_inline_secret", "pa ss"):
+        assert value not in r.stdout + r.stderr  # kept in the spec as typed, never printed
+    assert "WANDB_API_KEY=***" in r.stdout and mutations_since(cluster, t0) == []
+
+    r = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--secret-env", "pt-run-secrets", "--name",
+              "pt-run", "--yes")
+    try:
+        assert r.returncode == 0, r.stderr
+        said = r.stdout + r.stderr
+        for value in ("hf_exported_secret", "wk_inline_secret", "pa ss"):
+            assert value not in said
+        assert "carried into the job's env from the session's shell: NCCL_DEBUG=INFO" in said, said
+        assert "not carried into the job: RUN_TAG (its value is computed in the shell: $(date +%s))" in said, said
+        assert "go into the Secret pt-run-secrets" in said, said
+        job = job_of(cluster, "pytorch", "pt-run")
+        assert job is not None
+        for rspec in job["spec"]["pytorchReplicaSpecs"].values():
+            (c,) = rspec["template"]["spec"]["containers"]
+            assert c["command"] == ["/bin/sh", "-c", 'torchrun --nnodes=1 train.py --steps 1 --password "$PASSWORD"']
+            env_of = {e["name"]: e for e in c["env"]}
+            assert env_of["NCCL_DEBUG"] == {"name": "NCCL_DEBUG", "value": "INFO"}
+            for var in ("WANDB_API_KEY", "PASSWORD", "HF_TOKEN"):
+                assert env_of[var]["valueFrom"] == {"secretKeyRef": {"name": "pt-run-secrets", "key": var}}
+            assert "hf_exported_secret" not in str(rspec)
+        # the Secret, read with the official client: the values, owned by the job (deleted with it)
+        api = config.new_client_from_config(config_file=str(cluster.sim.kubeconfig_path))
+        secret = k8s.CoreV1Api(api).read_namespaced_secret("pt-run-secrets", A)
+        import base64
+        data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+        assert data == {"WANDB_API_KEY": "wk_inline_secret", "PASSWORD": "pa ss", "HF_TOKEN": "hf_exported_secret"}
+        assert [(o.kind, o.name) for o in secret.metadata.owner_references or []] == [("PyTorchJob", "pt-run")]
+        api.close()
+        # a second time: the Secret's name is taken, and nothing is left half-done
+        again = ranks(env, "convert", "pt", "-p", "team-a", "--from-history", "--secret-env", "pt-run-secrets",
+                      "--name", "pt-run-2", "--yes")
+        assert again.returncode == 2 and again.stderr.splitlines()[-1] == (
+            'ranks: error: secret "pt-run-secrets" already exists in "runai-team-a"; choose another --secret-env')
+        assert job_of(cluster, "pytorch", "pt-run-2") is None
+    finally:
+        if job_of(cluster, "pytorch", "pt-run") is not None:
+            call(cluster, lambda c: c.request("DELETE", f"/apis/kubeflow.org/v1/namespaces/{A}/pytorchjobs/pt-run"))
+
+
+async def test_the_dashboards_convert_puts_secrets_in_a_secret_and_shows_none(
+        cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
+    write_history(env, "hvd", "launcher",
+                  record(100, 0, "HF_TOKEN=hf_dash_secret horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py"))
+    app = RanksApp(load_cluster_config(str(cluster.sim.kubeconfig_path), None), Settings(), themes=load_themes(None))
+    key = (A, "MPIJob", "hvd")
+    try:
+        async with app.run_test(size=(140, 44)) as pilot:
+            await pilot_wait(pilot, lambda: app.store.synced and isinstance(app.screen, WorkloadsScreen)
+                             and app.screen.table.move_to_key(key), what="hvd in the list", timeout=30)
+            await pilot.press("t")
+            await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen)
+                             and "Secret" in str(app.screen.query_one("#problem", Static).content),
+                             what="the convert screen saying where the secret goes", timeout=30)
+            screen = app.screen
+            assert isinstance(screen, ConvertScreen)
+            note = str(screen.query_one("#problem", Static).content)
+            assert "the launch's secrets (HF_TOKEN=) go into the Secret hvd-train-secrets" in note, note
+            shown = str(screen.query_one("#difftext", Static).content) + str(screen.query_one("#history").render())
+            assert "hf_dash_secret" not in shown and "horovodrun" in shown
+            screen.query_one("#name", Input).value = "hvd-dash"
+            await pilot_wait(pilot, lambda: "hvd-dash-secrets" in str(screen.query_one("#problem", Static).content),
+                             what="the Secret named after the job", timeout=20)
+            await pilot.press("ctrl+s")
+            await pilot_wait(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="the question", timeout=20)
+            await pilot.press("y")
+            await pilot_wait(pilot, lambda: job_of(cluster, "mpi", "hvd-dash") is not None, what="the job", timeout=30)
+        job = job_of(cluster, "mpi", "hvd-dash")
+        assert job is not None
+        (c,) = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
+        assert "hf_dash_secret" not in str(job)
+        assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hvd-dash-secrets", "key": "HF_TOKEN"}}} \
+            in c["env"]
+        secret = cluster.call(lambda: copy.deepcopy(cluster.sim.store.find(("", "secrets"), A, "hvd-dash-secrets").obj))
+        assert base64.b64decode(secret["data"]["HF_TOKEN"]) == b"hf_dash_secret"
+    finally:
+        if job_of(cluster, "mpi", "hvd-dash") is not None:
+            async with KubeClient(load_cluster_config(str(cluster.sim.kubeconfig_path), None)) as c:
+                await c.request("DELETE", f"/apis/kubeflow.org/v2beta1/namespaces/{A}/mpijobs/hvd-dash")

@@ -51,24 +51,31 @@ if TYPE_CHECKING:
               help="With --from-history: take the last launch even if it did not exit 0 (with a warning).")
 @click.option("--name", metavar="NEW", default=None, help="Name of the new job (default: WORKLOAD-train).")
 @click.option("--delete-interactive", is_flag=True, help="Delete the interactive session once the job is created.")
+@click.option("--secret-env", metavar="SECRET", default=None,
+              help="Put the launch's secrets (HF_TOKEN=..., --password ...) in a new Secret SECRET the job's env "
+                   "refers to (without it, or --allow-secrets, a launch with secrets is refused).")
+@click.option("--allow-secrets", is_flag=True, help="Keep the launch's secrets in the job's spec, as typed.")
 @click.option("--dry-run", is_flag=True, help="Show the diff and create nothing.")
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (needed without a terminal).")
 @global_options
 @click.pass_context
 def convert_command(ctx: click.Context, workload: str, project: str | None, command: str | None,
                     from_history: bool, allow_failed: bool, name: str | None, delete_interactive: bool,
-                    dry_run: bool, yes: bool, **kw: Any) -> None:
+                    secret_env: str | None, allow_secrets: bool, dry_run: bool, yes: bool, **kw: Any) -> None:
     """Turn the interactive session WORKLOAD into an unattended training job.
 
     Same image, resources, env, volumes, node pool and replicas; the launcher (MPI) or every replica
     runs the command instead of sleep infinity; runPolicy backoffLimit 3, cleanPodPolicy Running,
     ttlSecondsAfterFinished one week. The session's pod and host names in the command become the
     new job's ($MASTER_ADDR, $MASTER_PORT, $RANK and the MPI hostfile where the operator provides
-    them). Shows the diff and asks before submitting.
+    them); what the launch's shell exported goes into the job's env. Secrets in the launch go into a
+    Secret (--secret-env) or stay with --allow-secrets; their values are never printed. Shows the
+    diff and asks before submitting.
     """
     sys.exit(run_convert(merge_globals(ctx, kw), workload, group_project(ctx, project), command=command,
                          from_history=from_history, allow_failed=allow_failed, name=name,
-                         delete_interactive=delete_interactive, dry_run=dry_run, yes=yes))
+                         delete_interactive=delete_interactive, dry_run=dry_run, yes=yes, secret_env=secret_env,
+                         allow_secrets=allow_secrets))
 
 
 @command("debug", reads_only=False)
@@ -166,7 +173,7 @@ def choose(found: list[Launch], *, yes: bool, allow_failed: bool, where: str) ->
         return chosen
     print("launches in the session's history" + ("" if allow_failed else " that exited 0") + ":", file=sys.stderr)
     for i, launch in enumerate(choices[:9], 1):
-        print(f"  {i}) {launch.when(now)}, {launch.outcome()}: {clean(launch.command, limit=300)}", file=sys.stderr)
+        print(f"  {i}) {launch.when(now)}, {launch.outcome()}: {clean(launch.shown, limit=300)}", file=sys.stderr)
     try:
         pick = click.prompt("use which", default=1, type=click.IntRange(1, min(9, len(choices))), err=True)
     except (click.exceptions.Abort, EOFError):
@@ -176,13 +183,20 @@ def choose(found: list[Launch], *, yes: bool, allow_failed: bool, where: str) ->
 
 def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command: str | None, from_history: bool,
                 name: str | None, delete_interactive: bool, dry_run: bool, yes: bool,
-                allow_failed: bool = False) -> int:
+                allow_failed: bool = False, secret_env: str | None = None, allow_secrets: bool = False) -> int:
     from monitors.kube import KubeClient
     from monitors.sanitize import clean
     from sessions import convert
     from sessions.errors import SessionError
     from sessions.history_store import store_for
+    from sessions.launch_env import Exports, masked, prepare
     from sessions.lifecycle import delete
+    from sessions.names import subdomain_problem
+
+    if secret_env is not None and allow_secrets:
+        return error("--secret-env and --allow-secrets cannot be used together", ExitCode.USAGE)
+    if secret_env is not None and (why := subdomain_problem(secret_env)):
+        return error(f"--secret-env {secret_env!r}: {why}", ExitCode.USAGE)
 
     if command and from_history:
         return error("--command and --from-history cannot be used together", ExitCode.USAGE)
@@ -212,17 +226,21 @@ def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command:
         delete_session = delete_interactive
         wl = source.workload
         try:
-            cmd = command
+            cmd, exports = command, Exports()
             if from_history:
-                cmd = choose(source.launches, yes=yes or dry_run, allow_failed=allow_failed,
-                             where=source.where).command
+                launch = choose(source.launches, yes=yes or dry_run, allow_failed=allow_failed, where=source.where)
+                cmd, exports = launch.command, launch.exports
             assert cmd is not None
-            new = convert.unattended(source.job, cmd, name or source.default_name, base=source.base)
+            prep = prepare(cmd, exports, secret=secret_env, allow=allow_secrets)
+            new = convert.unattended(source.job, prep.command, name or source.default_name, base=source.base,
+                                     env=prep.env)
             if source.base is not None:
                 print(f"ranks: {source.target.name} is a debug session of {source.base['metadata']['name']}: "
                       "the new job is that job with the command, its diff against it", file=sys.stderr)
-            print(convert.diff(source.base or source.job, new), end="")
-            runs = convert.command_of(new)
+            print(masked(convert.diff(source.base or source.job, new), prep.values), end="")
+            for line in prep.notes():
+                print(f"ranks: note: {clean(masked(line, prep.values), limit=600)}", file=sys.stderr)
+            runs = masked(convert.command_of(new), prep.values)
             if convert.leftovers(runs, convert.session_names(source.job)):
                 print(f'ranks: note: the command still names "{source.target.name}" (not as a pod or host of '
                       "the session, which are renamed): check it is meant for the new job", file=sys.stderr)
@@ -237,7 +255,8 @@ def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command:
             if not yes and not confirm(question, default=not destroys):
                 print("ranks: nothing was created", file=sys.stderr)
                 return ExitCode.ERROR
-            created = await convert.create(client, source.target, new)
+            created = await convert.create(client, source.target, new,
+                                           (prep.secret, prep.secret_data) if prep.secret else None)
             print(f"{created.ref} created in {created.namespace}, running: {clean(runs, limit=200)}")
             if delete_session and wl is not None:
                 await delete(client, source.target)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -20,6 +21,7 @@ from textual.style import Style as VisualStyle
 from textual.widgets import Button, Checkbox, Input, Label, Log, OptionList, Select, Static
 
 from monitors.sanitize import clean
+from sessions.launch_env import Exports
 from sessions.launches import Launch, launch_choices
 
 from ..widgets.picker import Picker
@@ -183,6 +185,17 @@ class ExecScreen(RanksScreen):
         self.dashboard.go_back()
 
 
+@dataclass(frozen=True)
+class Conversion:
+    """What the convert screen shows and submits: the new job, its diff (secrets masked), the Secret
+    to create with it (name, data) and notes (what was carried into its env, where its secrets went)."""
+
+    new: dict[str, Any]
+    diff: str
+    secret: tuple[str, dict[str, str]] | None = None
+    notes: tuple[str, ...] = ()
+
+
 class ConvertScreen(RanksScreen):
     """The unattended job's diff against the interactive one, with the command, name and a confirm."""
 
@@ -202,7 +215,7 @@ class ConvertScreen(RanksScreen):
     """
 
     def __init__(self, key: tuple[str, str, str], job: dict[str, Any], history: Sequence[Launch],
-                 build: Callable[[dict[str, Any], str, str | None], tuple[dict[str, Any], str]], *,
+                 build: Callable[[dict[str, Any], str, str | None, Exports], Conversion], *,
                  waits: Sequence[str] = (), delete_first: bool = False) -> None:
         """`waits`: what the new job would wait for (its own session's GPUs first); `delete_first`:
         the session holds GPUs it needs, so deleting it once the job is created starts ticked."""
@@ -213,12 +226,14 @@ class ConvertScreen(RanksScreen):
         self.job = job
         self.history = list(history)  # the launches of the session's shell history, most recent first
         self.choices = launch_choices(self.history, allow_failed=False)  # what the picker lists
-        self.build = build  # (job, command, name) -> (new job, diff); raises SessionError
+        self.build = build  # (job, command, name, exports) -> the conversion; raises SessionError
         self.new: dict[str, Any] | None = None
+        self.secret: tuple[str, dict[str, str]] | None = None  # the Secret to create with it
+        self.exports = self.choices[0].exports if self.choices else Exports()  # the picked launch's shell's
         self.now = time.time()
 
     def _option(self, launch: Launch) -> Text:
-        return Text(clean(f"{launch.outcome()}, {launch.when(self.now).removeprefix('from ')}: {launch.command}",
+        return Text(clean(f"{launch.outcome()}, {launch.when(self.now).removeprefix('from ')}: {launch.shown}",
                           limit=300))
 
     def _note(self) -> str:
@@ -269,6 +284,7 @@ class ConvertScreen(RanksScreen):
 
     @on(OptionList.OptionSelected, "#history")
     def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.exports = self.choices[event.option_index].exports
         self.query_one("#command", Input).value = self.choices[event.option_index].command
 
     @on(Checkbox.Changed, "#allow-failed")
@@ -284,14 +300,15 @@ class ConvertScreen(RanksScreen):
         name = self.query_one("#name", Input).value.strip() or None
         problem = self.query_one("#problem", Static)
         try:
-            self.new, text = self.build(self.job, command, name)
+            done = self.build(self.job, command, name, self.exports)
         except Exception as exc:  # SessionError: show it, keep the form
             self.new = None
             problem.update(Text(clean(getattr(exc, "message", str(exc)), limit=300)))
             self.query_one("#difftext", Static).update("")
             return
-        problem.update("")
-        self.query_one("#difftext", Static).update(DiffView(diff_text(text)))
+        self.new, self.secret = done.new, done.secret
+        problem.update(Text(clean("; ".join(done.notes), limit=600)) if done.notes else "")
+        self.query_one("#difftext", Static).update(DiffView(diff_text(done.diff)))
 
     @on(Button.Pressed, "#submit")
     def _submit(self) -> None:
@@ -306,7 +323,7 @@ class ConvertScreen(RanksScreen):
             self.notify("fix the problem first", severity="error", markup=False)
             return
         delete = self.query_one("#delete", Checkbox).value
-        self.dashboard.submit_conversion(self.key, self.new, delete)
+        self.dashboard.submit_conversion(self.key, self.new, delete, self.secret)
 
     def action_back(self) -> None:
         self.dashboard.go_back()
