@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from monitors.connection import ExitCode
+from monitors.humanize import plural
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
 
@@ -273,19 +274,21 @@ async def keep_before_losing(client: Any, wl: WorkloadView, store: HistoryStore)
 
 
 def loss_note(verb: str, wl: WorkloadView, kept: int) -> str:
-    """What suspending or deleting an interactive session loses and what ranks keeps of it."""
-    pods = f"its {len(wl.ranks)} pods are" if len(wl.ranks) != 1 else "its pod is"
-    if not wl.ranks:
-        lost = "It has no pods now."
+    """What suspending or deleting an interactive session loses and what ranks keeps of it, as one
+    sentence ("suspending deletes its 3 pods (the job stays), ...")."""
+    doing = "suspending" if verb == "suspend" else "deleting"
+    n = len(wl.ranks)
+    if not n:
+        lost = f"{doing} it deletes no pod (it has none now)"
     else:
-        lost = (f"{pods[0].upper()}{pods[1:]} deleted{' (the job stays)' if verb == 'suspend' else ''}, and with "
-                f"{'them' if len(wl.ranks) != 1 else 'it'} every file outside mounted volumes (the home directory, "
-                "/tmp, the shell history in the pods).")
+        lost = (f"{doing} deletes its {plural(n, 'pod')}{' (the job stays)' if verb == 'suspend' else ''}, and with "
+                f"{'them' if n != 1 else 'it'} every file outside mounted volumes (the home directory, /tmp, the "
+                "shell history in the pods)")
     if kept < 0:
-        keep = "ranks could not read the shell histories: their launches may be lost."
+        keep = "ranks could not read the shell histories: their launches may be lost"
     elif kept == 0:
-        keep = "No launch was recorded in its shells."
+        keep = "no launch was recorded in its shells"
     else:
-        keep = (f"ranks keeps the {kept} launch{'es' if kept != 1 else ''} recorded in its shells: "
-                "convert --from-history still finds them.")
-    return f"{lost} {keep}"
+        keep = (f"ranks keeps the {plural(kept, 'launch', 'launches')} recorded in its shells: "
+                "convert --from-history still finds them")
+    return f"{lost}; {keep}."

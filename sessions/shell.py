@@ -369,8 +369,8 @@ def banner(target: ShellTarget, *, cli: bool | str | None = None) -> str:
                      + ("its command is in this shell's history: up-arrow and Enter run it as the job did"
                         if command.strip() else "the job ran its image's entrypoint (no command to recall)"))
     lines += other_ranks(target, cli=cli)
-    lines.append(f"  commands and their exit status are recorded in ~/{HISTORY_NAME} (convert takes the last "
-                 "launch that exited 0)")
+    lines.append(f"  commands and launches are recorded with their exit status in ~/{HISTORY_NAME}, and kept by "
+                 "ranks (convert takes the newest launch that exited 0 on every node)")
     if cli:
         q = shlex.quote
         lines.append(f"  on your machine, '{cli} convert {q(clean(wl.name))} -p {q(clean(wl.project))} --from-history' "

@@ -189,14 +189,17 @@ def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float,
     if flagged and w.status == "Running":  # (hung and straggler say it runs: the mark alone, as narrow as it gets)
         status = Text(mark, style=mark_style, no_wrap=True, overflow="ellipsis")
     else:
-        status = status_cell(look, w.status, "" if flagged else workload_reason(w))
-        if flagged:
-            status.append(f" {mark}", style=mark_style)
-        elif w.status in ("Failed", "Succeeded"):  # its ranks still run on GPUs: `holds 2 GPUs`
+        held = None
+        if not flagged and w.status in ("Failed", "Succeeded"):  # its ranks still run on GPUs: `holds 2 GPUs`
             from monitors.diagnostics.leftovers import still_held
 
-            if (held := still_held(w)) is not None:
-                status.append(f" {look.glyphs.warning} {held.mark}", style=mark_style)
+            held = still_held(w)
+        # (what to do first, in a narrow column: the held GPUs rather than the reason, which the detail gives)
+        status = status_cell(look, w.status, "" if flagged or held is not None else workload_reason(w))
+        if flagged:
+            status.append(f" {mark}", style=mark_style)
+        elif held is not None:
+            status.append(f" {look.glyphs.warning} {held.mark}", style=mark_style)
     cells = [
         plain(w.name, 253),
         Text(kind_text(w), no_wrap=True, overflow="ellipsis"),

@@ -230,7 +230,8 @@ class DashboardActions:
                 self._lifecycle(wl, verb)
 
         text = Text(question)
-        text.append("\n\n" + loss_note(verb, wl, kept))
+        note = loss_note(verb, wl, kept)
+        text.append("\n\n" + note[:1].upper() + note[1:])
         self.push_screen(ConfirmScreen(text, yes=verb.capitalize(), destructive=True), answered)
 
     @work(group="lifecycle")

@@ -368,7 +368,7 @@ def test_shell_banner_pytorch(pt_shell: ShellRun, sessions: dict[str, Any]) -> N
     assert f"  ready to paste:\n    {line}\n" in banner, banner
     # the other nodes, from the user's machine (ranks is on the PATH here)
     assert f"\n    ranks exec pt -p team-a --rank worker-0,worker-1 -- sh -c '{line}'\n" in banner, banner
-    assert "commands and their exit status are recorded in ~/.ranks_history" in banner
+    assert "commands and launches are recorded with their exit status in ~/.ranks_history" in banner
 
 
 def test_shell_env_and_window_size(pt_shell: ShellRun) -> None:

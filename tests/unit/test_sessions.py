@@ -628,9 +628,9 @@ def test_banner_hint_for_the_other_nodes_is_a_ranks_command_only_with_ranks_on_t
     assert not any("ranks exec" in ln or "ranks convert" in ln for ln in without), without
     assert "  every node runs torchrun: run line 1 in a shell on each of the other pods too " \
            "(worker-0, worker-1)" in without
-    assert without[-3:] == ["  commands and their exit status are recorded in ~/.ranks_history (convert takes the last "
-                            "launch that exited 0)", "  convert (t in the dashboard) turns the last launch into a "
-                            "training job", ""]
+    assert without[-3:] == ["  commands and launches are recorded with their exit status in ~/.ranks_history, and "
+                            "kept by ranks (convert takes the newest launch that exited 0 on every node)",
+                            "  convert (t in the dashboard) turns the last launch into a training job", ""]
 
     fake = tmp_path / "ranks"
     fake.write_text("#!/bin/sh\n")

@@ -270,7 +270,7 @@ def run_delete(opts: dict[str, Any], workload: str, project: str | None, yes: bo
                 what = "interactive session" if wl.interactive else "workload"
                 pods = f", {len(wl.ranks)} pod{'s' if len(wl.ranks) != 1 else ''}" if wl.ranks else ""
                 if note:
-                    print(f"ranks: {note}", file=sys.stderr)
+                    print(f"ranks: note: {note}", file=sys.stderr)
                 if not confirm(f"Delete {what} {target.ref} in {target.namespace} ({wl.status}{pods})?"):
                     print(f"ranks: {target.ref} not deleted", file=sys.stderr)
                     return ExitCode.ERROR
@@ -310,7 +310,7 @@ def _run_suspend(opts: dict[str, Any], workload: str, project: str | None, value
         async with KubeClient(cfg) as client:
             note = await _keep_session(cfg, client, wl, verb) if value and wl.status != "Suspended" else ""
             if note:
-                print(f"ranks: {note}", file=sys.stderr)
+                print(f"ranks: note: {note}", file=sys.stderr)
                 if not yes and sys.stdin.isatty() and not confirm(f"Suspend interactive session {target.ref} in "
                                                                   f"{target.namespace}?"):
                     print(f"ranks: {target.ref} not suspended", file=sys.stderr)
