@@ -9,3 +9,6 @@ SSH user the dashboard, or one read-only command, as their own Kubernetes identi
 """
 
 SSH_SESSION_ENV = "RANKS_SSH_SESSION"  # set in the door's children: the user's machine is another one
+# the server's settings for a session's `ranks` process (JSON: context, identity, limits...), given
+# out of band so that nothing the user types can bend them (`tui.cli.door` reads them)
+SERVER_SETTINGS_ENV = "RANKS_SERVER_SETTINGS"

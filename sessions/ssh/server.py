@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import json
 import os
 import shlex
 import signal
@@ -40,13 +41,12 @@ import asyncssh
 from sessions.action_log import ENV as ACTION_FD_ENV
 from sessions.errors import SessionError
 
-from . import SSH_SESSION_ENV
+from . import SERVER_SETTINGS_ENV, SSH_SESSION_ENV
 from .audit import Audit
 from .keys import Grant, Identity, KeyRing, load_keyring, signature
 from .zygote_client import Child, Zygote
 
-# flags a remote user may not pass: they would pick another cluster, identity or endpoint
-FORBIDDEN_FLAGS = ("--kubeconfig", "--context", "--as", "--as-group", "--namespace", "--prometheus", "--")
+COMMAND_NICE = 10  # a command's priority below the dashboards' (and the server's)
 NO_PTY = "ranks: this server serves the dashboard; connect with a terminal (ssh -t)"
 LOGIN_GRACE = 30.0  # seconds a connection has to log in (default of ServeConfig.login_grace)
 LOGIN_GRACE_ENV = "RANKS_SSH_LOGIN_GRACE"  # (seconds) when ServeConfig.login_grace is None
@@ -87,6 +87,7 @@ class ServeConfig:
     # the commands a client may run (`ssh HOST list -A`): the CLI's read-only ones, as each declares
     # itself (`tui.cli.group.read_only_commands`; this room does not import the CLI)
     commands: tuple[str, ...] = ()
+    command_cpu: float = 0.0  # seconds of CPU one command may use (0: no limit)
     extra_env: dict[str, str] = field(default_factory=dict)
     login_grace: float | None = None  # seconds to log in; None: $RANKS_SSH_LOGIN_GRACE, else 30
     idle_timeout: float | None = None  # seconds without input; None: $RANKS_SSH_IDLE_TIMEOUT, else (0) never
@@ -137,33 +138,35 @@ class Server:
     def count(self, user: str) -> int:
         return sum(1 for s in self.sessions if s.conn_server.identity and s.conn_server.identity.name == user)
 
-    def child_argv(self, ident: Identity, args: list[str]) -> list[str]:
-        argv = [sys.executable, "-m", "tui.cli", *args]
-        if self.cfg.kubeconfig:  # (else $KUBECONFIG: `child_env`)
-            argv += ["--kubeconfig", self.cfg.kubeconfig_files[0] if self.cfg.kubeconfig_files else self.cfg.kubeconfig]
-        if self.cfg.context:
-            argv += ["--context", self.cfg.context]
-        if self.cfg.request_timeout is not None:
-            argv += ["--request-timeout", f"{self.cfg.request_timeout}s"]
-        if self.cfg.prometheus:
-            argv += ["--prometheus", self.cfg.prometheus]
-        if ident.user:
-            argv += ["--as", ident.user]
-        for g in ident.groups:
-            argv += ["--as-group", g]
-        if ident.namespace:
-            argv += ["--namespace", ident.namespace]
-        if self.cfg.read_only:
-            argv += ["--read-only"]
-        return argv
+    @staticmethod
+    def child_argv(args: list[str]) -> list[str]:
+        """A session's process: `ranks ARGS`, the user's words and nothing after them (the server's
+        settings go out of band: `settings`, `child_env`)."""
+        return [sys.executable, "-m", "tui.cli", *args]
 
-    def child_env(self, term: str | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "KUBECONFIG"))}
-        if self.cfg.kubeconfig_files and not self.cfg.kubeconfig:  # the server's, however it was given
+    def settings(self, ident: Identity, *, command: bool) -> dict[str, Any]:
+        """What the session's `ranks` runs with, whatever its command line says (`tui.cli.door`):
+        the server's context, endpoint and timeout, the key's identity, read-only mode; for a
+        command, its CPU limit and lower priority."""
+        cfg = self.cfg
+        out: dict[str, Any] = {
+            "context": cfg.context, "request_timeout": cfg.request_timeout, "prometheus": cfg.prometheus,
+            "as_user": ident.user, "as_groups": list(ident.groups) or None, "namespace": ident.namespace,
+            "read_only": True if cfg.read_only else None}
+        if command:
+            out.update(cpu_seconds=cfg.command_cpu or None, nice=COMMAND_NICE)
+        return {k: v for k, v in out.items() if v is not None}
+
+    def child_env(self, term: str | None, settings: dict[str, Any] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SSH_", "KUBECONFIG", SERVER_SETTINGS_ENV))}
+        if self.cfg.kubeconfig_files:  # the server's, however it was given
             env["KUBECONFIG"] = os.pathsep.join(self.cfg.kubeconfig_files)
         env.update(self.cfg.extra_env)
         env.setdefault("LANG", "C.UTF-8")
         env[SSH_SESSION_ENV] = "1"  # the shell banner's hints are not for this machine
+        if settings is not None:
+            env[SERVER_SETTINGS_ENV] = json.dumps(settings)
         if term:
             env["TERM"] = term
         else:
@@ -422,16 +425,17 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
                 args = shlex.split(self.command)
             except ValueError:
                 args = []
-            bad = next((a for a in args if a.split("=", 1)[0] in FORBIDDEN_FLAGS), None)
-            if not args or args[0] not in cfg.commands or bad:
-                why = f"the flag {bad} is the server's" if bad else \
-                    "only these read-only commands run over ssh: " + ", ".join(cfg.commands)
-                return self._refuse(f"ranks: error: {why}", f"exec {self.command}", 2)
+            if not args or args[0] not in cfg.commands:
+                return self._refuse("ranks: error: only these read-only commands run over ssh: "
+                                    + ", ".join(cfg.commands), f"exec {self.command}", 2)
             self.server.sessions.add(self)
             self.server.audit.log("exec", user=ident.name, peer=self.conn_server.peer, what=self.command)
+            # the user's words as they are: the server's settings go out of band (a flag of the
+            # server's among them is refused by the command itself, exactly as it parses it)
+            argv, settings = self.server.child_argv(args), self.server.settings(ident, command=True)
             if self.term and (grant is None or grant.pty):  # ssh -t: on a pty, as OpenSSH's sshd does
-                return await self._on_pty(self.server.child_argv(ident, args))
-            return await self._exec(self.server.child_argv(ident, args))
+                return await self._on_pty(argv, settings)
+            return await self._exec(argv, settings)
         if self.term is None:
             return self._refuse(NO_PTY, "session without a pty")
         if grant is not None and not grant.pty:
@@ -439,11 +443,11 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
                                 "session (key has no-pty)")
         self.server.sessions.add(self)
         self.server.audit.log("dashboard", user=ident.name, peer=self.conn_server.peer)
-        await self._on_pty(self.server.child_argv(ident, []))
+        await self._on_pty(self.server.child_argv([]), self.server.settings(ident, command=False))
 
-    async def _exec(self, argv: list[str]) -> None:
+    async def _exec(self, argv: list[str], settings: dict[str, Any]) -> None:
         assert self.chan is not None
-        env = self.server.child_env(None)
+        env = self.server.child_env(None, settings)
         env["NO_COLOR"] = "1"
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -505,7 +509,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
             self.server.audit.log("action", user=ident.name if ident else "?", peer=self.conn_server.peer, what=line)
         del self._audit_buf[:-4096]  # (a line that never ends stays bounded)
 
-    async def _on_pty(self, argv: list[str]) -> None:
+    async def _on_pty(self, argv: list[str], settings: dict[str, Any]) -> None:
         """`argv` on a pty of the client's size, made its controlling terminal; its bytes both ways."""
         loop = asyncio.get_running_loop()
         master, slave = os.openpty()
@@ -513,7 +517,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         os.set_blocking(master, False)
         self._set_size()
         audit_rd, audit_wr = self._audit_pipe()
-        env = self.server.child_env(self.term)
+        env = self.server.child_env(self.term, settings)
         env[ACTION_FD_ENV] = str(audit_wr)
         try:
             proc = self._started(await self._spawn_on(slave, audit_wr, argv, env))

@@ -83,12 +83,13 @@ def open_sockets(pid: int) -> int:
 
 @pytest.fixture
 def serve(simcluster, tmp_path: Path) -> Iterator[Callable[..., Served]]:
-    """`serve(**environment)`: `ranks serve --ssh` on simcluster (alice's key authorized, `stranger`
-    not), its login grace GRACE; stopped with SIGTERM at the end (exit 0, no descendant left)."""
+    """`serve(*flags, **environment)`: `ranks serve --ssh` on simcluster (alice's key authorized,
+    `stranger` not), its login grace GRACE, `flags` added to its own; stopped with SIGTERM at the
+    end (exit 0, no descendant left)."""
     ssh_binary()
     started: list[Served] = []
 
-    def start(**extra: str) -> Served:
+    def start(*flags: str, **extra: str) -> Served:
         d = tmp_path / "ssh"
         d.mkdir(mode=0o700)
         keygen(d / "host")
@@ -105,7 +106,7 @@ def serve(simcluster, tmp_path: Path) -> Iterator[Callable[..., Served]]:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key", str(d / "host"),
                  "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "3",
-                 "--kubeconfig", str(kubeconfig), "--context", CONTEXT],
+                 "--kubeconfig", str(kubeconfig), "--context", CONTEXT, *flags],
                 stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
                 env={**env(), "RANKS_SSH_LOGIN_GRACE": f"{GRACE:g}", **extra})
         served = Served(0, d, kubeconfig, proc, err, int(simcluster.sim.url.rsplit(":", 1)[1]))
