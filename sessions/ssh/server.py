@@ -330,6 +330,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
     def connection_made(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
         self.chan = chan
         self.conn_server.sessions.add(self)
+        self._audit_forwarding_requests(chan)
 
     def pty_requested(self, term_type: str, term_size: tuple[int, int, int, int], term_modes: Any) -> bool:
         self.term = term_type or "xterm"
@@ -348,13 +349,22 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self.conn_server._refused(f"subsystem {subsystem}")
         return False
 
-    def x11_requested(self, *args: Any) -> bool:
-        self.conn_server._refused("X11 forwarding")
-        return False
+    def _audit_forwarding_requests(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
+        """asyncssh refuses agent and X11 forwarding itself (`agent_forwarding=False`,
+        `x11_forwarding=False`) without asking the session: its handlers of those channel requests
+        (looked up on the channel by name) are wrapped so that each refusal is audited too."""
+        for request, what in (("auth_agent_req_at_openssh_dot_com", "agent forwarding"),
+                              ("x11_req", "X11 forwarding")):
+            name = f"_process_{request}_request"
+            handler = getattr(chan, name, None)
+            if handler is None:
+                continue
 
-    def agent_requested(self) -> bool:
-        self.conn_server._refused("agent forwarding")
-        return False
+            def audited(packet: Any, handler: Any = handler, what: str = what) -> Any:
+                self.conn_server._refused(what)
+                return handler(packet)
+
+            setattr(chan, name, audited)
 
     def session_started(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
