@@ -38,6 +38,7 @@ from typing import Any
 
 import asyncssh
 
+from monitors.humanize import plural
 from sessions.action_log import ENV as ACTION_FD_ENV
 from sessions.errors import SessionError
 
@@ -88,6 +89,8 @@ class ServeConfig:
     # itself (`tui.cli.group.read_only_commands`; this room does not import the CLI)
     commands: tuple[str, ...] = ()
     command_cpu: float = 0.0  # seconds of CPU one command may use (0: no limit)
+    command_time: float = 0.0  # seconds one command may run (0: no limit)
+    max_commands_per_user: int = 0  # commands one user may run at once (0: only max_sessions_per_user)
     extra_env: dict[str, str] = field(default_factory=dict)
     login_grace: float | None = None  # seconds to log in; None: $RANKS_SSH_LOGIN_GRACE, else 30
     idle_timeout: float | None = None  # seconds without input; None: $RANKS_SSH_IDLE_TIMEOUT, else (0) never
@@ -135,8 +138,10 @@ class Server:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def count(self, user: str) -> int:
-        return sum(1 for s in self.sessions if s.conn_server.identity and s.conn_server.identity.name == user)
+    def count(self, user: str, *, commands: bool = False) -> int:
+        """`user`'s open sessions (`commands`: only those running a command)."""
+        return sum(1 for s in self.sessions if s.conn_server.identity and s.conn_server.identity.name == user
+                   and (not commands or s.command is not None))
 
     @staticmethod
     def child_argv(args: list[str]) -> list[str]:
@@ -325,6 +330,8 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self._audit_buf = bytearray()
         self._closed = False
         self._farewell: str | None = None  # said after the child is gone (SIGTERM: server shutting down)
+        self._exit_status: int | None = None  # the client's exit status whatever the child's (a limit)
+        self._time_limit: asyncio.TimerHandle | None = None
 
     # -- requests ---------------------------------------------------------------------------------
     def connection_made(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
@@ -394,6 +401,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._stop_timer()
         self.server.sessions.discard(self)
         self.conn_server.sessions.discard(self)
         if self.proc is not None and self.proc.returncode is None:
@@ -438,8 +446,14 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
             if not args or args[0] not in cfg.commands:
                 return self._refuse("ranks: error: only these read-only commands run over ssh: "
                                     + ", ".join(cfg.commands), f"exec {self.command}", 2)
+            cap = cfg.max_commands_per_user
+            if cap and self.server.count(ident.name, commands=True) >= cap:
+                return self._refuse(f"ranks: {ident.name} has {plural(cap, 'command')} running already; wait for "
+                                    "one to end", "exec (per-user command limit)")
             self.server.sessions.add(self)
             self.server.audit.log("exec", user=ident.name, peer=self.conn_server.peer, what=self.command)
+            if cfg.command_time:
+                self._time_limit = asyncio.get_running_loop().call_later(cfg.command_time, self._time_is_up)
             # the user's words as they are: the server's settings go out of band (a flag of the
             # server's among them is refused by the command itself, exactly as it parses it)
             argv, settings = self.server.child_argv(args), self.server.settings(ident, command=True)
@@ -481,11 +495,32 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
 
     def _finish(self, rc: int) -> None:
         self.server.sessions.discard(self)
+        self._stop_timer()
         if not self._closed and self.chan is not None:
             if self._farewell:
                 nl = "\r\n" if self.term else "\n"
                 self.chan.write_stderr(f"{nl}{self._farewell}{nl}".encode())
+            if self._exit_status is not None:
+                rc = self._exit_status
             self.chan.exit(rc if rc >= 0 else 128 - rc)
+
+    def _stop_timer(self) -> None:
+        if self._time_limit is not None:
+            self._time_limit.cancel()
+            self._time_limit = None
+
+    def _time_is_up(self) -> None:
+        """The command ran for the server's limit (`--command-time-limit`): ended, said, audited."""
+        self._time_limit = None
+        if self.proc is None or self.proc.returncode is not None or self._closed:
+            return
+        limit = _span(self.server.cfg.command_time)
+        ident = self.conn_server.identity
+        self.server.audit.log("limit", user=ident.name if ident else "?", peer=self.conn_server.peer,
+                              what=f"stopped after {limit}: {self.command}")
+        self._exit_status = 1
+        self.server.background(self.terminate(f"ranks: error: stopped after {limit}: the server's limit for one "
+                                              "command (ranks serve --command-time-limit)"))
 
     def _set_size(self) -> None:
         cols, rows = self.size

@@ -53,3 +53,24 @@ def test_a_servers_flag_is_a_usage_error_and_a_broken_setting_a_config_one() -> 
     r = ranks("list", "-A", settings='{"context": "c"}')  # the kubeconfig's path is not said
     assert r.returncode == 3 and "no-such-kubeconfig" not in r.stderr and "the server's kubeconfig" in r.stderr, \
         r.stderr
+
+
+def test_a_command_that_uses_up_its_cpu_says_so_in_one_line_and_exits_1() -> None:
+    burn = ("from tui.cli.door import DoorSettings, apply_limits\n"
+            "apply_limits(DoorSettings({}, 1, 10))\n"
+            "while True:\n    pass\n")
+    r = subprocess.run([sys.executable, "-c", burn], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.stderr == ("ranks: error: stopped after 1 second of CPU: the server's limit for one command "
+                        "(ranks serve --command-cpu-limit)\n"), r.stderr
+
+
+def test_a_dashboard_is_given_no_cpu_limit_nor_lower_priority() -> None:
+    from sessions.ssh.keys import Identity
+    from sessions.ssh.server import COMMAND_NICE, ServeConfig, Server
+
+    server = Server(ServeConfig("127.0.0.1", 0, "host", "keys", context="c", command_cpu=300), None, None)  # type: ignore[arg-type]
+    alice = Identity("alice", ("ml",))
+    assert server.settings(alice, command=False) == {"context": "c", "as_user": "alice", "as_groups": ["ml"]}
+    assert server.settings(alice, command=True) == {"context": "c", "as_user": "alice", "as_groups": ["ml"],
+                                                    "cpu_seconds": 300, "nice": COMMAND_NICE}
