@@ -458,7 +458,7 @@ def test_agent_x11_and_dynamic_forwarding_are_refused(serve: Callable[..., Serve
 
 def test_the_time_limits_come_from_the_config_else_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from sessions.errors import SessionError
-    from sessions.ssh.server import ServeConfig
+    from sessions.ssh.config import ServeConfig
 
     cfg = ServeConfig("127.0.0.1", 0, "host", "keys")
     monkeypatch.delenv("RANKS_SSH_LOGIN_GRACE", raising=False)

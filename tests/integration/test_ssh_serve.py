@@ -435,6 +435,10 @@ def test_per_user_session_limit_then_sigterm_drains_with_a_message(served: Serve
     (("--ssh", "127.0.0.1:0", "--authorized-keys", "{d}/missing"), "does not exist"),
     (("--ssh", "127.0.0.1:0", "--host-key", "{d}/missing"), "cannot read the host key"),
     (("--ssh", "127.0.0.1:0", "--as-group", "ml"), "--as-group needs --as USER"),
+    (("--ssh", "127.0.0.1:0", "--user-files", "files/%u"), "give an absolute path"),
+    (("--ssh", "127.0.0.1:0", "--user-files", "{d}/missing/%u"), "missing: No such file or directory"),
+    (("--ssh", "127.0.0.1:0", "--user-files", "{d}/%u/x"), "%u (the user's name) goes in the last component"),
+    (("--ssh", "127.0.0.1:0", "--command-time-limit", "soon"), "is not a duration"),
 ])
 def test_serve_refuses_bad_input_in_one_line(tmp_path: Path, args: tuple[str, ...], said: str) -> None:
     keygen(tmp_path / "host")

@@ -8,8 +8,8 @@ import asyncssh
 import pytest
 
 from sessions.errors import SessionError
+from sessions.ssh.config import parse_listen
 from sessions.ssh.keys import Identity, load_keyring
-from sessions.ssh.server import parse_listen
 
 
 def pub(key: asyncssh.SSHKey) -> str:

@@ -21,7 +21,7 @@ from monitors.model_views import ModelDiff
 from monitors.sanitize import clean
 from monitors.user_regex import UserRegexError, compile_user
 
-from ..log_files import save_refusal, write_log_file
+from ..log_files import save_refusal, saved_note, write_log_file
 from ..widgets.log_view import LogView, palette_from_theme
 from .base import RanksScreen, bindings
 from .lists import FilterBar, FilterInput
@@ -211,7 +211,7 @@ class LogsScreen(RanksScreen):
             self.notify(f"cannot save: {exc.strerror or exc}", severity="error", markup=False)
             return
         self.saved = path
-        self.notify(f"saved {plural(len(lines), 'line')} to {path}", timeout=8, markup=False)
+        self.notify(saved_note(path, len(lines)), timeout=12, markup=False)
 
     @on(Input.Submitted, "#filter")
     def _submitted(self, event: Input.Submitted) -> None:
