@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Callable
 
 from monitors.logs import LineFilter, LogLine
 from monitors.user_regex import compile_user
@@ -21,7 +22,7 @@ LONGEST = 1 << 20  # characters: a longer line is cut (monitors.logs)
 GOAL_MS = 50.0
 
 
-def best(fn, repeat: int = 3) -> float:
+def best(fn: Callable[[], object], repeat: int = 3) -> float:
     out = math.inf
     for _ in range(repeat):
         t0 = time.perf_counter()
