@@ -46,7 +46,7 @@ def test_every_read_only_command_takes_the_users_words_alone(serve: Callable[...
     from tui.cli.group import read_only_commands
 
     assert set(COMMANDS) == set(read_only_commands()), "a read-only command this test does not feed"
-    served = serve("--max-sessions-per-user", "8")
+    served = serve("--max-sessions-per-user", "8", "--max-commands-per-user", "8")
     before = baseline(served)
     flags = server_flags(served)
     server_paths = {str(served.dir), str(served.kubeconfig), str(Path(served.kubeconfig).parent), str(Path.home())}
