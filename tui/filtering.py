@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from monitors.user_regex import UserRegex, UserRegexError, compile_user
+
 _REQ = re.compile(
     r"""\s*(?:
         (?P<notexists>!)\s*(?P<nkey>[A-Za-z0-9_./-]+)
@@ -60,7 +62,7 @@ def parse_selector(text: str) -> list[Requirement]:
 @dataclass(frozen=True)
 class RowFilter:
     text: str = ""
-    pattern: re.Pattern[str] | None = None
+    pattern: UserRegex | None = None
     invert: bool = False
     selector: tuple[Requirement, ...] = ()
 
@@ -73,9 +75,9 @@ class RowFilter:
             return cls(raw, selector=tuple(parse_selector(raw[2:])))
         invert = raw.startswith("!")
         body = raw[1:] if invert else raw
-        try:
-            pattern = re.compile(body, re.IGNORECASE) if body else None
-        except re.error as exc:
+        try:  # (without backtracking: a row's text is matched in linear time, whatever is typed)
+            pattern = compile_user(body, ignore_case=True) if body else None
+        except UserRegexError as exc:
             raise ValueError(f"bad regular expression: {exc}") from None
         return cls(raw, pattern, invert)
 

@@ -51,6 +51,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from ..user_regex import UserRegex, UserRegexError, compile_user
+
 __all__ = ["BUILTIN", "HISTORY", "MAX_LINE", "Pattern", "ProgressBoard", "RankProgress", "Sample",
            "compile_patterns", "parse_line"]
 
@@ -318,7 +320,7 @@ BUILTIN: tuple[Pattern, ...] = (
 
 # ---------------------------------------------------------------- user patterns
 
-def _user_extractor(rx: re.Pattern[str]) -> Callable[[str], Sample | None]:
+def _user_extractor(rx: UserRegex) -> Callable[[str], Sample | None]:
     groups = rx.groupindex
 
     def extract(text: str) -> Sample | None:
@@ -342,11 +344,10 @@ def compile_patterns(regexes: Iterable[str]) -> list[Pattern]:
     one that does not compile or names none of them."""
     out: list[Pattern] = []
     for source in regexes:
-        try:
-            rx = re.compile(source)
-        except (re.error, TypeError, ValueError, OverflowError, RecursionError) as e:
-            msg = " ".join(str(e).split())
-            raise ValueError(f"bad progress pattern {source!r}: {msg}") from None
+        try:  # (without backtracking: every log line goes through it)
+            rx = compile_user(source)
+        except UserRegexError as e:
+            raise ValueError(f"bad progress pattern {source!r}: {e}") from None
         if not any(g in rx.groupindex for g in USER_GROUPS):
             raise ValueError(f"bad progress pattern {source!r}: it names none of the groups "
                              f"{', '.join(USER_GROUPS)}, as in (?P<step>\\d+)")

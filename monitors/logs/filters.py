@@ -1,16 +1,17 @@
 """Which ranks to follow and which lines to show: ranks or roles, include/exclude/highlight regex.
 
 Regexes are compiled up front (`FilterError` for a bad one, with a one-line message) and run on
-the display-safe text of a line, i.e. what the user sees.
+the display-safe text of a line, i.e. what the user sees, in time linear in the line (RE2:
+`monitors.user_regex`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..model_views import RankView
+from ..user_regex import UserRegex, UserRegexError, compile_user
 from .lines import LogLine
 from .rank_tags import LAUNCHER_ROLES
 from .terminal_text import Span
@@ -22,12 +23,13 @@ class FilterError(ValueError):
     pass
 
 
-def compile_regex(pattern: str | None, what: str) -> re.Pattern[str] | None:
+def compile_regex(pattern: str | None, what: str) -> UserRegex | None:
+    """A user's regex, run without backtracking (`monitors.user_regex`); FilterError in one line."""
     if pattern is None or pattern == "":
         return None
     try:
-        return re.compile(pattern)
-    except re.error as exc:
+        return compile_user(pattern)
+    except UserRegexError as exc:
         raise FilterError(f"invalid {what} regex {pattern!r}: {exc}") from None
 
 
@@ -47,9 +49,9 @@ def split_list(values: Iterable[str] | str | None) -> tuple[str, ...]:
 class LineFilter:
     ranks: tuple[str, ...] = ()  # labels (worker-3, launcher) or global rank numbers ("4")
     roles: tuple[str, ...] = ()
-    include: re.Pattern[str] | None = None
-    exclude: re.Pattern[str] | None = None
-    highlight: re.Pattern[str] | None = None
+    include: UserRegex | None = None
+    exclude: UserRegex | None = None
+    highlight: UserRegex | None = None
     _role_set: frozenset[str] = field(default=frozenset(), init=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -4,8 +4,17 @@ SSH user the dashboard, or one read-only command, as their own Kubernetes identi
 - `keys`: authorized keys (a file, or a directory of one file per user) and the `--users` map ->
   the identity each key acts as (never the login name the client claims);
 - `audit`: one line per login, logout and refused action;
+- `user_files`: each user's own files on the server (`--user-files`): saves, `ssh host files`;
+- `config`: what the server is started with (`ServeConfig`), the cluster it pins;
 - `server`: the asyncssh server, its sessions (each one a child `ranks` process, on a pty for the
   dashboard) and `serve`, which runs it until SIGINT/SIGTERM.
 """
 
 SSH_SESSION_ENV = "RANKS_SSH_SESSION"  # set in the door's children: the user's machine is another one
+# the server's settings for a session's `ranks` process (JSON: context, identity, limits...), given
+# out of band so that nothing the user types can bend them (`tui.cli.door` reads them)
+SERVER_SETTINGS_ENV = "RANKS_SERVER_SETTINGS"
+# a door's dashboard: the directory of the user's own files (`--user-files`, `user_files`), where
+# its saves go (else they are refused), and the port `ssh HOST files NAME` fetches them through
+USER_FILES_ENV = "RANKS_USER_FILES"
+SSH_PORT_ENV = "RANKS_SSH_PORT"

@@ -13,7 +13,9 @@ OpenSSH key options are honoured: `from=` (the client's address must match), `ex
 `command=` (that read-only command runs whatever the client asks), `no-pty` and `restrict` (no
 dashboard; `pty` gives it back); the forwarding ones restrict what is refused anyway. A line with
 an option that would mean more than ranks does (`cert-authority`, `principals`, `permitopen`,
-`environment`, `tunnel`) is skipped with a warning. The login name a client sends is never used.
+`environment`, `tunnel`) is skipped with a warning. A key listed for two users (two files, or a
+`--users` entry) is refused, with a warning, rather than act as either. The login name a client
+sends is never used.
 """
 
 from __future__ import annotations
@@ -243,4 +245,10 @@ def load_keyring(authorized: str, users: str | None = None, default_user: str | 
         raise SessionError(f"authorized keys {path} does not exist", 2)
     for fp, grant in found:
         ring.grants.setdefault(fp, []).append(grant)
+    for fp, grants in list(ring.grants.items()):  # one key, two users: neither (it would act as the first)
+        names = sorted({g.identity.name for g in grants})
+        if len(names) > 1:
+            del ring.grants[fp]
+            ring.warnings.append(f"the key {fp} is listed for {' and '.join(names)}; refused for all of them "
+                                 "until it is listed for one user only")
     return ring

@@ -1,10 +1,13 @@
 """The SSH server: public-key logins only, each key acting as its identity (`keys`); each session
-runs a child `ranks` process as that identity (`--as`/`--as-group`, so the cluster's RBAC decides):
+runs a child `ranks` process as that identity (impersonation, so the cluster's RBAC decides), the
+server's settings given to it out of band (`Server.settings`, read by `tui.cli.door`), never as
+words after the user's:
 
 - a shell request with a pty: the dashboard, on a pty of the client's size (window-change resizes
   it; the kernel sends the child SIGWINCH), in its own session and process group;
 - an exec request of a read-only subcommand (`list -A -o json`): that command, stdout/stderr/exit
-  status passed through;
+  status passed through, within the command limits (CPU, time, per user, a lower priority);
+  `files [NAME]`: the user's own files (`user_files`, with `--user-files`);
 - anything else is refused with a one-line message: no pty, other commands, subsystems (sftp),
   port/agent/X11 forwarding; session limits (total and per user).
 
@@ -25,32 +28,31 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import json
 import os
 import shlex
 import signal
 import struct
 import sys
 import termios
+import time
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import asyncssh
 
+from monitors.humanize import plural
 from sessions.action_log import ENV as ACTION_FD_ENV
 from sessions.errors import SessionError
 
-from . import SSH_SESSION_ENV
+from . import SERVER_SETTINGS_ENV, SSH_PORT_ENV, SSH_SESSION_ENV, USER_FILES_ENV, user_files
 from .audit import Audit
+from .config import ServeConfig, pin_cluster, span
 from .keys import Grant, Identity, KeyRing, load_keyring, signature
 from .zygote_client import Child, Zygote
 
-# flags a remote user may not pass: they would pick another cluster, identity or endpoint
-FORBIDDEN_FLAGS = ("--kubeconfig", "--context", "--as", "--as-group", "--namespace", "--prometheus", "--")
+COMMAND_NICE = 10  # a command's priority below the dashboards' (and the server's)
 NO_PTY = "ranks: this server serves the dashboard; connect with a terminal (ssh -t)"
-LOGIN_GRACE = 30.0  # seconds a connection has to log in (default of ServeConfig.login_grace)
-LOGIN_GRACE_ENV = "RANKS_SSH_LOGIN_GRACE"  # (seconds) when ServeConfig.login_grace is None
-IDLE_TIMEOUT_ENV = "RANKS_SSH_IDLE_TIMEOUT"  # (seconds, 0: never) when ServeConfig.idle_timeout is None
 KEEPALIVE = 30
 KILL_GRACE = 2.0
 DRAIN_AFTER_EXIT = 2.0  # once a session's process ended: how long its last output may take to drain
@@ -65,53 +67,6 @@ _CTTY = ("import fcntl, runpy, sys, termios, setproctitle; fcntl.ioctl(0, termio
          "runpy.run_module('tui.cli', run_name='__main__', alter_sys=True)")
 
 
-@dataclass
-class ServeConfig:
-    host: str
-    port: int
-    host_key: str
-    authorized_keys: str
-    users: str | None = None
-    as_user: str | None = None
-    read_only: bool = False
-    max_sessions: int = 20
-    max_sessions_per_user: int = 4
-    audit_log: str | None = None
-    kubeconfig: str | None = None
-    context: str | None = None
-    # the kubeconfig files every session reads, found when the server starts (`pin_cluster`): those
-    # of --kubeconfig, $KUBECONFIG or ~/.kube/config; () when it runs in a pod (in-cluster config)
-    kubeconfig_files: tuple[str, ...] = ()
-    request_timeout: float | None = None
-    prometheus: str | None = None  # every session's GPU metrics from here (else found as the user)
-    # the commands a client may run (`ssh HOST list -A`): the CLI's read-only ones, as each declares
-    # itself (`tui.cli.group.read_only_commands`; this room does not import the CLI)
-    commands: tuple[str, ...] = ()
-    extra_env: dict[str, str] = field(default_factory=dict)
-    login_grace: float | None = None  # seconds to log in; None: $RANKS_SSH_LOGIN_GRACE, else 30
-    idle_timeout: float | None = None  # seconds without input; None: $RANKS_SSH_IDLE_TIMEOUT, else (0) never
-
-    def timeouts(self) -> tuple[float, float]:
-        """(login grace, idle timeout: 0 for never) in seconds; SessionError (code 2) for a bad value."""
-        def pick(value: float | None, env: str, default: float) -> float:
-            what = env
-            if value is None:
-                text = os.environ.get(env, "").strip()
-                if not text:
-                    return default
-                try:
-                    value = float(text)
-                except ValueError:
-                    value = -1.0
-            else:
-                what = "the " + ("login grace" if env == LOGIN_GRACE_ENV else "idle timeout")
-            if not 0 <= value < 10 ** 7:  # (also NaN)
-                raise SessionError(f"{what}: {value!r} is not a number of seconds (0 or more)", 2)
-            return value
-
-        return pick(self.login_grace, LOGIN_GRACE_ENV, LOGIN_GRACE), pick(self.idle_timeout, IDLE_TIMEOUT_ENV, 0.0)
-
-
 class Server:
     """The shared state: the key ring, the audit log, the live sessions."""
 
@@ -121,6 +76,7 @@ class Server:
         self.pending: dict[Connection, None] = {}  # connections still logging in, oldest first
         self.idle_timeout = cfg.timeouts()[1]
         self.zygote: Zygote | None = None  # dashboards forked warm (tui.cli.zygote); None: fresh processes
+        self.port = cfg.port  # (the one listened on, once known)
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -134,36 +90,43 @@ class Server:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def count(self, user: str) -> int:
-        return sum(1 for s in self.sessions if s.conn_server.identity and s.conn_server.identity.name == user)
+    def count(self, user: str, *, commands: bool = False) -> int:
+        """`user`'s open sessions (`commands`: only those running a command)."""
+        return sum(1 for s in self.sessions if s.conn_server.identity and s.conn_server.identity.name == user
+                   and (not commands or s.command is not None))
 
-    def child_argv(self, ident: Identity, args: list[str]) -> list[str]:
-        argv = [sys.executable, "-m", "tui.cli", *args]
-        if self.cfg.kubeconfig:  # (else $KUBECONFIG: `child_env`)
-            argv += ["--kubeconfig", self.cfg.kubeconfig_files[0] if self.cfg.kubeconfig_files else self.cfg.kubeconfig]
-        if self.cfg.context:
-            argv += ["--context", self.cfg.context]
-        if self.cfg.request_timeout is not None:
-            argv += ["--request-timeout", f"{self.cfg.request_timeout}s"]
-        if self.cfg.prometheus:
-            argv += ["--prometheus", self.cfg.prometheus]
-        if ident.user:
-            argv += ["--as", ident.user]
-        for g in ident.groups:
-            argv += ["--as-group", g]
-        if ident.namespace:
-            argv += ["--namespace", ident.namespace]
-        if self.cfg.read_only:
-            argv += ["--read-only"]
-        return argv
+    @staticmethod
+    def child_argv(args: list[str]) -> list[str]:
+        """A session's process: `ranks ARGS`, the user's words and nothing after them (the server's
+        settings go out of band: `settings`, `child_env`)."""
+        return [sys.executable, "-m", "tui.cli", *args]
 
-    def child_env(self, term: str | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("SSH_", "KUBECONFIG"))}
-        if self.cfg.kubeconfig_files and not self.cfg.kubeconfig:  # the server's, however it was given
+    def settings(self, ident: Identity, *, command: bool) -> dict[str, Any]:
+        """What the session's `ranks` runs with, whatever its command line says (`tui.cli.door`):
+        the server's context, endpoint and timeout, the key's identity, read-only mode; for a
+        command, its CPU limit and lower priority."""
+        cfg = self.cfg
+        out: dict[str, Any] = {
+            "context": cfg.context, "request_timeout": cfg.request_timeout, "prometheus": cfg.prometheus,
+            "as_user": ident.user, "as_groups": list(ident.groups) or None, "namespace": ident.namespace,
+            "read_only": True if cfg.read_only else None}
+        if command:
+            out.update(cpu_seconds=cfg.command_cpu or None, nice=COMMAND_NICE)
+        return {k: v for k, v in out.items() if v is not None}
+
+    def child_env(self, term: str | None, settings: dict[str, Any] | None = None,
+                  files: str | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("SSH_", "KUBECONFIG", SERVER_SETTINGS_ENV, USER_FILES_ENV, SSH_PORT_ENV))}
+        if files is not None:  # the user's own directory (`user_files`): where the dashboard saves
+            env[USER_FILES_ENV], env[SSH_PORT_ENV] = files, str(self.port)
+        if self.cfg.kubeconfig_files:  # the server's, however it was given
             env["KUBECONFIG"] = os.pathsep.join(self.cfg.kubeconfig_files)
         env.update(self.cfg.extra_env)
         env.setdefault("LANG", "C.UTF-8")
         env[SSH_SESSION_ENV] = "1"  # the shell banner's hints are not for this machine
+        if settings is not None:
+            env[SERVER_SETTINGS_ENV] = json.dumps(settings)
         if term:
             env["TERM"] = term
         else:
@@ -275,7 +238,7 @@ class Connection(asyncssh.SSHServer):
         """Idle past the timeout: each session's process ends (its screen restored), the client is
         told why, then the connection closes."""
         idle = self.server.idle_timeout
-        message = f"ranks: closed after {_span(idle)} without input"
+        message = f"ranks: closed after {span(idle)} without input"
         self.server.audit.log("idle", user=self.identity.name if self.identity else "?", peer=self.peer,
                               what=f"{idle:g}s without input")
         await asyncio.gather(*(s.end(message) for s in list(self.sessions)), return_exceptions=True)
@@ -322,11 +285,16 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self._audit_buf = bytearray()
         self._closed = False
         self._farewell: str | None = None  # said after the child is gone (SIGTERM: server shutting down)
+        self._exit_status: int | None = None  # the client's exit status whatever the child's (a limit)
+        self._time_limit: asyncio.TimerHandle | None = None
+        self._writable = asyncio.Event()  # the channel takes more (asyncssh's flow control)
+        self._writable.set()
 
     # -- requests ---------------------------------------------------------------------------------
     def connection_made(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
         self.chan = chan
         self.conn_server.sessions.add(self)
+        self._audit_forwarding_requests(chan)
 
     def pty_requested(self, term_type: str, term_size: tuple[int, int, int, int], term_modes: Any) -> bool:
         self.term = term_type or "xterm"
@@ -345,13 +313,22 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self.conn_server._refused(f"subsystem {subsystem}")
         return False
 
-    def x11_requested(self, *args: Any) -> bool:
-        self.conn_server._refused("X11 forwarding")
-        return False
+    def _audit_forwarding_requests(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
+        """asyncssh refuses agent and X11 forwarding itself (`agent_forwarding=False`,
+        `x11_forwarding=False`) without asking the session: its handlers of those channel requests
+        (looked up on the channel by name) are wrapped so that each refusal is audited too."""
+        for request, what in (("auth_agent_req_at_openssh_dot_com", "agent forwarding"),
+                              ("x11_req", "X11 forwarding")):
+            name = f"_process_{request}_request"
+            handler = getattr(chan, name, None)
+            if handler is None:
+                continue
 
-    def agent_requested(self) -> bool:
-        self.conn_server._refused("agent forwarding")
-        return False
+            def audited(packet: Any, handler: Any = handler, what: str = what) -> Any:
+                self.conn_server._refused(what)
+                return handler(packet)
+
+            setattr(chan, name, audited)
 
     def session_started(self) -> None:
         self.task = asyncio.get_running_loop().create_task(self._run())
@@ -381,6 +358,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        self._stop_timer()
         self.server.sessions.discard(self)
         self.conn_server.sessions.discard(self)
         if self.proc is not None and self.proc.returncode is None:
@@ -422,16 +400,26 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
                 args = shlex.split(self.command)
             except ValueError:
                 args = []
-            bad = next((a for a in args if a.split("=", 1)[0] in FORBIDDEN_FLAGS), None)
-            if not args or args[0] not in cfg.commands or bad:
-                why = f"the flag {bad} is the server's" if bad else \
-                    "only these read-only commands run over ssh: " + ", ".join(cfg.commands)
-                return self._refuse(f"ranks: error: {why}", f"exec {self.command}", 2)
+            served = (*cfg.commands, "files") if cfg.user_files else cfg.commands
+            if not args or args[0] not in served:
+                return self._refuse("ranks: error: only these read-only commands run over ssh: "
+                                    + ", ".join(sorted(served)), f"exec {self.command}", 2)
+            cap = cfg.max_commands_per_user
+            if cap and self.server.count(ident.name, commands=True) >= cap:
+                return self._refuse(f"ranks: {ident.name} has {plural(cap, 'command')} running already; wait for "
+                                    "one to end", "exec (per-user command limit)")
             self.server.sessions.add(self)
             self.server.audit.log("exec", user=ident.name, peer=self.conn_server.peer, what=self.command)
+            if args[0] == "files":  # the user's own files (`--user-files`), served by the server itself
+                return await self._files(ident, args[1:])
+            if cfg.command_time:
+                self._time_limit = asyncio.get_running_loop().call_later(cfg.command_time, self._time_is_up)
+            # the user's words as they are: the server's settings go out of band (a flag of the
+            # server's among them is refused by the command itself, exactly as it parses it)
+            argv, settings = self.server.child_argv(args), self.server.settings(ident, command=True)
             if self.term and (grant is None or grant.pty):  # ssh -t: on a pty, as OpenSSH's sshd does
-                return await self._on_pty(self.server.child_argv(ident, args))
-            return await self._exec(self.server.child_argv(ident, args))
+                return await self._on_pty(argv, settings)
+            return await self._exec(argv, settings)
         if self.term is None:
             return self._refuse(NO_PTY, "session without a pty")
         if grant is not None and not grant.pty:
@@ -439,11 +427,17 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
                                 "session (key has no-pty)")
         self.server.sessions.add(self)
         self.server.audit.log("dashboard", user=ident.name, peer=self.conn_server.peer)
-        await self._on_pty(self.server.child_argv(ident, []))
+        files = None
+        if cfg.user_files:
+            try:
+                files = str(await asyncio.to_thread(user_files.user_dir, cfg.user_files, ident.user))
+            except SessionError as exc:  # (its saves are refused, as without --user-files)
+                print(f"ranks: warning: {ident.name}: {exc.message}", file=sys.stderr, flush=True)
+        await self._on_pty(self.server.child_argv([]), self.server.settings(ident, command=False), files)
 
-    async def _exec(self, argv: list[str]) -> None:
+    async def _exec(self, argv: list[str], settings: dict[str, Any]) -> None:
         assert self.chan is not None
-        env = self.server.child_env(None)
+        env = self.server.child_env(None, settings)
         env["NO_COLOR"] = "1"
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -465,13 +459,72 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         rc = await proc.wait()
         self._finish(rc)
 
+    async def _files(self, ident: Identity, args: list[str]) -> None:
+        """`ssh HOST files`: the user's own files (name, size, time), oldest first; `ssh HOST files
+        NAME`: that file's bytes on stdout. Read by the server (`user_files`: no path, no link),
+        never by a process the user's words start."""
+        assert self.chan is not None and self.server.cfg.user_files is not None
+        nl = "\r\n" if self.term else "\n"
+        try:
+            if len(args) > 1 or (args and args[0].startswith("-")):
+                raise SessionError("usage: ssh HOST files [NAME] (the list of your files, or one of them)", 2)
+            where = await asyncio.to_thread(user_files.user_dir, self.server.cfg.user_files, ident.user)
+            if not args:
+                for name, size, mtime in await asyncio.to_thread(user_files.listing, where):
+                    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(mtime))
+                    self.chan.write(f"{name}\t{size}\t{stamp}{nl}".encode())
+                return self._finish(0)
+            fd = await asyncio.to_thread(user_files.open_file, where, args[0])
+        except SessionError as exc:
+            self.chan.write_stderr(f"ranks: error: {exc.message}{nl}".encode())
+            return self._finish(exc.code)
+        try:
+            while chunk := await asyncio.to_thread(os.read, fd, 1 << 20):
+                if self._closed:
+                    break
+                self.chan.write(chunk)
+                await self._writable.wait()
+        except OSError as exc:
+            self.chan.write_stderr(f"ranks: error: cannot read {args[0]}: {exc.strerror or exc}{nl}".encode())
+            return self._finish(1)
+        finally:
+            os.close(fd)
+        self._finish(0)
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
     def _finish(self, rc: int) -> None:
         self.server.sessions.discard(self)
+        self._stop_timer()
         if not self._closed and self.chan is not None:
             if self._farewell:
                 nl = "\r\n" if self.term else "\n"
                 self.chan.write_stderr(f"{nl}{self._farewell}{nl}".encode())
+            if self._exit_status is not None:
+                rc = self._exit_status
             self.chan.exit(rc if rc >= 0 else 128 - rc)
+
+    def _stop_timer(self) -> None:
+        if self._time_limit is not None:
+            self._time_limit.cancel()
+            self._time_limit = None
+
+    def _time_is_up(self) -> None:
+        """The command ran for the server's limit (`--command-time-limit`): ended, said, audited."""
+        self._time_limit = None
+        if self.proc is None or self.proc.returncode is not None or self._closed:
+            return
+        limit = span(self.server.cfg.command_time)
+        ident = self.conn_server.identity
+        self.server.audit.log("limit", user=ident.name if ident else "?", peer=self.conn_server.peer,
+                              what=f"stopped after {limit}: {self.command}")
+        self._exit_status = 1
+        self.server.background(self.terminate(f"ranks: error: stopped after {limit}: the server's limit for one "
+                                              "command (ranks serve --command-time-limit)"))
 
     def _set_size(self) -> None:
         cols, rows = self.size
@@ -505,7 +558,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
             self.server.audit.log("action", user=ident.name if ident else "?", peer=self.conn_server.peer, what=line)
         del self._audit_buf[:-4096]  # (a line that never ends stays bounded)
 
-    async def _on_pty(self, argv: list[str]) -> None:
+    async def _on_pty(self, argv: list[str], settings: dict[str, Any], files: str | None = None) -> None:
         """`argv` on a pty of the client's size, made its controlling terminal; its bytes both ways."""
         loop = asyncio.get_running_loop()
         master, slave = os.openpty()
@@ -513,7 +566,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         os.set_blocking(master, False)
         self._set_size()
         audit_rd, audit_wr = self._audit_pipe()
-        env = self.server.child_env(self.term)
+        env = self.server.child_env(self.term, settings, files)
         env[ACTION_FD_ENV] = str(audit_wr)
         try:
             proc = self._started(await self._spawn_on(slave, audit_wr, argv, env))
@@ -623,15 +676,6 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         await proc.wait()
 
 
-def _span(seconds: float) -> str:
-    """60 -> "1 minute", 90 -> "90 seconds", 7200 -> "2 hours"."""
-    for unit, size in (("hour", 3600), ("minute", 60)):
-        if seconds >= size and seconds % size == 0:
-            n = int(seconds // size)
-            return f"{n} {unit}{'s' if n != 1 else ''}"
-    return f"{seconds:g} second{'s' if seconds != 1 else ''}"
-
-
 def _read_some(fd: int, n: int) -> bytes | None:
     """What a non-blocking fd has: None when nothing yet, b"" at its end (or once it failed)."""
     try:
@@ -640,35 +684,6 @@ def _read_some(fd: int, n: int) -> bytes | None:
         return None
     except OSError:
         return b""
-
-
-def pin_cluster(cfg: ServeConfig) -> None:
-    """The cluster every session talks to: the kubeconfig the server was started with, however it
-    was given (--kubeconfig; $KUBECONFIG, one file or several joined by ':'; ~/.kube/config) and
-    its context (--context, else the current one now), read once here so that a missing or broken
-    one stops the server before it is ready (SessionError with its exit code, 3) rather than
-    ending every session. The files are kept as absolute paths and the context by name: each
-    session reads them again (a refreshed token is used), as the same files and context."""
-    from monitors.connection import ConnectionProblem, kubeconfig_files, load_cluster_config
-
-    try:
-        cluster = load_cluster_config(cfg.kubeconfig, cfg.context)
-    except ConnectionProblem as exc:
-        raise SessionError(exc.message, int(exc.code)) from None
-    cfg.kubeconfig_files = tuple(kubeconfig_files(cfg.kubeconfig))
-    if cfg.kubeconfig_files and not cfg.context:
-        cfg.context = cluster.context
-
-
-def parse_listen(text: str) -> tuple[str, int]:
-    """`[HOST:]PORT` (IPv6 as `[::1]:PORT`); ValueError with the rule."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host = ""
-    host = host.strip("[]") or "0.0.0.0"
-    if not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise ValueError(f'"{text}" is not [HOST:]PORT (a port is 0-65535)')
-    return host, int(port)
 
 
 async def _serve(cfg: ServeConfig, ready: Any) -> int:
@@ -680,6 +695,8 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
         raise SessionError(f"cannot read the host key {cfg.host_key}: {getattr(exc, 'strerror', None) or exc}",
                            2) from None
     login_grace, _ = cfg.timeouts()
+    if cfg.user_files:
+        await asyncio.to_thread(user_files.check_base, cfg.user_files)
     await asyncio.to_thread(pin_cluster, cfg)  # (an exec credential plugin may run)
     audit = Audit(cfg.audit_log)
     for w in ring.warnings:
@@ -694,7 +711,7 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
     except OSError as exc:
         audit.close()
         raise SessionError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}", 1) from None
-    port = acceptor.sockets[0].getsockname()[1]
+    port = server.port = acceptor.sockets[0].getsockname()[1]
     template: asyncio.Task[None] | None = None
     if os.environ.get("RANKS_SSH_TEMPLATE", "1") != "0":  # (0: every session a fresh process)
         started = asyncio.get_running_loop().create_future()

@@ -83,12 +83,14 @@ def open_sockets(pid: int) -> int:
 
 @pytest.fixture
 def serve(simcluster, tmp_path: Path) -> Iterator[Callable[..., Served]]:
-    """`serve(**environment)`: `ranks serve --ssh` on simcluster (alice's key authorized, `stranger`
-    not), its login grace GRACE; stopped with SIGTERM at the end (exit 0, no descendant left)."""
+    """`serve(*flags, setup=None, **environment)`: `ranks serve --ssh` on simcluster (alice's key
+    authorized, `stranger` not), its login grace GRACE, `flags` added to its own; `setup(dir)` runs
+    on its directory of keys before it starts; stopped with SIGTERM at the end (exit 0, no
+    descendant left)."""
     ssh_binary()
     started: list[Served] = []
 
-    def start(**extra: str) -> Served:
+    def start(*flags: str, setup: Callable[[Path], None] | None = None, **extra: str) -> Served:
         d = tmp_path / "ssh"
         d.mkdir(mode=0o700)
         keygen(d / "host")
@@ -99,13 +101,15 @@ def serve(simcluster, tmp_path: Path) -> Iterator[Callable[..., Served]]:
         (keys / "alice").write_text((d / "alice.pub").read_text())
         users = d / "users.yaml"
         users.write_text(f"{alice_fp}: {{user: alice}}\n")
+        if setup is not None:
+            setup(d)
         kubeconfig = simcluster.sim.kubeconfig_path
         err = tmp_path / "serve.err"
         with open(err, "w") as fh:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key", str(d / "host"),
                  "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "3",
-                 "--kubeconfig", str(kubeconfig), "--context", CONTEXT],
+                 "--kubeconfig", str(kubeconfig), "--context", CONTEXT, *flags],
                 stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, stdin=subprocess.DEVNULL,
                 env={**env(), "RANKS_SSH_LOGIN_GRACE": f"{GRACE:g}", **extra})
         served = Served(0, d, kubeconfig, proc, err, int(simcluster.sim.url.rsplit(":", 1)[1]))
@@ -447,6 +451,9 @@ def test_agent_x11_and_dynamic_forwarding_are_refused(serve: Callable[..., Serve
         assert client.returncode == 0, err_text[-3000:]
         assert "Requesting X11 forwarding" in err_text and "X11 forwarding request failed" in err_text, err_text[-3000:]
         assert "Requesting authentication agent forwarding" in err_text, err_text[-3000:]
+        audit = served.audit()  # (asyncssh refuses both itself: each refusal is audited all the same)
+        assert "refused user=alice from=127.0.0.1:" in audit and "what='agent forwarding'" in audit, audit
+        assert "what='X11 forwarding'" in audit, audit
     finally:
         if client is not None:
             kill(client)
@@ -458,7 +465,7 @@ def test_agent_x11_and_dynamic_forwarding_are_refused(serve: Callable[..., Serve
 
 def test_the_time_limits_come_from_the_config_else_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     from sessions.errors import SessionError
-    from sessions.ssh.server import ServeConfig
+    from sessions.ssh.config import ServeConfig
 
     cfg = ServeConfig("127.0.0.1", 0, "host", "keys")
     monkeypatch.delenv("RANKS_SSH_LOGIN_GRACE", raising=False)
@@ -473,3 +480,28 @@ def test_the_time_limits_come_from_the_config_else_the_environment(monkeypatch: 
         with pytest.raises(SessionError) as exc:
             cfg.timeouts()
         assert exc.value.code == 2 and "RANKS_SSH_IDLE_TIMEOUT" in exc.value.message
+
+
+def test_a_key_listed_for_two_users_is_refused_at_start_and_on_reload(serve: Callable[..., Served]) -> None:
+    """Warned about at start and again on reload, and refused (it would act as whichever user came
+    first); listed for one user again, it logs in as that user. (alice's key is in the user map,
+    which names its one identity: the `stranger` key is the one listed twice.)"""
+    def bob_and_carol_have_the_same_key(d: Path) -> None:
+        for user in ("bob", "carol"):
+            (d / "authorized" / user).write_text((d / "stranger.pub").read_text())
+
+    served = serve(setup=bob_and_carol_have_the_same_key)
+    keys = served.dir / "authorized"
+    err = served.audit()
+    assert "ranks: warning: the key SHA256:" in err and "is listed for bob and carol; refused" in err, err
+    r = served.run("projects", key="stranger")
+    assert r.returncode == 255 and "Permission denied" in r.stderr, (r.returncode, r.stderr)
+    assert served.run("projects").returncode == 0  # (alice, whose key is hers alone)
+    (keys / "carol").unlink()
+    wait_for(lambda: served.run("projects", key="stranger").returncode == 0, 20,
+             "the key accepted once listed for bob alone")
+    assert "login user=bob" in served.audit()
+    (keys / "dave").write_text((served.dir / "stranger.pub").read_text())
+    wait_for(lambda: "is listed for bob and dave; refused" in served.audit(), 20, "the warning on reload")
+    r = served.run("projects", key="stranger")
+    assert r.returncode == 255 and "Permission denied" in r.stderr, (r.returncode, r.stderr)

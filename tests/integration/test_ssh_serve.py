@@ -201,13 +201,16 @@ def test_without_p_alice_s_commands_find_her_projects(served: Served) -> None:
 
 
 def test_other_commands_and_server_flags_are_refused(served: Served) -> None:
-    for cmd in (("delete", "llama-finetune", "-p", "team-a"), ("list", "-A", "--as", "admin"),
-                ("list", "--kubeconfig=/etc/passwd"), ("sh", "-c", "id")):
+    for cmd, said in ((("delete", "llama-finetune", "-p", "team-a"), "only these read-only commands"),
+                      (("list", "-A", "--as", "admin"), "the flag --as is the server's"),
+                      (("list", "--kubeconfig=/etc/passwd"), "the flag --kubeconfig is the server's"),
+                      (("sh", "-c", "id"), "only these read-only commands")):
         r = served.run(*cmd)
         assert r.returncode == 2, (cmd, r.returncode, r.stderr)
         lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
-        assert len(lines) == 1 and lines[0].startswith("ranks: error: "), r.stderr
-    assert served.audit().count("refused user=alice") == 4
+        assert len(lines) == 1 and lines[0].startswith("ranks: error: ") and said in lines[0], r.stderr
+    audit = served.audit()  # (a command the door does not serve is refused by the server; a flag by the command)
+    assert audit.count("refused user=alice") == 2 and "what='list -A --as admin'" in audit, audit
 
 
 def test_every_read_only_command_is_served(served: Served) -> None:
@@ -432,6 +435,10 @@ def test_per_user_session_limit_then_sigterm_drains_with_a_message(served: Serve
     (("--ssh", "127.0.0.1:0", "--authorized-keys", "{d}/missing"), "does not exist"),
     (("--ssh", "127.0.0.1:0", "--host-key", "{d}/missing"), "cannot read the host key"),
     (("--ssh", "127.0.0.1:0", "--as-group", "ml"), "--as-group needs --as USER"),
+    (("--ssh", "127.0.0.1:0", "--user-files", "files/%u"), "give an absolute path"),
+    (("--ssh", "127.0.0.1:0", "--user-files", "{d}/missing/%u"), "missing: No such file or directory"),
+    (("--ssh", "127.0.0.1:0", "--user-files", "{d}/%u/x"), "%u (the user's name) goes in the last component"),
+    (("--ssh", "127.0.0.1:0", "--command-time-limit", "soon"), "is not a duration"),
 ])
 def test_serve_refuses_bad_input_in_one_line(tmp_path: Path, args: tuple[str, ...], said: str) -> None:
     keygen(tmp_path / "host")

@@ -8,8 +8,8 @@ import asyncssh
 import pytest
 
 from sessions.errors import SessionError
+from sessions.ssh.config import parse_listen
 from sessions.ssh.keys import Identity, load_keyring
-from sessions.ssh.server import parse_listen
 
 
 def pub(key: asyncssh.SSHKey) -> str:
@@ -115,3 +115,25 @@ def test_the_audit_file_is_private_and_one_line_per_event(tmp_path: Path) -> Non
     lines = path.read_text().splitlines()
     assert len(lines) == 2 and lines[0].endswith("login user=alice from=127.0.0.1:5")
     assert "\x1b" not in lines[1] and "fake: line" in lines[1]
+
+
+def test_a_key_listed_for_two_users_is_refused_with_a_warning(tmp_path: Path, keys) -> None:
+    d = tmp_path / "keys"
+    d.mkdir()
+    (d / "alice").write_text(pub(keys["alice"]) + "\n" + pub(keys["ops"]) + "\n")
+    (d / "bob").write_text(pub(keys["bob"]) + "\n" + 'from="10.0.0.0/8" ' + pub(keys["alice"]) + "\n")
+    (d / "carol").write_text(pub(keys["ops"]))  # (the same key twice for one user is no conflict: below)
+    (d / "ops").write_text(pub(keys["stranger"]) + "\n" + 'restrict ' + pub(keys["stranger"]) + "\n")
+    ring = load_keyring(str(d))
+    assert ring.lookup(keys["alice"]) is None and ring.lookup(keys["alice"], "10.1.2.3", "10.1.2.3") is None
+    assert ring.lookup(keys["ops"]) is None
+    assert ring.lookup(keys["bob"]).identity == Identity("bob")
+    assert ring.lookup(keys["stranger"]).identity == Identity("ops")
+    fp = keys["alice"].get_fingerprint("sha256")
+    assert f"the key {fp} is listed for alice and bob; refused for all of them until it is listed for one user " \
+           "only" in ring.warnings, ring.warnings
+    assert sum("is listed for" in w for w in ring.warnings) == 2, ring.warnings
+    # the user map names the key's one identity: no conflict, whichever files list it
+    users = tmp_path / "users.yaml"
+    users.write_text(f"{fp}: {{user: alice}}\n")
+    assert load_keyring(str(d), str(users)).lookup(keys["alice"]).identity == Identity("alice")

@@ -75,7 +75,9 @@ def error(message: str, code: int) -> int:
     """Print `ranks: error: MESSAGE` on stderr (credentials redacted); the exit code, to return.
     MESSAGE is sanitised (`clean`): what it echoes of the command line or the cluster (an ESC, a
     newline, a bidi control in a name) cannot change the terminal or make a second line."""
-    print(f"ranks: error: {clean(redact(message), limit=2000)}", file=sys.stderr)
+    from .door import scrub  # (over the SSH door: none of the server's paths)
+
+    print(f"ranks: error: {clean(redact(scrub(message)), limit=2000)}", file=sys.stderr)
     return int(code)
 
 

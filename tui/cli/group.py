@@ -21,7 +21,7 @@ import click
 from monitors.connection import ExitCode
 
 from .common import fail
-from .options import GLOBAL_KEYS, dashboard_options, global_options
+from .options import GLOBAL_KEYS, PINNED, dashboard_options, global_options, take_global
 
 PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
                     "convert", "debug", "why", "idle")
@@ -81,8 +81,9 @@ def cli(ctx: click.Context, theme: str | None, ascii: bool, project: str | None,
     """
     ctx.ensure_object(dict)
     for key in GLOBAL_KEYS:
-        if kwargs.get(key) is not None:
+        if take_global(ctx.obj, key, kwargs.get(key)):
             ctx.obj[key] = kwargs[key]
+    ctx.obj.update(ctx.obj.get(PINNED) or {})  # (over the SSH door: the server's settings)
     ctx.obj["dashboard"] = {"theme": theme, "ascii": ascii, "project": project}
     sub = ctx.invoked_subcommand
     if sub is not None and sub != "demo" and (theme is not None or ascii):
@@ -92,12 +93,22 @@ def cli(ctx: click.Context, theme: str | None, ascii: bool, project: str | None,
     if sub is None:
         from .dashboard import run_dashboard
 
-        sys.exit(run_dashboard(dict(ctx.obj), theme=theme, ascii=ascii, project=project))
+        opts = {k: v for k, v in ctx.obj.items() if k != PINNED}
+        sys.exit(run_dashboard(opts, theme=theme, ascii=ascii, project=project))
 
 
 def main(argv: list[str] | None = None) -> None:
+    from .door import apply_limits, server_settings
+
     try:
-        rc = cli.main(args=argv, prog_name="ranks", standalone_mode=False)
+        door = server_settings()  # (a session of the SSH door: the server's settings, out of band)
+    except ValueError as exc:
+        fail(str(exc), ExitCode.NO_CONFIG)
+    if door is not None:
+        apply_limits(door)
+    try:
+        rc = cli.main(args=argv, prog_name="ranks", standalone_mode=False,
+                      obj={PINNED: door.pinned} if door is not None else None)
         sys.exit(rc if isinstance(rc, int) else 0)
     except click.UsageError as exc:  # one line, not click's usage block
         path = exc.ctx.command_path if exc.ctx is not None else "ranks"

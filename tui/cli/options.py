@@ -17,6 +17,8 @@ from typing import Any
 
 import click
 
+# ctx.obj's key for the SSH door's settings (`tui.cli.door`), which no flag overrides
+PINNED = "pinned"
 GLOBAL_KEYS = ("kubeconfig", "context", "prometheus", "read_only", "request_timeout", "as_user", "as_groups",
                "namespace")
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs|ns)")  # (ASCII digits only, as Go)
@@ -123,15 +125,31 @@ def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def take_global(obj: dict[str, Any], key: str, value: Any) -> bool:
+    """Whether the global flag `key` was given (`value` not None); over the SSH door (`PINNED` in
+    `obj`) one of the server's flags is a usage error, whatever its value."""
+    if value is None:
+        return False
+    if obj.get(PINNED) is not None:
+        from .door import SERVER_FLAGS
+
+        if key in SERVER_FLAGS:
+            raise click.UsageError(f"the flag {SERVER_FLAGS[key]} is the server's: ranks serve sets the cluster "
+                                   "and your identity")
+    return True
+
+
 def merge_globals(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The global flags given to the group, overridden by those given to the subcommand (which
-    are popped from `kwargs`): the `opts` every command runs with."""
+    are popped from `kwargs`): the `opts` every command runs with. Over the SSH door the server's
+    settings (`PINNED`) win over both."""
     obj = ctx.ensure_object(dict)
-    merged = dict(obj)
+    merged = {k: v for k, v in obj.items() if k != PINNED}
     for key in GLOBAL_KEYS:
         value = kwargs.pop(key, None)
-        if value is not None:
+        if take_global(obj, key, value):
             merged[key] = value
+    merged.update(obj.get(PINNED) or {})
     return merged
 
 

@@ -19,8 +19,9 @@ from monitors.humanize import plural
 from monitors.logs import FilterError, LineBuffer, LineFilter, LogLine, LogOptions
 from monitors.model_views import ModelDiff
 from monitors.sanitize import clean
+from monitors.user_regex import UserRegexError, compile_user
 
-from ..log_files import save_refusal, write_log_file
+from ..log_files import save_refusal, saved_note, write_log_file
 from ..widgets.log_view import LogView, palette_from_theme
 from .base import RanksScreen, bindings
 from .lists import FilterBar, FilterInput
@@ -210,7 +211,7 @@ class LogsScreen(RanksScreen):
             self.notify(f"cannot save: {exc.strerror or exc}", severity="error", markup=False)
             return
         self.saved = path
-        self.notify(f"saved {plural(len(lines), 'line')} to {path}", timeout=8, markup=False)
+        self.notify(saved_note(path, len(lines)), timeout=12, markup=False)
 
     @on(Input.Submitted, "#filter")
     def _submitted(self, event: Input.Submitted) -> None:
@@ -290,7 +291,11 @@ class LogsScreen(RanksScreen):
             return
         view = self.view
         src = view.source
-        pattern = re.compile(self.text_filter, re.IGNORECASE)
+        try:
+            pattern = compile_user(self.text_filter, ignore_case=True)
+        except UserRegexError as exc:
+            self.notify(clean(str(exc)), severity="error", markup=False)
+            return
         y = int(view.scroll_y) + step
         while 0 <= y < len(src):
             line = src[y]
