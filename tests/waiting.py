@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -114,6 +115,39 @@ def processes_matching(marker: str) -> list[int]:
     from simcluster.node.procfs import processes_matching as matching
 
     return matching(marker)
+
+
+def descendants(root: int) -> dict[int, str]:
+    """Every process below `root` (zombies too: a child not reaped is left behind as well): pid -> command."""
+    children: dict[int, list[int]] = {}
+    names: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        names[pid] = f"{cmd or '?'} [{fields[0].decode()}]"
+    out: dict[int, str] = {}
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            out[child] = names[child]
+            todo.append(child)
+    return out
+
+
+def titled(root: int, title: str) -> list[int]:
+    """Pids below `root` (a server this test started) whose command line holds `title`: this test's
+    processes, never another test's of the same title (on another worker)."""
+    return sorted(pid for pid, cmd in descendants(root).items() if title in cmd and "<defunct>" not in cmd)
 
 
 def one_line_error(r: subprocess.CompletedProcess[str], code: int, *fragments: str) -> str:

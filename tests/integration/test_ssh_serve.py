@@ -27,7 +27,7 @@ import yaml
 
 from tests.e2e.test_demo_tmux import clean_env
 from tests.tmux_driver import Tmux
-from tests.waiting import processes_matching, wait_for
+from tests.waiting import descendants, titled, wait_for
 
 pytestmark = pytest.mark.simcluster(scenario="demo", components=("operators", "scheduler", "kubelet"))
 
@@ -355,16 +355,16 @@ def test_serve_without_a_kubeconfig_stops_before_it_is_ready(tmp_path: Path) -> 
 @pytest.mark.parametrize("served", [{"template": True}, {"template": False}], indirect=True,
                          ids=["forked", "fresh"])
 def test_a_client_that_disappears_leaves_no_process(served: Served) -> None:
-    marker = "ranks: alice 127.0.0.1:"  # (each session's process is titled USER PEER)
+    marker = "ranks: alice 127.0.0.1:"  # (each session's process is titled USER PEER; this server's alone)
     client = subprocess.Popen(served.ssh(opts=("-tt",)), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, env={**env(), "TERM": "xterm-256color"})
     try:
-        wait_for(lambda: processes_matching(marker), 30, "the dashboard's child process")
+        wait_for(lambda: titled(served.proc.pid, marker), 30, "the dashboard's child process")
         time.sleep(1.0)  # the dashboard is up
         client.kill()
         client.wait()
-        wait_for(lambda: not processes_matching(marker), 15, "no process of the session left",
-                 detail=lambda: processes_matching(marker))
+        wait_for(lambda: not titled(served.proc.pid, marker), 15, "no process of the session left",
+                 detail=lambda: descendants(served.proc.pid))
         wait_for(lambda: "logout user=alice" in served.audit(), 10, "the logout audited")
     finally:
         if client.poll() is None:
@@ -373,14 +373,23 @@ def test_a_client_that_disappears_leaves_no_process(served: Served) -> None:
 
 
 def test_a_dead_template_is_replaced_and_its_sessions_live_on(served: Served) -> None:
+    """(Only this server's processes are looked for: its descendants, and the first session by its
+    pid once its template is gone; another test's template is never killed.)"""
     def templates() -> list[int]:
-        return processes_matching("ranks: dashboard template")
+        return titled(served.proc.pid, "ranks: dashboard template")
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                return fh.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+        except OSError:
+            return False
 
     first = wait_for(templates, 30, "the warm template")
     marker = "ranks: alice 127.0.0.1:"
     client = dashboard_client(served)
     try:
-        before = wait_for(lambda: processes_matching(marker), 30, "a dashboard")
+        before = wait_for(lambda: titled(served.proc.pid, marker), 30, "a dashboard")
         os.kill(first[0], signal.SIGKILL)
         # a new template comes up, and new sessions work meanwhile (fresh processes)
         r = served.run("projects")
@@ -388,16 +397,16 @@ def test_a_dead_template_is_replaced_and_its_sessions_live_on(served: Served) ->
         wait_for(lambda: templates() and templates() != first, 30, "a new template")
         second = dashboard_client(served)
         try:
-            wait_for(lambda: len(processes_matching(marker)) >= 2, 30, "a second dashboard")
+            wait_for(lambda: titled(served.proc.pid, marker), 30, "a second dashboard")
         finally:
             second.kill()
             second.wait()
-        assert processes_matching(marker)[:1] == before[:1]  # the first session lives on
+        assert alive(before[0])  # the first session lives on (its template gone, it was adopted)
         client.stdin.write(b"q")  # and ends as asked
         client.stdin.flush()
         client.wait(timeout=20)
-        wait_for(lambda: not processes_matching(marker), 15, "no dashboard left",
-                 detail=lambda: processes_matching(marker))
+        wait_for(lambda: not alive(before[0]) and not titled(served.proc.pid, marker), 15, "no dashboard left",
+                 detail=lambda: descendants(served.proc.pid))
     finally:
         if client.poll() is None:
             client.kill()
@@ -413,7 +422,7 @@ def test_per_user_session_limit_then_sigterm_drains_with_a_message(served: Serve
     marker = "ranks: alice 127.0.0.1:"  # (each session's process is titled USER PEER)
     clients = [dashboard_client(served) for _ in range(2)]
     try:
-        wait_for(lambda: len(processes_matching(marker)) >= 2, 30, "two dashboards")
+        pids = wait_for(lambda: len(found := titled(served.proc.pid, marker)) >= 2 and found, 30, "two dashboards")
         r = served.run("list", "-A")
         assert r.returncode == 1 and "alice has 2 sessions open already" in r.stderr, (r.returncode, r.stderr)
         assert "refused user=alice" in served.audit()
@@ -422,7 +431,7 @@ def test_per_user_session_limit_then_sigterm_drains_with_a_message(served: Serve
             out, _ = c.communicate(timeout=20)
             assert b"ranks: server shutting down" in out
         assert served.proc.wait(timeout=20) == 0
-        wait_for(lambda: not processes_matching(marker), 10, "no dashboard left")
+        wait_for(lambda: not any(os.path.exists(f"/proc/{pid}") for pid in pids), 10, "no dashboard left")
     finally:
         for c in clients:
             if c.poll() is None:
