@@ -11,6 +11,7 @@ import enum
 import functools
 import logging
 import os
+import re
 import ssl
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ class ConnectionProblem(Exception):
 
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
+_HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # (what HTTP libraries refuse in a header: it ends it)
 
 
 @dataclass
@@ -74,10 +76,19 @@ class ClusterConfig:
     context_arg: str | None = None
 
     def headers(self) -> dict[str, str]:
-        """Auth headers, refreshed through exec plugins / token files when they expire."""
+        """Auth headers, refreshed through exec plugins / token files when they expire. A value
+        no HTTP header can carry (a token with a line break or another control character: it
+        would end the header, or the HTTP library refuses it) is a `ConnectionProblem` (exit 3),
+        which never shows the value."""
         h = dict(self._auth())
         if self.impersonate_user:
             h["Impersonate-User"] = self.impersonate_user
+        for key, value in h.items():
+            if not isinstance(value, str) or _HEADER_UNSAFE.search(value):
+                what = "credentials" if key in ("Authorization",) else key
+                raise ConnectionProblem(f"the kubeconfig's {what} for user {self.user or '?'} of context "
+                                        f"{self.context} hold a control character (a line break?): no request "
+                                        "can carry them; write the token on one line", ExitCode.NO_CONFIG)
         return h
 
     def credentials_key(self) -> tuple[str, ...]:
@@ -317,6 +328,8 @@ def _simple_kubeconfig(paths: list[str], context: str | None, impersonate_user: 
                 or set(user) - _SIMPLE_USER_KEYS:
             return None
 
+        _check_server(cluster["server"], "")  # (a bad one: the official loader's path says so, naming it)
+
         def rel(p: str) -> str:
             return str((file.parent / p).expanduser()) if not os.path.isabs(p) else p
 
@@ -373,6 +386,13 @@ def load_cluster_config(
     """Resolve the cluster to talk to, as kubectl would. The config remembers how: after a 401
     its credentials are read again the same way (`ClusterConfig.reload_credentials`)."""
     cfg = _load_cluster_config(kubeconfig, context, impersonate_user, impersonate_groups)
+    cfg.headers()  # (credentials no request can carry: said now, not at the first request)
+    name = cfg.tls_server_name = cfg.tls_server_name or None  # ("" is none, as kubectl)
+    if name is not None and (not isinstance(name, str) or _HEADER_UNSAFE.search(name) or " " in name):
+        from .sanitize import shown
+
+        raise ConnectionProblem(f"the kubeconfig's tls-server-name {shown(name)} is not a host name",
+                                ExitCode.NO_CONFIG)
     cfg._reload = functools.partial(load_cluster_config, kubeconfig, context, impersonate_user=impersonate_user,
                                     impersonate_groups=impersonate_groups)
     cfg.kubeconfig_arg, cfg.context_arg = kubeconfig or None, context or None
@@ -435,6 +455,7 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
     finally:
         _loader_files(cfg)
     ctx = chosen.get("context") or {}
+    _check_server(cfg.host, str(ctx.get("cluster") or ""))
     return ClusterConfig(
         server=cfg.host,
         context=str(chosen.get("name")),
@@ -468,6 +489,29 @@ def _in_cluster(user: str | None, groups: tuple[str, ...]) -> ClusterConfig:
         ca_file=cfg.ssl_ca_cert, _auth=_auth_from(cfg), impersonate_user=user, impersonate_groups=groups,
         sources=("/var/run/secrets/kubernetes.io/serviceaccount/token",),
     )
+
+
+def _check_server(server: object, cluster: str) -> None:
+    """The kubeconfig's `server` is an http(s) URL with a host (exit 3 otherwise: kubectl would go
+    to localhost:8080, which is nobody's cluster)."""
+    from urllib.parse import urlsplit
+
+    from .sanitize import shown
+
+    where = f"the kubeconfig's cluster {shown(cluster)}" if cluster else "the kubeconfig's cluster"
+    text = server if isinstance(server, str) else ""
+    if not text.strip():
+        raise ConnectionProblem(f"{where} has no server (clusters[].cluster.server: the API server's URL)",
+                                ExitCode.NO_CONFIG)
+    try:
+        url = urlsplit(text)
+        scheme, host = url.scheme, url.hostname
+        url.port  # noqa: B018 - (a port that is no number raises)
+    except ValueError:
+        scheme, host = "", None
+    if scheme not in ("https", "http") or not host:
+        raise ConnectionProblem(f"{where} has server {shown(text, limit=200)}, not an https:// URL of the API "
+                                "server", ExitCode.NO_CONFIG)
 
 
 class _Logged(logging.Handler):

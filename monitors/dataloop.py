@@ -599,7 +599,8 @@ class DataLoop:
         if not wl.ranks and wl.status in ("Failed", "Succeeded"):
             recording = None
             if self.recorder is not None:
-                recording = self.recorder.store.load(wl.namespace, wl.kind, wl.name, wl.uid)
+                with contextlib.suppress(OSError):  # (not the user's own directory: no recording)
+                    recording = self.recorder.store.load(wl.namespace, wl.kind, wl.name, wl.uid)
             story = what_happened(wl, monitor.model.events_for(wl, 10_000), recording, now=self.clock())
             post = (key, first_failure_of(wl, recording), tuple(story))
         return diagnosis, post

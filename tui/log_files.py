@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from monitors.state_dir import private_dir_fd
 from sessions.ssh import SSH_SESSION_ENV
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -38,19 +39,19 @@ def write_log_file(namespace: str, name: str, lines: Sequence[str], now: float |
     """Write `lines` to a new file `<namespace>_<name>-<YYYYmmdd-HHMMSS>.log` (`-2`, `-3`... when
     that name is taken) in `logs_dir()`; returns its path. Blocking: call it from a thread."""
     base = logs_dir()
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for d in (base.parent, base):  # ranks/ and ranks/logs/: the user's alone, whatever the umask
-        os.chmod(d, 0o700)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(time.time() if now is None else now))
     stem = f"{_UNSAFE.sub('_', namespace)[:60]}_{_UNSAFE.sub('_', name)[:80]}-{stamp}"
-    for n in range(1, 1000):
-        path = base / (f"{stem}.log" if n == 1 else f"{stem}-{n}.log")
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
-        with open(fd, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line + "\n")
-        return path
+    # ranks/ and ranks/logs/: the user's alone (0700, no link followed, refused in one line if not)
+    with private_dir_fd(base, depth=2) as dir_fd:
+        for n in range(1, 1000):
+            file = f"{stem}.log" if n == 1 else f"{stem}-{n}.log"
+            try:
+                fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=dir_fd)
+            except FileExistsError:
+                continue
+            with open(fd, "w", encoding="utf-8", newline="\n") as f:
+                for line in lines:
+                    f.write(line + "\n")
+            return base / file
     raise FileExistsError(f"no free file name for {stem} in {base}")

@@ -379,7 +379,7 @@ class LogStream:
         self.opens += 1
         try:
             async with session.get(client.server + self.path, params=params, headers=client.headers("*/*"),
-                                   timeout=timeout) as resp:
+                                   timeout=timeout, server_hostname=client.server_hostname) as resp:
                 if resp.status >= 400:
                     self._retry_after = _retry_after(resp.headers.get("Retry-After"))
                     raise problem_from_body(resp.status, await resp.read())

@@ -225,6 +225,10 @@ class ApiServer:
             if rule is not None:
                 headers = {"Retry-After": str(rule.retry_after)} if rule.status == 429 else None
                 raise ApiError(rule.status, f"injected failure ({rule.status})", headers=headers)
+            answer = self.faults.take_answer(request.method, request.path)
+            if answer is not None:
+                status = answer.status
+                return web.Response(body=answer.body, status=answer.status, headers={"Content-Type": answer.content_type})
             resp, verb, user = await self._route(request)
             status = resp.status
             return resp

@@ -38,12 +38,25 @@ def command(name: str, *, reads_only: bool, **attrs: Any) -> Callable[[Callable[
     return click.command(name, cls=RanksCommand, reads_only=reads_only, **attrs)
 
 
+MAX_DURATION = 9223372036.854775807  # s: Go's longest duration (2562047h47m16.854775807s), as kubectl's flags
+
+
+def in_range(text: str, seconds: float) -> float:
+    """`seconds` if a Go duration can hold it, else ValueError (as kubectl: an overflowing duration
+    is invalid; ranks' timers could not wait that long either)."""
+    if not seconds <= MAX_DURATION:
+        from monitors.sanitize import shown
+
+        raise ValueError(f"{shown(text, limit=40)} is out of range (at most 2562047h47m16s, as kubectl's durations)")
+    return seconds
+
+
 def parse_request_timeout(text: str) -> float:
     """kubectl's --request-timeout: `30s`, `1m`, `1m30s`, `500ms`, a bare number of seconds, or
-    `0` for no timeout. Seconds (0.0: none); ValueError with the rule when malformed."""
+    `0` for no timeout. Seconds (0.0: none); ValueError with the rule when malformed or out of range."""
     s = text.strip()
     if re.fullmatch(r"[0-9]+(\.[0-9]*)?", s):
-        return float(s)
+        return in_range(text, float(s))
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
         if m.start() != pos:
@@ -54,7 +67,7 @@ def parse_request_timeout(text: str) -> float:
         from monitors.sanitize import shown
 
         raise ValueError(f"{shown(text)} is not a duration (use e.g. 30s, 1m, 1m30s; 0 means no timeout)")
-    return total
+    return in_range(text, total)
 
 
 def _request_timeout(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
