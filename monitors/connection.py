@@ -382,9 +382,13 @@ def load_cluster_config(
     *,
     impersonate_user: str | None = None,
     impersonate_groups: tuple[str, ...] = (),
+    exec_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
 ) -> ClusterConfig:
     """Resolve the cluster to talk to, as kubectl would. The config remembers how: after a 401
-    its credentials are read again the same way (`ClusterConfig.reload_credentials`)."""
+    its credentials are read again the same way (`ClusterConfig.reload_credentials`).
+    `exec_timeout`: seconds an exec credential plugin may take (the request timeout; None: no
+    limit); one that takes longer is killed, and that is a configuration problem (exit 3)."""
+    _ExecPlugin.timeout = exec_timeout
     cfg = _load_cluster_config(kubeconfig, context, impersonate_user, impersonate_groups)
     cfg.headers()  # (credentials no request can carry: said now, not at the first request)
     name = cfg.tls_server_name = cfg.tls_server_name or None  # ("" is none, as kubectl)
@@ -394,7 +398,7 @@ def load_cluster_config(
         raise ConnectionProblem(f"the kubeconfig's tls-server-name {shown(name)} is not a host name",
                                 ExitCode.NO_CONFIG)
     cfg._reload = functools.partial(load_cluster_config, kubeconfig, context, impersonate_user=impersonate_user,
-                                    impersonate_groups=impersonate_groups)
+                                    impersonate_groups=impersonate_groups, exec_timeout=exec_timeout)
     cfg.kubeconfig_arg, cfg.context_arg = kubeconfig or None, context or None
     return cfg
 
@@ -422,6 +426,7 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
     from kubernetes.client import Configuration
     from kubernetes.config import ConfigException, kube_config
 
+    kube_config.ExecProvider = _exec_plugin_class()  # (the loader runs exec plugins through this name)
     cfg = Configuration()
     config_file = kubeconfig if kubeconfig else None
     try:
@@ -512,6 +517,76 @@ def _check_server(server: object, cluster: str) -> None:
     if scheme not in ("https", "http") or not host:
         raise ConnectionProblem(f"{where} has server {shown(text, limit=200)}, not an https:// URL of the API "
                                 "server", ExitCode.NO_CONFIG)
+
+
+class _ExecPlugin:
+    """The exec credential plugin runner the official loader uses (`_exec_plugin_class`): the
+    library's, except that a plugin that does not answer within `timeout` seconds (the request
+    timeout) is killed, with what it started, and that is said in one line (exit 3). A plugin
+    that may ask the user something (stdout and stdin a terminal, as the library decides) keeps
+    the terminal and has no limit: the user is there to answer it, or to press Ctrl-C."""
+
+    timeout: float | None = DEFAULT_REQUEST_TIMEOUT
+
+
+@functools.cache
+def _exec_plugin_class() -> type:
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.config.exec_provider import ExecProvider
+
+    class TimedExecProvider(ExecProvider):  # type: ignore[misc]
+        def run(self, previous_response: Any = None) -> Any:
+            interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+            info: dict[str, Any] = {"apiVersion": self.api_version, "kind": "ExecCredential",
+                                    "spec": {"interactive": interactive}}
+            if previous_response:
+                info["spec"]["response"] = previous_response
+            if self.cluster:
+                info["spec"]["cluster"] = dict(self.cluster.value)
+                for ext in self.cluster.value.get("extensions") or ():
+                    if isinstance(ext, dict) and ext.get("name") == "client.authentication.k8s.io/exec":
+                        info["spec"]["cluster"]["config"] = ext.get("extension")
+                        break
+            env = {**self.env, "KUBERNETES_EXEC_INFO": json.dumps(info)}
+            limit = None if interactive else _ExecPlugin.timeout
+            try:
+                proc = subprocess.Popen(
+                    self.args, stdout=subprocess.PIPE, stderr=sys.stderr if interactive else subprocess.PIPE,
+                    stdin=sys.stdin if interactive else subprocess.DEVNULL, cwd=self.cwd, env=env, text=True,
+                    shell=self.shell, start_new_session=not interactive)
+            except OSError as exc:
+                raise ConfigException(f"exec: cannot run {self.args[0]!r}: {exc.strerror or exc}") from None
+            try:
+                stdout, stderr = proc.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # (its own session: the plugin and what it started)
+                proc.kill()
+                proc.communicate()
+                raise ConfigException(f"exec: the plugin {self.args[0]!r} did not answer within {limit:g} s "
+                                      "(--request-timeout) and was stopped") from None
+            if proc.returncode != 0:
+                detail = (stderr or "").strip()
+                raise ConfigException(f"exec: process returned {proc.returncode}" + (f". {detail}" if detail else ""))
+            try:
+                data = json.loads(stdout)
+            except ValueError as exc:
+                raise ConfigException(f"exec: failed to decode process output: {exc}") from None
+            if not isinstance(data, dict) or any(k not in data for k in ("apiVersion", "kind", "status")):
+                raise ConfigException("exec: malformed response: not an ExecCredential (apiVersion, kind, status)")
+            if data["apiVersion"] != self.api_version:
+                raise ConfigException(f"exec: plugin api version {data['apiVersion']} does not match "
+                                      f"{self.api_version}")
+            if not isinstance(data["status"], dict):
+                raise ConfigException("exec: malformed response: its status is not an object")
+            return data["status"]
+
+    return TimedExecProvider
 
 
 class _Logged(logging.Handler):

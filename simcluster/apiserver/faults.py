@@ -9,6 +9,8 @@ a log of served requests.
   goes away;
 - `slow_body_next(path, seconds)`: the next matching LIST's body is sent in pieces spread over
   `seconds` (a slow link: the transfer outlasts a request timeout while bytes keep coming);
+- `delay_next(path, seconds)`: the next matching requests wait `seconds` before they are served
+  (one path silent, as an exec upgrade that never comes, while the rest answer);
 - `answer_next(path, body)`: the next matching requests answered with `body` as it is (HTML, a
   JSON array, truncated JSON: what a proxy, a captive portal or a broken server sends), whatever
   they asked for;
@@ -47,6 +49,13 @@ class StallRule:
 
 @dataclass
 class SlowRule:
+    pattern: re.Pattern[str]
+    seconds: float
+    remaining: int
+
+
+@dataclass
+class DelayRule:
     pattern: re.Pattern[str]
     seconds: float
     remaining: int
@@ -143,6 +152,7 @@ class Faults:
     slow_rules: list[SlowRule] = field(default_factory=list)
     continue_rules: list[ContinueRule] = field(default_factory=list)
     answer_rules: list[AnswerRule] = field(default_factory=list)
+    delay_rules: list[DelayRule] = field(default_factory=list)
 
     def fail_next(
         self,
@@ -157,6 +167,19 @@ class Faults:
         self.fail_rules.append(
             FailRule(re.compile(path_regex), status, count, retry_after, method and method.upper())
         )
+
+    def delay_next(self, path_regex: str, seconds: float, count: int = 1) -> None:
+        """The next `count` requests whose path matches wait `seconds` before they are served."""
+        self.delay_rules.append(DelayRule(re.compile(path_regex), seconds, count))
+
+    def take_delay(self, path: str) -> DelayRule | None:
+        for rule in self.delay_rules:
+            if rule.remaining > 0 and rule.pattern.search(path):
+                rule.remaining -= 1
+                if rule.remaining == 0:
+                    self.delay_rules.remove(rule)
+                return rule
+        return None
 
     def answer_next(self, path_regex: str, body: bytes, *, content_type: str = "text/html", status: int = 200,
                     count: int = 1, method: str | None = None) -> None:
@@ -198,6 +221,7 @@ class Faults:
         self.slow_rules.clear()
         self.continue_rules.clear()
         self.answer_rules.clear()
+        self.delay_rules.clear()
 
     def take_failure(self, method: str, path: str) -> FailRule | None:
         for rule in self.fail_rules:

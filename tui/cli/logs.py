@@ -244,7 +244,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
     give_up = opts.get("request_timeout") or 30.0
     options = LogOptions(follow=follow, since_seconds=since_seconds, tail=tail, previous=previous, filter=flt,
                          collapse=collapse, max_streams=max_streams, failure_notices=False,
-                         give_up_after=float(give_up))
+                         give_up_after=float(give_up), history_timeout=opts.get("request_timeout") or None)
 
     async def body(cfg: ClusterConfig) -> int:
         # the workload: in -p's project, else the context's namespace, else the one project that has it

@@ -149,9 +149,12 @@ def merge_globals(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def impersonation(opts: dict[str, Any]) -> dict[str, Any]:
-    """`load_cluster_config`'s impersonation keywords from the merged `opts`."""
+    """`load_cluster_config`'s keywords from the merged `opts`: impersonation, and how long an exec
+    credential plugin may take (--request-timeout: default 30 s, 0 no limit)."""
+    timeout = opts.get("request_timeout")
     return {"impersonate_user": opts.get("as_user") or None,
-            "impersonate_groups": tuple(opts.get("as_groups") or ())}
+            "impersonate_groups": tuple(opts.get("as_groups") or ()),
+            "exec_timeout": 30.0 if timeout is None else (float(timeout) or None)}
 
 
 def group_project(ctx: click.Context, project: str | None) -> str | None:
