@@ -131,6 +131,10 @@ class ClusterConfig:
         return self.credentials_key() != before
 
     def impersonation_groups(self) -> list[tuple[str, str]]:
+        for g in self.impersonate_groups:
+            if not isinstance(g, str) or _HEADER_UNSAFE.search(g):
+                raise ConnectionProblem("an impersonated group holds a control character: no request can carry it",
+                                        ExitCode.USAGE)
         return [("Impersonate-Group", g) for g in self.impersonate_groups]
 
     def ssl_context(self) -> ssl.SSLContext | bool:

@@ -106,7 +106,20 @@ def workload_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("workload", callback=_workload_name)(fn)
 
 
+def _identity(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """--as and --as-group: sent as HTTP headers, so no control character (it would end the header)."""
+    values = value if isinstance(value, tuple) else (value,) if value is not None else ()
+    for v in values:
+        if not v or re.search(r"[\x00-\x1f\x7f]", v):
+            from monitors.sanitize import shown
+
+            raise click.BadParameter(f"{shown(v)} is not a user or group name (empty, or a control character)",
+                                     ctx=ctx, param=param)
+    return value
+
+
 def _as_groups(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...] | None:
+    _identity(ctx, param, value)
     return tuple(value) or None  # (None: not given here, so the group's value stands)
 
 
@@ -119,7 +132,7 @@ def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                       help="Group to impersonate (repeatable; with --as).")(fn)
     fn = click.option("--namespace", "namespace", metavar="NS", default=None, hidden=True,
                       help="The namespace the context is in (the default project), as kubectl's.")(fn)
-    fn = click.option("--as", "as_user", metavar="USER", default=None, hidden=True,
+    fn = click.option("--as", "as_user", metavar="USER", default=None, hidden=True, callback=_identity,
                       help="User to impersonate for every request.")(fn)
     fn = click.option("--request-timeout", "request_timeout", metavar="DURATION", default=None,
                       callback=_request_timeout,
