@@ -16,6 +16,7 @@ Each injected fault is checked to have fired (`tests.faults`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -241,15 +242,23 @@ def test_a_hanging_exec_credential_plugin_is_killed_after_the_request_timeout(tm
         "users": [{"name": "u", "user": plugin}],
         "contexts": [{"name": "here", "context": {"cluster": "c", "user": "u"}}]}))
     start = time.monotonic()
-    r = subprocess.run([PY, "-m", "tui.cli", "list", "--kubeconfig", str(kc), "--request-timeout", "2s"],
-                       capture_output=True, text=True, timeout=60, env={**env(), "HOME": str(tmp_path)}, cwd=ROOT,
-                       stdin=subprocess.DEVNULL)
-    took = time.monotonic() - start
-    assert r.returncode == ExitCode.NO_CONFIG, (r.returncode, r.stderr)
-    assert r.stderr.startswith("ranks: error: ") and "did not answer within 2 s" in r.stderr, r.stderr
-    assert len(r.stderr.splitlines()) == 1 and took < 20, (took, r.stderr)
-    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
-    assert left.stdout.strip() == "", f"the plugin is still running: {left.stdout}"
+    try:
+        r = subprocess.run([PY, "-m", "tui.cli", "list", "--kubeconfig", str(kc), "--request-timeout", "2s"],
+                           capture_output=True, text=True, timeout=60, env={**env(), "HOME": str(tmp_path)}, cwd=ROOT,
+                           stdin=subprocess.DEVNULL)
+        took = time.monotonic() - start
+        assert r.returncode == ExitCode.NO_CONFIG, (r.returncode, r.stderr)
+        assert r.stderr.startswith("ranks: error: ") and "did not answer within 2 s" in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1 and took < 20, (took, r.stderr)
+        left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+        assert left.stdout.strip() == "", f"the plugin is still running: {left.stdout}"
+    finally:  # (what this test started, found by its marker, ended whatever happened)
+        found = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout.split()
+        children = [c for p in found for c in subprocess.run(["pgrep", "-P", p], capture_output=True,
+                                                               text=True).stdout.split()]
+        for pid in [*children, *found]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
 
 
 @pytest.mark.simcluster(components=("kubelet", "exec"))

@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 import pytest
 import yaml
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from monitors.connection import ClusterConfig, ConnectionProblem, ExitCode, load_cluster_config
@@ -334,6 +334,11 @@ MATRIX = {"status": "success", "data": {"resultType": "matrix", "result": [
 @FUZZ
 @given(status=st.sampled_from([200, 400, 422, 500, 503]),
        doc=st.one_of(mutated(VECTOR, 4), mutated(MATRIX, 4), st.binary(max_size=80)))
+@example(status=200, doc={"status": "success", "data": {"resultType": "vector", "result": [None, 5, "x"]}})
+@example(status=200, doc={"status": "success", "data": {"resultType": "vector", "result": [
+    {"metric": ["namespace", "pod"], "value": [1, "5"]}, {"metric": {"namespace": 5, "pod": ["p"]}, "value": [1, "5"]}]}})
+@example(status=200, doc={"status": "success", "data": {"resultType": "matrix", "result": [
+    {"metric": {"namespace": "a", "pod": "p"}, "values": [["1e400", "5"], [1, "5"]]}, {"metric": {}, "values": 7}]}})
 def test_a_prometheus_answer_of_any_shape(status: int, doc: Any) -> None:
     from monitors import promql
     from monitors.promql import PromError
