@@ -103,6 +103,7 @@ class LogStream:
         # following: since when its log could not be read ((monotonic, wall ns)), None while it can;
         # after it is read again, the lines written meanwhile are counted as they arrive (late)
         self.unreadable_since: tuple[float, int] | None = None
+        self._own_trouble = False  # (its own answers failed, not only the whole server's connection)
         self._catching: list[int] | None = None  # [since ns, reopened at ns, lines of the gap]
         self._catch_timer: asyncio.TimerHandle | None = None
         self.gaps: list[tuple[int, int, int]] = []  # (from ns, to ns, lines) of each gap caught up
@@ -397,10 +398,12 @@ class LogStream:
     def _unreadable(self, message: str | None) -> None:
         """Following, its log could not be read (`message`, said once until it changes; None: the
         server is unreachable, which the engine says once for every stream). Its lines meanwhile
-        are read when it answers again, and counted then (`_caught_up`)."""
+        are read when it answers again, and, when its own answers failed, counted then
+        (`_caught_up`)."""
         if self.unreadable_since is None:
             self.unreadable_since = (time.monotonic(), time.time_ns())
         if message is not None:
+            self._own_trouble = True
             self.engine.notice_once(self, f"{message}; retrying (its lines are read when it answers again)")
 
     def _given_up(self) -> bool:
@@ -419,10 +422,10 @@ class LogStream:
 
     def _read_again(self) -> None:
         """A follow opened after its log could not be read: count what it wrote meanwhile."""
-        since = self.unreadable_since
-        self.unreadable_since = None
-        if since is None or self._catching is not None:
-            return
+        since, own = self.unreadable_since, self._own_trouble
+        self.unreadable_since, self._own_trouble = None, False
+        if since is None or not own or self._catching is not None:
+            return  # (the whole server was away: the engine said so, and that it is back)
         self._catching = [since[1], time.time_ns(), 0]
         self._catch_timer = asyncio.get_running_loop().call_later(1.0, self._caught_up)
 
