@@ -22,6 +22,7 @@ a log of served requests.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections import deque
@@ -180,6 +181,14 @@ class Faults:
                     self.delay_rules.remove(rule)
                 return rule
         return None
+
+    async def held_or_answered(self, method: str, path: str) -> AnswerRule | None:
+        """Before a request is served: held as `delay_next` says, then the answer `answer_next`
+        gives it instead (None: served as usual)."""
+        delay = self.take_delay(path)
+        if delay is not None:
+            await asyncio.sleep(delay.seconds)
+        return self.take_answer(method, path)
 
     def answer_next(self, path_regex: str, body: bytes, *, content_type: str = "text/html", status: int = 200,
                     count: int = 1, method: str | None = None) -> None:

@@ -225,13 +225,9 @@ class ApiServer:
             if rule is not None:
                 headers = {"Retry-After": str(rule.retry_after)} if rule.status == 429 else None
                 raise ApiError(rule.status, f"injected failure ({rule.status})", headers=headers)
-            delay = self.faults.take_delay(request.path)
-            if delay is not None:
-                await asyncio.sleep(delay.seconds)
-            answer = self.faults.take_answer(request.method, request.path)
-            if answer is not None:
+            if (answer := await self.faults.held_or_answered(request.method, request.path)) is not None:
                 status = answer.status
-                return web.Response(body=answer.body, status=answer.status, headers={"Content-Type": answer.content_type})
+                return web.Response(body=answer.body, status=status, headers={"Content-Type": answer.content_type})
             resp, verb, user = await self._route(request)
             status = resp.status
             return resp
