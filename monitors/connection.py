@@ -432,7 +432,8 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
 
     kube_config.ExecProvider = _exec_plugin_class()  # (the loader runs exec plugins through this name)
     cfg = Configuration()
-    config_file = kubeconfig if kubeconfig else None
+    # (KUBECONFIG as it is now: the library reads it once, when it is imported)
+    config_file = kubeconfig or os.environ.get("KUBECONFIG") or None
     try:
         contexts, current = kube_config.list_kube_config_contexts(config_file=config_file)
     except ConfigException as exc:
