@@ -11,6 +11,7 @@ import enum
 import functools
 import logging
 import os
+import re
 import ssl
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ class ConnectionProblem(Exception):
 
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
+_HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # (what HTTP libraries refuse in a header: it ends it)
 
 
 @dataclass
@@ -76,10 +78,19 @@ class ClusterConfig:
     context_settings: dict[str, Any] = field(default_factory=dict)
 
     def headers(self) -> dict[str, str]:
-        """Auth headers, refreshed through exec plugins / token files when they expire."""
+        """Auth headers, refreshed through exec plugins / token files when they expire. A value
+        no HTTP header can carry (a token with a line break or another control character: it
+        would end the header, or the HTTP library refuses it) is a `ConnectionProblem` (exit 3),
+        which never shows the value."""
         h = dict(self._auth())
         if self.impersonate_user:
             h["Impersonate-User"] = self.impersonate_user
+        for key, value in h.items():
+            if not isinstance(value, str) or _HEADER_UNSAFE.search(value):
+                what = "credentials" if key in ("Authorization",) else key
+                raise ConnectionProblem(f"the kubeconfig's {what} for user {self.user or '?'} of context "
+                                        f"{self.context} hold a control character (a line break?): no request "
+                                        "can carry them; write the token on one line", ExitCode.NO_CONFIG)
         return h
 
     def credentials_key(self) -> tuple[str, ...]:
@@ -122,6 +133,10 @@ class ClusterConfig:
         return self.credentials_key() != before
 
     def impersonation_groups(self) -> list[tuple[str, str]]:
+        for g in self.impersonate_groups:
+            if not isinstance(g, str) or _HEADER_UNSAFE.search(g):
+                raise ConnectionProblem("an impersonated group holds a control character: no request can carry it",
+                                        ExitCode.USAGE)
         return [("Impersonate-Group", g) for g in self.impersonate_groups]
 
     def ssl_context(self) -> ssl.SSLContext | bool:
@@ -356,6 +371,8 @@ def _simple_kubeconfig(paths: list[str], context: str | None, impersonate_user: 
                 or set(user) - _SIMPLE_USER_KEYS:
             return None
 
+        _check_server(cluster["server"], "")  # (a bad one: the official loader's path says so, naming it)
+
         def rel(p: str) -> str:
             return str((file.parent / p).expanduser()) if not os.path.isabs(p) else p
 
@@ -409,12 +426,23 @@ def load_cluster_config(
     *,
     impersonate_user: str | None = None,
     impersonate_groups: tuple[str, ...] = (),
+    exec_timeout: float | None = DEFAULT_REQUEST_TIMEOUT,
 ) -> ClusterConfig:
     """Resolve the cluster to talk to, as kubectl would. The config remembers how: after a 401
-    its credentials are read again the same way (`ClusterConfig.reload_credentials`)."""
+    its credentials are read again the same way (`ClusterConfig.reload_credentials`).
+    `exec_timeout`: seconds an exec credential plugin may take (the request timeout; None: no
+    limit); one that takes longer is killed, and that is a configuration problem (exit 3)."""
+    _ExecPlugin.timeout = exec_timeout
     cfg = _load_cluster_config(kubeconfig, context, impersonate_user, impersonate_groups)
+    cfg.headers()  # (credentials no request can carry: said now, not at the first request)
+    name = cfg.tls_server_name = cfg.tls_server_name or None  # ("" is none, as kubectl)
+    if name is not None and (not isinstance(name, str) or _HEADER_UNSAFE.search(name) or " " in name):
+        from .sanitize import shown
+
+        raise ConnectionProblem(f"the kubeconfig's tls-server-name {shown(name)} is not a host name",
+                                ExitCode.NO_CONFIG)
     cfg._reload = functools.partial(load_cluster_config, kubeconfig, context, impersonate_user=impersonate_user,
-                                    impersonate_groups=impersonate_groups)
+                                    impersonate_groups=impersonate_groups, exec_timeout=exec_timeout)
     cfg.kubeconfig_arg, cfg.context_arg = kubeconfig or None, context or None
     return cfg
 
@@ -442,8 +470,10 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
     from kubernetes.client import Configuration
     from kubernetes.config import ConfigException, kube_config
 
+    kube_config.ExecProvider = _exec_plugin_class()  # (the loader runs exec plugins through this name)
     cfg = Configuration()
-    config_file = kubeconfig if kubeconfig else None
+    # (KUBECONFIG as it is now: the library reads it once, when it is imported)
+    config_file = kubeconfig or os.environ.get("KUBECONFIG") or None
     try:
         contexts, current = kube_config.list_kube_config_contexts(config_file=config_file)
     except ConfigException as exc:
@@ -475,6 +505,7 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
     finally:
         _loader_files(cfg)
     ctx = chosen.get("context") or {}
+    _check_server(cfg.host, str(ctx.get("cluster") or ""))
     return ClusterConfig(
         server=cfg.host,
         context=str(chosen.get("name")),
@@ -509,6 +540,99 @@ def _in_cluster(user: str | None, groups: tuple[str, ...]) -> ClusterConfig:
         ca_file=cfg.ssl_ca_cert, _auth=_auth_from(cfg), impersonate_user=user, impersonate_groups=groups,
         sources=("/var/run/secrets/kubernetes.io/serviceaccount/token",),
     )
+
+
+def _check_server(server: object, cluster: str) -> None:
+    """The kubeconfig's `server` is an http(s) URL with a host (exit 3 otherwise: kubectl would go
+    to localhost:8080, which is nobody's cluster)."""
+    from urllib.parse import urlsplit
+
+    from .sanitize import shown
+
+    where = f"the kubeconfig's cluster {shown(cluster)}" if cluster else "the kubeconfig's cluster"
+    text = server if isinstance(server, str) else ""
+    if not text.strip():
+        raise ConnectionProblem(f"{where} has no server (clusters[].cluster.server: the API server's URL)",
+                                ExitCode.NO_CONFIG)
+    try:
+        url = urlsplit(text)
+        scheme, host = url.scheme, url.hostname
+        url.port  # noqa: B018 - (a port that is no number raises)
+    except ValueError:
+        scheme, host = "", None
+    if scheme not in ("https", "http") or not host:
+        raise ConnectionProblem(f"{where} has server {shown(text, limit=200)}, not an https:// URL of the API "
+                                "server", ExitCode.NO_CONFIG)
+
+
+class _ExecPlugin:
+    """The exec credential plugin runner the official loader uses (`_exec_plugin_class`): the
+    library's, except that a plugin that does not answer within `timeout` seconds (the request
+    timeout) is killed, with what it started, and that is said in one line (exit 3). A plugin
+    that may ask the user something (stdout and stdin a terminal, as the library decides) keeps
+    the terminal and has no limit: the user is there to answer it, or to press Ctrl-C."""
+
+    timeout: float | None = DEFAULT_REQUEST_TIMEOUT
+
+
+@functools.cache
+def _exec_plugin_class() -> type:
+    import json
+    import signal
+    import subprocess
+    import sys
+
+    from kubernetes.config.config_exception import ConfigException
+    from kubernetes.config.exec_provider import ExecProvider
+
+    class TimedExecProvider(ExecProvider):  # type: ignore[misc]
+        def run(self, previous_response: Any = None) -> Any:
+            interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
+            info: dict[str, Any] = {"apiVersion": self.api_version, "kind": "ExecCredential",
+                                    "spec": {"interactive": interactive}}
+            if previous_response:
+                info["spec"]["response"] = previous_response
+            if self.cluster:
+                info["spec"]["cluster"] = dict(self.cluster.value)
+                for ext in self.cluster.value.get("extensions") or ():
+                    if isinstance(ext, dict) and ext.get("name") == "client.authentication.k8s.io/exec":
+                        info["spec"]["cluster"]["config"] = ext.get("extension")
+                        break
+            env = {**self.env, "KUBERNETES_EXEC_INFO": json.dumps(info)}
+            limit = None if interactive else _ExecPlugin.timeout
+            try:
+                proc = subprocess.Popen(
+                    self.args, stdout=subprocess.PIPE, stderr=sys.stderr if interactive else subprocess.PIPE,
+                    stdin=sys.stdin if interactive else subprocess.DEVNULL, cwd=self.cwd, env=env, text=True,
+                    shell=self.shell, start_new_session=not interactive)
+            except OSError as exc:
+                raise ConfigException(f"exec: cannot run {self.args[0]!r}: {exc.strerror or exc}") from None
+            try:
+                stdout, stderr = proc.communicate(timeout=limit)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # (its own session: the plugin and what it started)
+                proc.kill()
+                proc.communicate()
+                raise ConfigException(f"exec: the plugin {self.args[0]!r} did not answer within {limit:g} s "
+                                      "(--request-timeout) and was stopped") from None
+            if proc.returncode != 0:
+                detail = (stderr or "").strip()
+                raise ConfigException(f"exec: process returned {proc.returncode}" + (f". {detail}" if detail else ""))
+            try:
+                data = json.loads(stdout)
+            except ValueError as exc:
+                raise ConfigException(f"exec: failed to decode process output: {exc}") from None
+            if not isinstance(data, dict) or any(k not in data for k in ("apiVersion", "kind", "status")):
+                raise ConfigException("exec: malformed response: not an ExecCredential (apiVersion, kind, status)")
+            if data["apiVersion"] != self.api_version:
+                raise ConfigException(f"exec: plugin api version {data['apiVersion']} does not match "
+                                      f"{self.api_version}")
+            if not isinstance(data["status"], dict):
+                raise ConfigException("exec: malformed response: its status is not an object")
+            return data["status"]
+
+    return TimedExecProvider
 
 
 class _Logged(logging.Handler):

@@ -610,7 +610,8 @@ class DataLoop:
         if wl.status in ("Failed", "Succeeded") and all(r.deleting for r in wl.ranks):  # (gone, or going)
             recording = None
             if self.recorder is not None:
-                recording = self.recorder.store.load(wl.namespace, wl.kind, wl.name, wl.uid)
+                with contextlib.suppress(OSError):  # (not the user's own directory: no recording)
+                    recording = self.recorder.store.load(wl.namespace, wl.kind, wl.name, wl.uid)
             story = what_happened(wl, monitor.model.events_for(wl, 10_000), recording, now=self.clock())
             post = (key, first_failure_of(wl, recording), tuple(story))
         return diagnosis, post

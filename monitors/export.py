@@ -32,7 +32,10 @@ def _num(v: float | None, digits: int = 1) -> float | int | None:
 def _ts(v: float | None) -> str | None:
     if v is None:
         return None
-    return datetime.fromtimestamp(v, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:
+        return datetime.fromtimestamp(v, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, ValueError, OSError):  # (a time no calendar holds: none)
+        return None
 
 
 def project_json(p: ProjectView) -> dict[str, Any]:

@@ -18,7 +18,6 @@ saying that it is a recording and when it was made.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import re
 import time
@@ -32,7 +31,7 @@ import orjson
 from .kube import ApiProblem, seg
 from .model import counts_as_failure, succeeded_time
 from .sanitize import clean
-from .state_dir import private_dir, prune_oldest, state_home, write_private
+from .state_dir import PrivateDirError, private_dir, prune_oldest, read_private, state_home, write_private
 
 if TYPE_CHECKING:
     from .kube import KubeClient
@@ -97,12 +96,49 @@ class Recording:
         return asdict(self)
 
     @staticmethod
-    def from_json(doc: dict[str, Any]) -> Recording:
-        failures = tuple(
-            RecordedFailure(**{**f, "lines": tuple(f.get("lines") or ())}) for f in doc.get("failures") or ()
-        )
-        return Recording(doc["namespace"], doc["kind"], doc["name"], doc.get("uid", ""), failures,
-                         float(doc.get("recorded_at") or 0.0))
+    def from_json(doc: Any) -> Recording:
+        """A recording as written by `to_dict`. A file is outside input (edited, truncated, of
+        another version): a document that is not a recording raises ValueError; a failure that is
+        not an object is left out; a field of the wrong type, a time out of range (before 1970,
+        after 9999) or a number beyond 32 bits is left unset (empty, None)."""
+        if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) for k in ("namespace", "kind", "name")):
+            raise ValueError("not a flight recording")
+        raw = doc.get("failures")
+        failures = tuple(_failure(f) for f in (raw if isinstance(raw, list) else ()) if isinstance(f, dict))
+        return Recording(doc["namespace"], doc["kind"], doc["name"], _text(doc.get("uid")), failures,
+                         _when(doc.get("recorded_at")) or 0.0)
+
+
+MAX_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: the last time a timestamp can show
+
+
+def _text(value: Any, limit: int = 4096) -> str:
+    return value[:limit] if isinstance(value, str) else ""
+
+
+def _when(value: Any) -> float | None:
+    """A time (seconds since 1970) that can be shown, else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 < value <= MAX_TIME else None
+
+
+def _int32(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if -(2**31) <= value < 2**31 else None
+
+
+def _failure(f: dict[str, Any]) -> RecordedFailure:
+    lines = f.get("lines")
+    code = _int32(f.get("exit_code"))
+    return RecordedFailure(
+        label=_text(f.get("label")), role=_text(f.get("role")), rank=_int32(f.get("rank")), pod=_text(f.get("pod")),
+        node=_text(f.get("node")), container=_text(f.get("container")), exit_code=code if code is not None else -1,
+        reason=_text(f.get("reason")), finished_at=_when(f.get("finished_at")), message=_text(f.get("message")),
+        lines=tuple(_text(ln, LINE_LIMIT) for ln in (lines if isinstance(lines, list) else ())[-LINES:]
+                    if isinstance(ln, str)),
+        recorded_at=_when(f.get("recorded_at")), source=_text(f.get("source")))
 
 
 def store_for(cfg: Any) -> FlightStore:
@@ -130,11 +166,16 @@ class FlightStore:
 
     def load(self, namespace: str, kind: str, name: str, uid: str = "") -> Recording | None:
         """The recording of this workload; None when there is none, or it is of another workload
-        that had the same name (another uid)."""
+        that had the same name (another uid), or it cannot be read as one. Raises `PrivateDirError`
+        (one line) when the directory or the file is not the user's own (a link planted there)."""
         try:
-            doc = orjson.loads(self._path(namespace, kind, name).read_bytes())
-            rec = Recording.from_json(doc)
-        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            raw = read_private(self._path(namespace, kind, name))
+            if raw is None:
+                return None
+            rec = Recording.from_json(orjson.loads(raw))
+        except PrivateDirError:
+            raise
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError):
             return None
         if uid and rec.uid and rec.uid != uid:
             return None
@@ -156,7 +197,7 @@ class FlightStore:
         write_private(path, data)
 
     def _prune(self) -> None:
-        prune_oldest(self.dir, self.max_workloads)
+        prune_oldest(self.dir, self.max_workloads, ".json")
 
 
 @dataclass
@@ -169,6 +210,9 @@ class FlightRecorder:
     tail_of: Callable[[Any, str], list[str] | None] | None = None
     lines: int = LINES
     settle: float = 0.5  # seconds for a followed stream's last lines to arrive before they are taken
+    # told once, in one line, when the store refuses to be written (its directory is not the user's own)
+    on_refused: Callable[[str], None] | None = None
+    refused: str = ""
     _seen: dict[tuple[str, str, float | None], None] = field(default_factory=dict)  # (ordered: oldest first)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -253,8 +297,15 @@ class FlightRecorder:
             node=p.node, container=ex.container, exit_code=ex.exit_code, reason=ex.reason, finished_at=ex.finished_at,
             message=clean(ex.message, single_line=False, limit=2048),
             lines=tuple(clean(ln, limit=LINE_LIMIT) for ln in lines), recorded_at=time.time(), source=source)
-        with contextlib.suppress(OSError):
+        try:
             await asyncio.to_thread(self.store.add, wl.namespace, wl.kind, wl.name, wl.uid, failure)
+        except PrivateDirError as exc:
+            if not self.refused:
+                self.refused = f"failures are not recorded: {exc}"
+                if self.on_refused is not None:
+                    self.on_refused(self.refused)
+        except OSError:  # (a full disk: the recording is a copy, the watch goes on)
+            pass
 
     async def _read_log(self, p: PodRec, ex: Exit) -> list[str]:
         """The failed instance's last lines, read once: the current container when it has not

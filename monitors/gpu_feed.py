@@ -16,7 +16,8 @@ STATE_NAMES = {
 
 
 def api_endpoint(cfg: ClusterConfig) -> ApiEndpoint:
-    return ApiEndpoint(cfg.server, cfg.headers(), cfg.requests_verify(), cfg.requests_cert())
+    return ApiEndpoint(cfg.server, cfg.headers(), cfg.requests_verify(), cfg.requests_cert(),
+                       server_hostname=cfg.tls_server_name or None)
 
 
 def make_metrics(cfg: ClusterConfig, prometheus: str | None = None, *, interval: float = 15.0,

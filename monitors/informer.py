@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 import orjson
 
 from .connection import ConnectionProblem, ExitCode
-from .kube import ApiProblem, Kind, KubeClient
+from .kube import ApiProblem, Kind, KubeClient, parse_object
 
 R = TypeVar("R")
 RETRIABLE = frozenset({408, 429, 500, 502, 503, 504})  # worth asking again (one-shot LISTs too)
@@ -259,11 +259,9 @@ class Informer(Generic[R]):
             self.lists += 1
             # A page builds ~100k objects at once: pause the cyclic GC, which would otherwise rescan
             # the whole heap several times per page (it cost 10x the parse itself).
-            with gc_paused():
-                doc = orjson.loads(raw)
+            with gc_paused():  # (not an object: BadAnswer, asked again, as after any failed LIST)
+                doc = parse_object(raw, f"GET {path}", self.client.server)
             del raw
-            if not isinstance(doc, dict):  # (asked again, as after any failed LIST)
-                raise ApiProblem(500, "InternalError", "the server answered a LIST with something not a list")
             yield doc
             meta = doc.get("metadata") if isinstance(doc, dict) else None
             token = meta.get("continue") if isinstance(meta, dict) else None

@@ -85,6 +85,38 @@ def problem_from_body(status: int, body: bytes, headers: Mapping[str, str] | Non
     return ApiProblem(status, f"HTTP {status}", text or f"HTTP {status}", retry_after)
 
 
+class BadAnswer(ConnectionProblem):
+    """The server answered a request with success and a body the Kubernetes API never sends (a
+    proxy's HTML login page, a JSON array or scalar where an object belongs, cut-off JSON): exit 1,
+    one line saying what came back."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, ExitCode.ERROR)
+
+
+def parse_object(raw: bytes, what: str, server: str = "") -> dict[str, Any]:
+    """`raw` (an answer's body) as a JSON object; `BadAnswer` naming `what` (e.g. "GET /api")
+    when it is anything else."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        head = raw.lstrip()[:200].lower()
+        if head.startswith((b"<!doctype html", b"<html")) or b"<body" in head:
+            kind = "an HTML page"
+        elif not raw.strip():
+            kind = "empty"
+        else:
+            kind = f"not JSON ({str(exc).split(':')[0]})"
+        doc, detail = None, kind
+    else:
+        if isinstance(doc, dict):
+            return doc
+        detail = "a JSON " + {list: "array", str: "string", type(None): "null", bool: "boolean"}.get(type(doc), "number")
+    where = f" at {server}" if server else ""
+    raise BadAnswer(f"the server{where} answered {what} with {detail}, not a Kubernetes object "
+                    "(is the kubeconfig's server the API server, and not a proxy in front of it?)")
+
+
 def retry_after_seconds(value: str | None) -> float | None:
     """The seconds a Retry-After header asks for (its delta form, as kube-apiserver sends it;
     capped at RETRY_AFTER_MAX), None when absent or not a number."""
@@ -125,6 +157,12 @@ class KubeClient:
     def server(self) -> str:
         return self.cfg.server.rstrip("/")
 
+    @property
+    def server_hostname(self) -> str | None:
+        """The name the server's certificate is checked against and sent as SNI: the kubeconfig's
+        `tls-server-name` when it has one (as kubectl), else the server URL's host."""
+        return self.cfg.tls_server_name or None
+
     def session(self) -> aiohttp.ClientSession:
         """The HTTP session (made on first use, with the cluster's TLS settings); for readers that
         stream a response themselves (`monitors.logs.stream`)."""
@@ -135,8 +173,10 @@ class KubeClient:
                 except (OSError, ssl.SSLError) as exc:
                     raise ConnectionProblem(f"cannot load TLS files: {exc}", ExitCode.TLS) from None
             connector = aiohttp.TCPConnector(ssl=self._ssl, limit=300, limit_per_host=300)
+            # (the default timeout bounds what passes none: a WebSocket upgrade the server never answers)
             self._session = aiohttp.ClientSession(
-                connector=connector, json_serialize=lambda o: orjson.dumps(o).decode(), auto_decompress=True
+                connector=connector, json_serialize=lambda o: orjson.dumps(o).decode(), auto_decompress=True,
+                timeout=idle_timeout(self.timeout),
             )
         return self._session
 
@@ -218,7 +258,7 @@ class KubeClient:
             try:
                 async with session.request(
                     method, self.server + path, params=_params(params), data=data, headers=headers,
-                    timeout=idle_timeout(limit),
+                    timeout=idle_timeout(limit), server_hostname=self.server_hostname,
                 ) as resp:
                     self._answered = loop.time()
                     self._heard()
@@ -338,6 +378,7 @@ class KubeClient:
         try:
             return await session.ws_connect(
                 self.server + path, params=params, headers=self.headers("*/*"), protocols=protocols,
+                server_hostname=self.server_hostname,
                 timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=5.0), autoping=True, heartbeat=None,
                 max_msg_size=0, compress=0,
             )
@@ -346,8 +387,11 @@ class KubeClient:
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             raise self.connection_problem(exc) from None
 
-    async def get(self, path: str, params: Mapping[str, Any] | None = None, timeout: float | None = None) -> Any:
-        return orjson.loads(await self.request("GET", path, params=params, timeout=timeout))
+    async def get(self, path: str, params: Mapping[str, Any] | None = None, timeout: float | None = None
+                  ) -> dict[str, Any]:
+        """GET `path` as a JSON object (`BadAnswer` when the answer is anything else)."""
+        return parse_object(await self.request("GET", path, params=params, timeout=timeout), f"GET {path}",
+                            self.server)
 
     async def stream_lines(
         self,
@@ -371,6 +415,7 @@ class KubeClient:
                 async with session.get(
                     self.server + path, params=_params(params), headers=headers,
                     timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout, sock_read=read_timeout),
+                    server_hostname=self.server_hostname,
                 ) as resp:
                     self._heard()
                     if resp.status >= 400:
@@ -421,38 +466,56 @@ class KubeClient:
         (core_type, core_raw), (apis_type, apis_raw) = await asyncio.gather(
             self._request("GET", "/api", accept=AGGREGATED), self._request("GET", "/apis", accept=AGGREGATED))
         out: dict[tuple[str, str], Kind] = {}
+        core = parse_object(core_raw, "GET /api", self.server)
+        apis = parse_object(apis_raw, "GET /apis", self.server)
         if _aggregated(core_type) and _aggregated(apis_type):
-            for doc in (orjson.loads(core_raw), orjson.loads(apis_raw)):
-                for item in doc.get("items") or ():
-                    group = str((item.get("metadata") or {}).get("name") or "")
-                    for v in item.get("versions") or ():  # preferred first
-                        for r in v.get("resources") or ():
-                            key = (group, str(r.get("resource") or ""))
-                            if key[1] and key not in out:
-                                out[key] = Kind(group, str(v.get("version")), key[1], r.get("scope") != "Cluster")
+            for doc in (core, apis):
+                for item in _objects(doc.get("items")):
+                    group = _name(_object(item.get("metadata")).get("name"))
+                    for v in _objects(item.get("versions")):  # preferred first
+                        version = _name(v.get("version"))
+                        for r in _objects(v.get("resources")):
+                            key = (group, _name(r.get("resource")))
+                            if key[1] and version and key not in out:
+                                out[key] = Kind(group, version, key[1], r.get("scope") != "Cluster")
             return out
-        groups = orjson.loads(apis_raw)
 
         async def one(group: str, version: str) -> list[dict[str, Any]]:
             try:
                 doc = await self.get(f"/apis/{group}/{version}" if group else "/api/v1")
-            except ApiProblem:
+            except (ApiProblem, BadAnswer):
                 if not group:
                     raise
                 return []
-            return [r for r in doc.get("resources", []) if "/" not in r["name"]]
+            return [r for r in _objects(doc.get("resources")) if _name(r.get("name")) and "/" not in r["name"]]
 
         wanted: list[tuple[str, str]] = [("", "v1")]
-        for g in groups.get("groups", []):
-            preferred = g["preferredVersion"]["version"]
-            versions = [preferred] + [v["version"] for v in g.get("versions", []) if v["version"] != preferred]
-            wanted += [(g["name"], v) for v in versions]
+        for g in _objects(apis.get("groups")):
+            name = _name(g.get("name"))
+            listed = [_name(v.get("version")) for v in _objects(g.get("versions"))]
+            preferred = _name(_object(g.get("preferredVersion")).get("version")) or next(iter(listed), "")
+            versions = [preferred] + [v for v in listed if v != preferred]
+            wanted += [(name, v) for v in versions if name and v]
         answers = await asyncio.gather(*(one(g, v) for g, v in wanted))
         for (group, version), resources in zip(wanted, answers, strict=True):  # preferred version first
             for r in resources:
                 if (group, r["name"]) not in out:
                     out[(group, r["name"])] = Kind(group, version, r["name"], bool(r.get("namespaced")))
         return out
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """The objects of a list in an answer (anything else in it, or a list that is not one: none)."""
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _name(value: Any) -> str:
+    """A name or version in an answer: a string, else empty (never `str()` of a list or a number)."""
+    return value if isinstance(value, str) else ""
 
 
 def idle_timeout(seconds: float | None) -> aiohttp.ClientTimeout:

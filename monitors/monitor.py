@@ -24,7 +24,7 @@ import orjson
 
 from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem
 from .informer import Change, Informer, InformerState
-from .kube import ApiProblem, Kind, KubeClient, seg
+from .kube import ApiProblem, BadAnswer, Kind, KubeClient, parse_object, seg
 from .model import LiveModel
 from .model_views import ModelDiff
 from .parse import BadObject, parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
@@ -232,10 +232,13 @@ class Monitor:
             if not self.cfg.impersonate_user:
                 return None
             try:
-                doc = orjson.loads(await self.client.request("GET", "/api/v1/namespaces", as_self=True))
-            except (ApiProblem, orjson.JSONDecodeError):
+                doc = parse_object(await self.client.request("GET", "/api/v1/namespaces", as_self=True),
+                                   "GET /api/v1/namespaces")
+            except (ApiProblem, BadAnswer):
                 return None
-        return list(doc.get("items") or [])
+        items = doc.get("items")
+        return [i for i in items if isinstance(i, dict) and isinstance(i.get("metadata"), dict)
+                and isinstance(i["metadata"].get("name"), str)] if isinstance(items, list) else []
 
     async def _namespace_names(self) -> list[str] | None:
         """The names of every namespace (the pods informer's LIST, namespace by namespace); the
@@ -532,7 +535,7 @@ def parse_pods(raw: bytes) -> list[PodRec]:
         items = orjson.loads(raw).get("items") or ()
     except (orjson.JSONDecodeError, AttributeError):
         return out
-    for item in items:
+    for item in items if isinstance(items, list) else ():
         try:
             out.append(parse_pod(item))
         except Exception:

@@ -74,22 +74,38 @@ class ApiEndpoint:
     verify: str | bool = True
     cert: tuple[str, str] | None = None
     session: requests.Session | None = field(default=None, compare=False, repr=False)
+    server_hostname: str | None = None  # the kubeconfig's tls-server-name: SNI and the certificate's name
 
     def new_session(self) -> requests.Session:
-        """The caller's session if given, else a new one carrying headers, verify and cert."""
+        """The caller's session if given, else a new one carrying headers, verify, cert and the
+        TLS server name."""
         if self.session is not None:
             return self.session
         s = requests.Session()
         s.headers.update(self.headers)
         s.verify = self.verify
         s.cert = self.cert
-        adapter = requests.adapters.HTTPAdapter(pool_maxsize=PARALLEL)  # discovery asks in parallel
+        adapter = _NamedAdapter(self.server_hostname, pool_maxsize=PARALLEL)  # discovery asks in parallel
         s.mount("https://", adapter)
         s.mount("http://", adapter)
         return s
 
     def url(self, path: str) -> str:
         return self.server.rstrip("/") + path
+
+
+class _NamedAdapter(requests.adapters.HTTPAdapter):
+    """An adapter whose TLS connections send `server_hostname` as SNI and check the certificate
+    against it (urllib3's pool keyword), as kubectl does with `tls-server-name`."""
+
+    def __init__(self, server_hostname: str | None, **kwargs: Any) -> None:
+        self._server_hostname = server_hostname
+        super().__init__(**kwargs)
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        if self._server_hostname:
+            kwargs["server_hostname"] = self._server_hostname
+        super().init_poolmanager(*args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -202,12 +218,24 @@ def _items(doc: Any) -> list[dict[str, Any]]:
     return []
 
 
+def _obj(value: Any) -> dict[str, Any]:
+    """A field of an answer that should hold an object (anything else: as if empty)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
 # -- Prometheus services ------------------------------------------------------------------------
 
 
 def _ports(svc: Mapping[str, Any]) -> list[dict[str, Any]]:
-    spec = svc.get("spec") or {}
-    return [p for p in spec.get("ports") or () if isinstance(p, dict)]
+    return [p for p in _list(_obj(svc.get("spec")).get("ports")) if isinstance(p, dict)]
 
 
 def _port_for(svc: Mapping[str, Any], names: tuple[str, ...], number: int | None = PROM_PORT) -> str | None:
@@ -216,14 +244,14 @@ def _port_for(svc: Mapping[str, Any], names: tuple[str, ...], number: int | None
         if number is not None and p.get("port") == number:
             return str(number)
     for p in ports:
-        if p.get("name") in names and isinstance(p.get("port"), int):
+        if _str(p.get("name")) in names and isinstance(p.get("port"), int):
             return str(p["port"])
     return None
 
 
 def _tier(svc: Mapping[str, Any]) -> tuple[int, str] | None:
-    meta = svc.get("metadata") or {}
-    name, ns = meta.get("name") or "", meta.get("namespace") or ""
+    meta = _obj(svc.get("metadata"))
+    name, ns = _str(meta.get("name")), _str(meta.get("namespace"))
     if name == "prometheus-k8s" and ns == "monitoring":
         port = _port_for(svc, ("web",))
         return (0, port) if port else None
@@ -247,8 +275,8 @@ def rank_services(services: Iterable[Mapping[str, Any]]) -> list[PromService]:
     ranked: list[tuple[int, int, str, str, PromService]] = []
     seen: set[tuple[str, str]] = set()
     for svc in services:
-        meta = svc.get("metadata") or {}
-        ns, name = meta.get("namespace") or "", meta.get("name") or ""
+        meta = _obj(svc.get("metadata"))
+        ns, name = _str(meta.get("namespace")), _str(meta.get("name"))
         if not ns or not name or (ns, name) in seen:
             continue
         t = _tier(svc)
@@ -275,7 +303,7 @@ def find_prometheus_services(api: ApiEndpoint, namespaces: Iterable[str] = (), *
     notes.append(f"listing services in all namespaces: HTTP {status}")
     wanted = list(dict.fromkeys([*namespaces, *PROM_NAMESPACES]))
     if st == 200:
-        names = [(i.get("metadata") or {}).get("name") for i in _items(nsdoc)]
+        names = [_str(_obj(i.get("metadata")).get("name")) for i in _items(nsdoc)]
         wanted += [n for n in names if n and n not in wanted]
     wanted = wanted[:MAX_NAMESPACES]
     services: list[dict[str, Any]] = []
@@ -338,11 +366,11 @@ def locate_prometheus(api: ApiEndpoint, namespaces: Iterable[str] = (), *, timeo
 
 def _exporter_port(pod: Mapping[str, Any]) -> int:
     ports: list[dict[str, Any]] = []
-    for c in (pod.get("spec") or {}).get("containers") or ():
+    for c in _list(_obj(pod.get("spec")).get("containers")):
         if isinstance(c, dict):
-            ports.extend(p for p in c.get("ports") or () if isinstance(p, dict))
+            ports.extend(p for p in _list(c.get("ports")) if isinstance(p, dict))
     for p in ports:
-        if p.get("name") in ("metrics", "gpu-metrics") and isinstance(p.get("containerPort"), int):
+        if _str(p.get("name")) in ("metrics", "gpu-metrics") and isinstance(p.get("containerPort"), int):
             return int(p["containerPort"])
     for p in ports:
         if p.get("containerPort") == EXPORTER_PORT:
@@ -351,14 +379,14 @@ def _exporter_port(pod: Mapping[str, Any]) -> int:
 
 
 def _exporter(pod: Mapping[str, Any]) -> ExporterPod | None:
-    meta = pod.get("metadata") or {}
-    status = pod.get("status") or {}
+    meta = _obj(pod.get("metadata"))
+    status = _obj(pod.get("status"))
     if meta.get("deletionTimestamp") or status.get("phase") not in (None, "Running"):
         return None
-    ns, name = meta.get("namespace"), meta.get("name")
+    ns, name = _str(meta.get("namespace")), _str(meta.get("name"))
     if not ns or not name:
         return None
-    node = (pod.get("spec") or {}).get("nodeName") or ""
+    node = _str(_obj(pod.get("spec")).get("nodeName"))
     return ExporterPod(ns, name, node, _exporter_port(pod))
 
 

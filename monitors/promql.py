@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -311,7 +311,7 @@ def pod_key(labels: Mapping[str, str]) -> PodKey | None:
     for ns_l, pod_l in (("exported_namespace", "exported_pod"), ("namespace", "pod"),
                         ("pod_namespace", "pod_name")):
         ns, pod = labels.get(ns_l) or "", labels.get(pod_l) or ""
-        if ns and pod:
+        if ns and pod and isinstance(ns, str) and isinstance(pod, str):
             return ns, pod
     return None
 
@@ -321,18 +321,27 @@ def node_key(labels: Mapping[str, str]) -> str | None:
     of `node_queries`)."""
     for label in (*HOSTNAME_LABELS, NODE_LABEL):
         value = labels.get(label)
-        if value:
+        if value and isinstance(value, str):
             return value
     return None
+
+
+def _series(result: Iterable[Any]) -> Iterator[dict[str, Any]]:
+    """The series of a result that are objects with a label object (`metric`): what an answer
+    holds besides (numbers, lists, a `metric` that is not an object) is left out."""
+    for series in result:
+        if isinstance(series, dict):
+            labels = series.get("metric")
+            if labels is None or isinstance(labels, dict):
+                yield {**series, "metric": labels or {}}
 
 
 def parse_vector(result: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str, str]], Hashable | None],
                  f: Field | None = None) -> dict[Any, Reading]:
     """An instant-vector result -> {key: Reading}; series without a key are ignored."""
     out: dict[Any, Reading] = {}
-    for series in result:
-        labels = series.get("metric") or {}
-        k = key(labels)
+    for series in _series(result):
+        k = key(series["metric"])
         if k is None:
             continue
         value = series.get("value")
@@ -348,21 +357,21 @@ def parse_matrix(result: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str
                  f: Field | None = None) -> dict[Any, list[tuple[float, float]]]:
     """A range-vector result -> {key: [(unix time, value), ...]} with unusable points dropped."""
     out: dict[Any, list[tuple[float, float]]] = {}
-    for series in result:
-        labels = series.get("metric") or {}
-        k = key(labels)
+    for series in _series(result):
+        k = key(series["metric"])
         if k is None:
             continue
         points = out.setdefault(k, [])
-        for pair in series.get("values") or ():
+        values = series.get("values")
+        for pair in values if isinstance(values, list) else ():
             if not isinstance(pair, (list, tuple)) or len(pair) != 2:
                 continue
             r = check_field(pair[1], f) if f is not None else check(pair[1])
             try:
                 t = float(pair[0])
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 continue
-            if r.ok:
+            if r.ok and math.isfinite(t):
                 points.append((t, r.value))  # type: ignore[arg-type]
     for points in out.values():
         points.sort()

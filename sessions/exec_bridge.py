@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -54,16 +55,22 @@ class ExecOutcome:
     lost: bool = False
 
 
-def exit_code_of(status: dict[str, Any]) -> tuple[int, str]:
-    """(exit code, message) from the Status of channel 3."""
+def exit_code_of(status: Any) -> tuple[int, str]:
+    """(exit code, message) from the Status of channel 3. It comes from outside: anything but a
+    Status object, or an exit code that is no number from 0 to 255, is a failure (1) with what it said."""
+    if not isinstance(status, dict):
+        return 1, "the command's end was not reported as a Status"
     if status.get("status") == "Success":
         return 0, ""
-    details = status.get("details") or {}
-    for cause in details.get("causes") or []:
-        if cause.get("reason") == "ExitCode":
-            with contextlib.suppress(TypeError, ValueError):
-                return int(cause.get("message")), ""
-    return 1, str(status.get("message") or status.get("reason") or "the command failed")
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    for cause in causes if isinstance(causes, list) else ():
+        if isinstance(cause, dict) and cause.get("reason") == "ExitCode":
+            code = cause.get("message")
+            if isinstance(code, str) and re.fullmatch(r"[0-9]{1,3}", code.strip()) and int(code) <= 255:
+                return int(code), ""
+    said = next((v for v in (status.get("message"), status.get("reason")) if isinstance(v, str) and v), "")
+    return 1, said or "the command failed"
 
 
 class ExecSession:

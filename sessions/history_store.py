@@ -15,11 +15,14 @@ Blocking file I/O: from a worker thread (`asyncio.to_thread`) on an event loop.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
+import fnmatch
 import hashlib
 import os
 import re
 import time
+import typing
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +30,15 @@ from typing import Any
 
 import orjson
 
-from monitors.state_dir import private_dir, prune_oldest, state_home, write_private
+from monitors.state_dir import (
+    PrivateDirError,
+    private_dir_fd,
+    private_names,
+    prune_oldest,
+    read_private,
+    state_home,
+    write_private,
+)
 
 from .history import LaunchRun
 
@@ -67,12 +78,44 @@ class SavedSession:
         return doc
 
     @staticmethod
-    def from_dict(doc: dict[str, Any]) -> SavedSession:
-        return SavedSession(
-            doc["namespace"], doc["kind"], doc["name"], doc.get("uid", ""), float(doc.get("saved_at") or 0.0),
-            doc.get("job"), [PodHistory(**h) for h in doc.get("histories") or ()],
-            [LaunchRun(**{k: v for k, v in r.items() if k != "exports"}) for r in doc.get("runs") or ()],
-            doc.get("debug_of"))
+    def from_dict(doc: Any) -> SavedSession:
+        """A saved session as `to_dict` wrote it. The file is outside input: not an object naming a
+        session raises ValueError; histories and runs that are not objects are left out; a field of
+        the wrong type, a time out of range or an integer beyond 64 bits is left at its default."""
+        if not isinstance(doc, dict) or not all(isinstance(doc.get(k), str) for k in ("namespace", "kind", "name")):
+            raise ValueError("not a saved session")
+        out = _typed(SavedSession, {k: v for k, v in doc.items() if k not in ("histories", "runs")})
+        histories, runs = doc.get("histories"), doc.get("runs")
+        out.histories = [_typed(PodHistory, h) for h in (histories if isinstance(histories, list) else ())
+                         if isinstance(h, dict)]
+        out.runs = [_typed(LaunchRun, r) for r in (runs if isinstance(runs, list) else ()) if isinstance(r, dict)]
+        return out
+
+
+MAX_TIME = 253402300799.0  # 9999-12-31T23:59:59Z
+
+
+def _typed(cls: Any, doc: dict[str, Any]) -> Any:
+    """`cls` (a dataclass of str, int, float and dict fields, optional or not) from `doc`, each field
+    taken only when it has its type (and, for a number, a value that can be shown), else its default
+    (None where the field may be None, else "" / 0)."""
+    hints = typing.get_type_hints(cls)
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        kinds = typing.get_args(hints[f.name]) or (hints[f.name],)
+        value = doc.get(f.name)
+        if isinstance(value, bool) and bool not in kinds:
+            value = None
+        if isinstance(value, int) and int in kinds and -(2**63) <= value < 2**63:
+            values[f.name] = value
+        elif isinstance(value, int | float) and float in kinds and -MAX_TIME <= value <= MAX_TIME:
+            values[f.name] = float(value)
+        elif (isinstance(value, str) and str in kinds) or (isinstance(value, dict) and (dict in kinds or any(typing.get_origin(k) is dict for k in kinds))):
+            values[f.name] = value
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            values[f.name] = (None if type(None) in kinds else "" if str in kinds else 0.0 if float in kinds
+                              else 0 if int in kinds else None)
+    return cls(**values)
 
 
 def store_for(cfg: Any) -> HistoryStore:
@@ -93,11 +136,7 @@ class HistoryStore:
 
     # -- reading ---------------------------------------------------------------------------------------------
     def _read(self, namespace: str, kind: str, name: str) -> list[SavedSession]:
-        try:
-            doc = orjson.loads(self.path(namespace, kind, name).read_bytes())
-            return [SavedSession.from_dict(s) for s in doc.get("sessions") or ()]
-        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            return []
+        return self._read_path(self.path(namespace, kind, name))
 
     def load(self, namespace: str, kind: str, name: str, uid: str | None = None) -> SavedSession | None:
         """The saved session of this uid (None: the newest of that name)."""
@@ -110,25 +149,38 @@ class HistoryStore:
         """The newest saved session of each kind named `name` in `namespace` ("*": in any)."""
         out = []
         ns = "*" if namespace == "*" else _SAFE.sub("_", namespace)
-        for p in sorted(self.dir.glob(f"{ns}__*__{_SAFE.sub('_', name)}.json")):
+        pattern = f"{ns}__*__{_SAFE.sub('_', name)}.json"
+        for p in (self.dir / n for n in private_names(self.dir) if fnmatch.fnmatchcase(n, pattern)):
             sessions = [s for s in self._read_path(p) if s.name == name and namespace in ("*", s.namespace)]
             if sessions:
                 out.append(max(sessions, key=lambda s: s.saved_at))
         return out
 
     def _read_path(self, path: Path) -> list[SavedSession]:
+        """The sessions saved in `path` (none when missing or not such a file: it is outside input,
+        and a session that is not one is left out). Raises `PrivateDirError` (one line) when the
+        directory or the file is not the user's own."""
         try:
-            return [SavedSession.from_dict(s) for s in orjson.loads(path.read_bytes()).get("sessions") or ()]
-        except (OSError, orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            raw = read_private(path)
+            doc = orjson.loads(raw) if raw is not None else None
+        except PrivateDirError:
+            raise
+        except (OSError, orjson.JSONDecodeError):
             return []
+        found = doc.get("sessions") if isinstance(doc, dict) else None
+        out = []
+        for s in found if isinstance(found, list) else ():
+            with contextlib.suppress(KeyError, TypeError, ValueError, OverflowError, AttributeError):
+                out.append(SavedSession.from_dict(s))
+        return out
 
     # -- writing ----------------------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _editing(self, namespace: str, kind: str, name: str, uid: str) -> Iterator[SavedSession]:
         """The saved session of `uid` to change, written back when the block ends (under a lock:
         a dashboard and a CLI may write at once)."""
-        self._dirs()
-        fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        with private_dir_fd(self.dir) as dir_fd:
+            fd = os.open(".lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             sessions = self._read(namespace, kind, name)
@@ -169,14 +221,11 @@ class HistoryStore:
         with self._editing(namespace, kind, name, uid) as s:
             s.runs = [*s.runs, *runs][-RUNS_LIMIT:]
 
-    def _dirs(self) -> None:
-        private_dir(self.dir)
-
     def _write(self, path: Path, data: bytes) -> None:
         write_private(path, data)
 
     def _prune(self) -> None:
-        prune_oldest(self.dir, self.max_sessions)
+        prune_oldest(self.dir, self.max_sessions, ".json")
 
 
 def _bound(s: SavedSession) -> None:

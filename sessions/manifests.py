@@ -59,7 +59,12 @@ MAX_WORKERS = 10_000
 
 QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
 QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-ENV_NAME_MSG = "a valid environment variable name must consist only of printable ASCII characters other than '='"
+# (Kubernetes' own rule before 1.30, which every version accepts: no space, '$' or leading digit,
+# so the shell in the pod can name it; the message is the API server's for that rule)
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")
+ENV_NAME_MSG = ("a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or "
+                "'.', and must not start with a digit (e.g. 'my.env-name', or 'MY_ENV.NAME', or 'MyEnvName1', "
+                "regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')")
 
 
 @dataclass(frozen=True)
@@ -144,9 +149,9 @@ def parse_env(items: Sequence[str]) -> tuple[list[tuple[str, str]], list[Problem
         if not eq:
             problems.append(Problem("--env", f'--env "{item}": expected KEY=VALUE'))
         elif not name:
-            problems.append(Problem("--env", f'--env "{item}": Required value: the variable needs a name'))
-        elif not all(" " <= ch <= "~" for ch in name):
-            problems.append(Problem("--env", f'--env "{item}": Invalid value: "{name}": {ENV_NAME_MSG}'))
+            problems.append(Problem("--env", '--env "=…": Required value: the variable needs a name'))
+        elif not ENV_NAME.fullmatch(name):
+            problems.append(Problem("--env", f'--env "{name}=…": Invalid value: "{name}": {ENV_NAME_MSG}'))
         else:
             out.pop(name, None)
             out[name] = value

@@ -33,12 +33,13 @@ TEXT_TAIL = 512 * 1024  # bytes of a history file read at most
 READ_AT_ONCE = 16  # ranks' histories read at once
 
 _FIND = (f'H=; for f in "${{HOME:-/tmp}}/{HISTORY_NAME}" "/tmp/{HISTORY_NAME}"; do '
-         '[ -r "$f" ] && [ -O "$f" ] && [ ! -h "$f" ] && { H=$f; break; }; done')
+         '[ -f "$f" ] && [ -r "$f" ] && [ -O "$f" ] && [ ! -h "$f" ] && { H=$f; break; }; done')
 
 
 def history_command() -> list[str]:
-    """Prints the session's shell history (as `sessions.shell` records it): only a file of the
-    user's own (not one someone else left in /tmp), its last TEXT_TAIL bytes."""
+    """Prints the session's shell history (as `sessions.shell` records it): only a regular file of
+    the user's own (not one someone else left in /tmp, not a FIFO, on which `tail` would wait
+    forever), its last TEXT_TAIL bytes."""
     return ["/bin/sh", "-c", f'{_FIND}; [ -n "$H" ] && tail -c {TEXT_TAIL} "$H"; exit 0']
 
 

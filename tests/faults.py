@@ -55,11 +55,11 @@ def assert_fired(cluster: SimCluster | ThreadedSimCluster, path_regex: str, stat
 
 
 def assert_consumed(cluster: SimCluster | ThreadedSimCluster, path_regex: str) -> None:
-    """Every fail and stall rule injected for `path_regex` has fired as many times as it was told."""
+    """Every fail, stall, answer and delay rule injected for `path_regex` has fired as many times as it was told."""
     faults = _sim(cluster).faults
 
     def left() -> list[tuple[str, int]]:
-        rules = [*faults.fail_rules, *faults.stall_rules]
+        rules = [*faults.fail_rules, *faults.stall_rules, *faults.answer_rules, *faults.delay_rules]
         return [(type(r).__name__, r.remaining) for r in rules if r.pattern.pattern == path_regex]
 
     remaining = _read(cluster, left)

@@ -72,9 +72,11 @@ _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 def read_toml(path: Path, error: type[ConfigFileError] = ConfigFileError) -> tuple[dict[str, Any], str]:
     """Read and parse a TOML file -> (data, text); any failure raises `error` with one line."""
+    from monitors.state_dir import read_regular
+
     name = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_regular(path)  # (a FIFO would block: refused, as anything but a regular file)
     except OSError as exc:
         raise error([ConfigProblem(name, "", f"cannot read: {exc.strerror or exc}")]) from None
     try:

@@ -41,9 +41,13 @@ def read_only_setting(environ: Mapping[str, str] | None = None) -> tuple[bool, P
         if env.get(CONFIG_ENV):
             raise ConfigReadError(f"{path}: configuration file not found (set by {CONFIG_ENV})")
         return False, None
+    from monitors.state_dir import read_regular
+
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(read_regular(path).decode())  # (only a regular file: a FIFO would block)
+    except OSError as exc:
+        raise ConfigReadError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
         raise ConfigReadError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigReadError(f"{path}: invalid TOML: {exc}") from None

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from monitors.humanize import plural
+from monitors.state_dir import private_dir_fd
 from sessions.errors import SessionError
 from sessions.ssh import SSH_PORT_ENV, SSH_SESSION_ENV, USER_FILES_ENV, user_files
 
@@ -73,17 +74,17 @@ def write_log_file(namespace: str, name: str, lines: Sequence[str], now: float |
                 f.write(line + "\n")
         return Path(door) / fname
     base = logs_dir()
-    base.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for d in (base.parent, base):  # ranks/ and ranks/logs/: the user's alone, whatever the umask
-        os.chmod(d, 0o700)
-    for n in range(1, 1000):
-        path = base / (f"{stem}.log" if n == 1 else f"{stem}-{n}.log")
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            continue
-        with open(fd, "w", encoding="utf-8", newline="\n") as f:
-            for line in lines:
-                f.write(line + "\n")
-        return path
+    # ranks/ and ranks/logs/: the user's alone (0700, no link followed, refused in one line if not)
+    with private_dir_fd(base, depth=2) as dir_fd:
+        for n in range(1, 1000):
+            file = f"{stem}.log" if n == 1 else f"{stem}-{n}.log"
+            try:
+                fd = os.open(file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                             dir_fd=dir_fd)
+            except FileExistsError:
+                continue
+            with open(fd, "w", encoding="utf-8", newline="\n") as f:
+                for line in lines:
+                    f.write(line + "\n")
+            return base / file
     raise FileExistsError(f"no free file name for {stem} in {base}")

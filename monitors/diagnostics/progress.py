@@ -103,14 +103,19 @@ def _float(s: str | None) -> float | None:
     return v if math.isfinite(v) else None
 
 
+MAX_COUNT = 2**63 - 1  # a step or a total beyond 64 bits is no count (JSON output could not hold it)
+
+
 def _int(s: str | None) -> int | None:
+    """A count (a step, a total): a non-negative integer of at most 64 bits, else None."""
     if s is None:
         return None
     s = s.replace(",", "").strip()
-    if s.isdigit():
-        return int(s)
-    v = _float(s)
-    return int(v) if v is not None and v >= 0 else None
+    if s.isascii() and s.isdigit():
+        v: float | None = int(s) if len(s) <= 19 else None
+    else:
+        v = _float(s)
+    return int(v) if v is not None and 0 <= v <= MAX_COUNT else None
 
 
 def _si_int(s: str | None) -> int | None:
@@ -120,7 +125,7 @@ def _si_int(s: str | None) -> int | None:
     scale = _SI.get(s[-1])
     if scale is not None and s[-1] not in "0123456789":
         v = _float(s[:-1])
-        return round(v * scale) if v is not None and v >= 0 else None
+        return round(v * scale) if v is not None and 0 <= v * scale <= MAX_COUNT else None
     return _int(s)
 
 
@@ -239,7 +244,7 @@ def _extract_keras(text: str) -> Sample | None:
         if per > 0:
             throughput = 1.0 / per
             unit = "it/s" if tm.group(3) == "step" else "samples/s"
-    return _sample(int(m.group(1)), _int(m.group(2)), loss, throughput, unit, None, "keras")
+    return _sample(_int(m.group(1)), _int(m.group(2)), loss, throughput, unit, None, "keras")
 
 
 # ---------------------------------------------------------------- PyTorch example loop
@@ -258,7 +263,7 @@ def _extract_epoch_batch(text: str) -> Sample | None:
     if m is None:
         return None
     lm = _LOSS.search(text, m.end())
-    return _sample(int(m.group(2)), int(m.group(3)), _float(lm.group(1)) if lm else None, None, None,
+    return _sample(_int(m.group(2)), _int(m.group(3)), _float(lm.group(1)) if lm else None, None, None,
                    float(m.group(1)), "epoch-batch")
 
 
@@ -299,7 +304,7 @@ def _extract_text(text: str) -> Sample | None:
             key = km.group(1).lower()
             unit = next((u for k, u in _KEY_UNITS.items() if key.startswith(k)), "/s")
     has_rate = rm is not None or unit is not None
-    step = int(sm.group(1)) if sm else None
+    step = _int(sm.group(1)) if sm else None
     total = _int(sm.group(2)) if sm else None
     if not ((step is not None and (lm is not None or has_rate or total is not None))
             or (lm is not None and has_rate)):

@@ -98,12 +98,18 @@ class LogOptions:
     rank_cap: int = DEFAULT_RANK_CAP  # lines kept per rank
     max_streams: int = DEFAULT_MAX_STREAMS
     read_timeout: float = 30.0  # no byte for this long: the stream is reopened from its last timestamp
+    # a history read (and every answer's headers) silent this long has stalled: asked again, then given
+    # up on (the CLI's --request-timeout; None: read_timeout)
+    history_timeout: float | None = None
     probe_after: float = 3.0  # following: a stream quiet this long is checked against the newest line (0: never)
     connect_timeout: float = 15.0
     history_retries: int = 5  # transient errors (429, 5xx, no answer) of a history read, retried with backoff
     backoff_min: float = 0.25
     backoff_max: float = 5.0
-    give_up_after: float = 30.0  # following: credentials rejected (401) for this long ends the follow
+    # a rank that keeps failing is given up on after this long: credentials rejected (401) while
+    # following ends the follow; a history read failing (5xx, stalls) ends with its error; a followed
+    # rank whose pod has finished but whose log cannot be read is an error
+    give_up_after: float = 30.0
     failure_notices: bool = True  # a rank whose log cannot be read is also a notice (the CLI reports at the end)
     high_water: int = 4096  # lines pending per stream in the exact merge before it waits
 
@@ -375,18 +381,21 @@ class LogEngine:
             self._said[s.key] = message
             self.notice(f"{s.origin.label}/{s.origin.container}: {message}")
 
-    def failed(self, s: LogStream, problem: ApiProblem | ConnectionProblem | None, message: str = "") -> None:
+    def failed(self, s: LogStream, problem: ApiProblem | ConnectionProblem | None, message: str = "", *,
+               text: str | None = None) -> None:
         """The stream's log cannot be read (history: after retrying transient errors; following:
-        forbidden). Recorded with its exit code; following, a forbidden log ends the follow."""
+        forbidden, or a finished rank's log unreadable for `give_up_after`). Recorded with its exit
+        code (`text`: what to say instead of the problem's own line); following, a forbidden log
+        ends the follow."""
         if isinstance(problem, ApiProblem):
-            text, code = problem.one_line(), problem.exit_code
+            said, code = problem.one_line(), problem.exit_code
             if code == ExitCode.NOT_FOUND:
                 code = ExitCode.ERROR
         elif isinstance(problem, ConnectionProblem):
-            text, code = problem.message, problem.code
+            said, code = problem.message, problem.code
         else:
-            text, code = message or "unknown error", ExitCode.ERROR
-        f = ReadFailure(s.origin.label, s.origin.container, text, code)
+            said, code = message or "unknown error", ExitCode.ERROR
+        f = ReadFailure(s.origin.label, s.origin.container, text or said, code)
         self.failures.append(f)
         self.failed_streams += 1
         if self.options.failure_notices:

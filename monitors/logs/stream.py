@@ -40,7 +40,7 @@ from urllib.parse import quote
 
 import aiohttp
 
-from ..connection import ConnectionProblem
+from ..connection import ConnectionProblem, ExitCode
 from ..kube import ApiProblem, problem_from_body
 from .lines import LogLine, Origin, format_since, split_record
 from .merge import Source
@@ -100,6 +100,13 @@ class LogStream:
         self._got = 0  # lines of the current read
         self.probes = 0  # newest-line checks of quiet follows
         self.recoveries = 0  # pod checks after a follow broke
+        # following: since when its log could not be read ((monotonic, wall ns)), None while it can;
+        # after it is read again, the lines written meanwhile are counted as they arrive (late)
+        self.unreadable_since: tuple[float, int] | None = None
+        self._own_trouble = False  # (its own answers failed, not only the whole server's connection)
+        self._catching: list[int] | None = None  # [since ns, reopened at ns, lines of the gap]
+        self._catch_timer: asyncio.TimerHandle | None = None
+        self.gaps: list[tuple[int, int, int]] = []  # (from ns, to ns, lines) of each gap caught up
         # a launcher's lines carry the rank they were tagged with (`[1,0]<stdout>:`)
         self.tagged = TaggedOrigins(origin) if speaks_for_ranks(origin) else None
 
@@ -179,6 +186,7 @@ class LogStream:
         if eng.options.previous:
             params.append(("previous", "true"))
         attempts = 0
+        failing_since: float | None = None
         while True:
             terminal = self._terminal()
             delay: float | None = None
@@ -188,7 +196,12 @@ class LogStream:
                 self.complete = terminal
                 self.state = "ended"
                 return
-            except (_Stalled, _Dropped) as exc:
+            except _Stalled as exc:
+                self.reopens += 1
+                self.message = str(exc)
+                self.last_problem = ConnectionProblem(f"the API server stopped sending it ({exc})", ExitCode.UNREACHABLE,
+                                                      timed_out=True)
+            except _Dropped as exc:
                 self.reopens += 1
                 self.message = str(exc)
                 self.last_problem = None
@@ -205,10 +218,12 @@ class LogStream:
                 self.message = exc.message
                 self.last_problem = exc
             attempts += 1
+            now = time.monotonic()
+            failing_since = now if failing_since is None else failing_since
             if eng.stopping:
                 self.state = "ended"
                 return
-            if attempts > eng.options.history_retries:
+            if attempts > eng.options.history_retries or (attempts > 1 and now - failing_since > eng.options.give_up_after):
                 self.state = "ended"
                 eng.failed(self, self.last_problem, self.message)
                 return
@@ -228,6 +243,8 @@ class LogStream:
                 return
             if ended and rec.deleting:
                 return  # its instance ended and the pod is being deleted: no container starts again
+            if rec.terminated and self._given_up():
+                return  # it has finished, and its log could not be read for `give_up_after`: an error
             restarts = rec.restarts
             terminal = rec.terminated
             if broken and (self.last_ts or self.initial_consumed):
@@ -271,6 +288,8 @@ class LogStream:
                 eng.server_lost(exc.message)
                 self.state = "retrying"
                 self.message = exc.message
+                self.last_problem = exc
+                self._unreadable(None)
                 broken = True
             if normal and got:
                 backoff = eng.options.backoff_min
@@ -299,16 +318,15 @@ class LogStream:
         except ApiProblem as exc:
             if exc.status == 404:
                 return None
-            if exc.status == 401:  # credentials rejected: said once, the follow ends if it lasts
+            if exc.status != 403:  # (401: said once, the follow ends if it lasts; 5xx: said, retried)
                 self._api_problem(exc, history=False)
                 return False
-            if exc.status != 403:  # (a pod that may not be read: its log may still be)
-                self.message = _problem_text(exc)
-                return False
-            pod = None
+            pod = None  # (a pod that may not be read: its log may still be)
         except ConnectionProblem as exc:
             eng.server_lost(exc.message)
             self.message = exc.message
+            self.last_problem = exc
+            self._unreadable(None)
             return False
         uid = ((pod.get("metadata") or {}).get("uid") or "") if isinstance(pod, dict) else ""
         if uid and uid != self.uid:
@@ -334,8 +352,15 @@ class LogStream:
         try:
             await self._read(params, follow=False, read_timeout=min(o.read_timeout, o.probe_after or o.read_timeout))
         except ApiProblem as exc:
-            return exc.status in (400, 404)
-        except (_Stalled, _Dropped, ConnectionProblem):
+            if exc.status in (400, 404):
+                return True
+            self._api_problem(exc, history=False)  # (403 ends the follow; the rest is said and retried)
+            return False
+        except ConnectionProblem as exc:
+            self.last_problem = exc
+            self._unreadable(None)
+            return False
+        except (_Stalled, _Dropped):
             return False
         return True
 
@@ -350,6 +375,9 @@ class LogStream:
         self.last_problem = exc
         if exc.status != 401:
             eng.server_answered()
+        if exc.status == 404 and history and not eng.options.previous and not eng.options.follow:
+            eng.failed(self, exc)  # (a rank whose log cannot be read: an error, exit 1, never a note and 0)
+            return False
         if exc.status in (400, 404):
             # waiting to start / no previous instance / pod gone: normal while pods come and go
             self.state = "waiting"
@@ -363,9 +391,60 @@ class LogStream:
         if exc.status in (401, 403) or history:
             eng.failed(self, exc)
             return False
-        if exc.status not in TRANSIENT:
-            eng.notice_once(self, exc.one_line())
+        self._unreadable(exc.one_line())
         return True
+
+    # -- a log that cannot be read for a while, then can ------------------------------------------------------
+    def _unreadable(self, message: str | None) -> None:
+        """Following, its log could not be read (`message`, said once until it changes; None: the
+        server is unreachable, which the engine says once for every stream). Its lines meanwhile
+        are read when it answers again, and, when its own answers failed, counted then
+        (`_caught_up`)."""
+        if self.unreadable_since is None:
+            self.unreadable_since = (time.monotonic(), time.time_ns())
+        if message is not None:
+            self._own_trouble = True
+            self.engine.notice_once(self, f"{message}; retrying (its lines are read when it answers again)")
+
+    def _given_up(self) -> bool:
+        """Its pod has finished and its log has not been readable for `give_up_after`: recorded as
+        a failure (the CLI's error and exit code), saying since when its lines are missing."""
+        since = self.unreadable_since
+        eng = self.engine
+        if since is None or time.monotonic() - since[0] < eng.options.give_up_after:
+            return False
+        from .lines import format_ts
+
+        p = self.last_problem
+        why = p.one_line() if isinstance(p, ApiProblem) else p.message if isinstance(p, ConnectionProblem) else self.message
+        eng.failed(self, p, text=f"{why}; its lines since {format_ts(since[1])[:19]}Z could not be read")
+        return True
+
+    def _read_again(self) -> None:
+        """A follow opened after its log could not be read: count what it wrote meanwhile."""
+        since, own = self.unreadable_since, self._own_trouble
+        self.unreadable_since, self._own_trouble = None, False
+        if since is None or not own or self._catching is not None:
+            return  # (the whole server was away: the engine said so, and that it is back)
+        self._catching = [since[1], time.time_ns(), 0]
+        self._catch_timer = asyncio.get_running_loop().call_later(1.0, self._caught_up)
+
+    def _caught_up(self) -> None:
+        """The lines written while its log could not be read have come (or it wrote none): said once,
+        with their number and the time they span."""
+        c, self._catching = self._catching, None
+        if self._catch_timer is not None:
+            self._catch_timer.cancel()
+            self._catch_timer = None
+        if c is None or self.engine.stopping:
+            return
+        start, end, n = c
+        self.gaps.append((start, end, n))
+        secs = max(0.0, (end - start) / 1e9)
+        what = (f"{n} line{'s' if n != 1 else ''} it wrote meanwhile follow, late (out of time order)" if n
+                else "it wrote no line meanwhile")
+        self.engine.notice(f"{self.origin.label}/{self.origin.container}: its log is read again after "
+                           f"{secs:.0f} s without it; {what}")
 
     # -- reading -------------------------------------------------------------------------------
     async def _read(self, params: list[tuple[str, str]], *, follow: bool, read_timeout: float | None = None) -> int:
@@ -373,13 +452,14 @@ class LogStream:
         eng = self.engine
         client = eng.client
         session = client.session()
-        silence = read_timeout or eng.options.read_timeout
+        silence = read_timeout or (eng.options.read_timeout if follow else
+                                   eng.options.history_timeout or eng.options.read_timeout)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=eng.options.connect_timeout, sock_read=silence)
         self._got = 0
         self.opens += 1
         try:
             async with session.get(client.server + self.path, params=params, headers=client.headers("*/*"),
-                                   timeout=timeout) as resp:
+                                   timeout=timeout, server_hostname=client.server_hostname) as resp:
                 if resp.status >= 400:
                     self._retry_after = _retry_after(resp.headers.get("Retry-After"))
                     raise problem_from_body(resp.status, await resp.read())
@@ -388,13 +468,19 @@ class LogStream:
                 self.last_problem = None
                 eng.server_answered(self)
                 self._heard = time.monotonic()
-                if follow and eng.options.probe_after > 0:
-                    await self._consume_watched(resp)
-                else:
-                    await self._consume(resp)
+                if follow:
+                    self._read_again()
+                try:
+                    if follow and eng.options.probe_after > 0:
+                        await self._consume_watched(resp)
+                    else:
+                        await self._consume(resp)
+                finally:
+                    if follow and self._catching is not None:
+                        self._caught_up()
         except TimeoutError:
             self.stalls += 1
-            raise _Stalled(f"no data for {silence:g}s") from None
+            raise _Stalled(f"no data for {silence:g} s") from None
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError) as exc:
             raise _Dropped(f"connection dropped: {type(exc).__name__}") from None
         except aiohttp.ClientConnectorError as exc:
@@ -535,6 +621,12 @@ class LogStream:
                 at_last = [content]
             elif ts == last and len(at_last) < MAX_AT_LAST:
                 at_last.append(content)
+            catching = self._catching
+            if catching is not None:
+                if ts <= catching[1]:
+                    catching[2] += 1
+                else:
+                    self._caught_up()
             at = origin if tagged is None else tagged.of(content)
             line = LogLine(ts, content, at, cut=cut) if cut else LogLine(ts, content, at)
             out.append(line)

@@ -10,7 +10,8 @@ across network chunks is seen whole) and returns a `SafeText`:
   three-byte ESC sequences and a lone ESC; C1 controls (U+0080..U+009F, including the 8-bit
   CSI/OSC/DCS introducers and what they introduce), other C0 controls, DEL and the bidi
   controls (embeddings, overrides, isolates and the LRM/RLM/ALM marks: U+202A-U+202E,
-  U+2066-U+2069, U+200E, U+200F, U+061C), as `monitors.sanitize.clean()` does;
+  U+2066-U+2069, U+200E, U+200F, U+061C), as `monitors.sanitize.clean()` does; the line and
+  paragraph separators (NEL, U+2028, U+2029) become spaces;
 - SGR colour and attribute codes (`ESC [ ... m`) are, when `sgr=True`, turned into style spans
   `(start, end, style)` whose style strings Rich understands (`"bold red on blue"`,
   `"color(208)"`, `"#ff8700"`), so a view can build a `rich.text.Text` without markup parsing;
@@ -40,7 +41,7 @@ _SPECIAL = re.compile(rb"[\x00-\x1f\x7f]")  # C0 controls, ESC and DEL in the by
 _C1 = re.compile(
     "\x9b[0-?]*[ -/]*[@-~]?|[\x90\x98\x9d\x9e\x9f][^\x9c\x07]*[\x9c\x07]?|[\x80-\x9f]|[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
 )
-_C1_QUICK = re.compile("[\x80-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_C1_QUICK = re.compile("[\x80-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 _BASIC = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
 _BRIGHT = tuple(f"bright_{c}" for c in _BASIC)
@@ -159,6 +160,8 @@ class _Style:
 def _decode(raw: bytes) -> str:
     text = raw.decode("utf-8", "backslashreplace")
     if _C1_QUICK.search(text):
+        if "\x85" in text or "\u2028" in text or "\u2029" in text:  # (line separators: one line stays one)
+            text = text.replace("\x85", " ").replace("\u2028", " ").replace("\u2029", " ")
         text = _C1.sub("", text)
     return text
 

@@ -9,6 +9,11 @@ a log of served requests.
   goes away;
 - `slow_body_next(path, seconds)`: the next matching LIST's body is sent in pieces spread over
   `seconds` (a slow link: the transfer outlasts a request timeout while bytes keep coming);
+- `delay_next(path, seconds)`: the next matching requests wait `seconds` before they are served
+  (one path silent, as an exec upgrade that never comes, while the rest answer);
+- `answer_next(path, body)`: the next matching requests answered with `body` as it is (HTML, a
+  JSON array, truncated JSON: what a proxy, a captive portal or a broken server sends), whatever
+  they asked for;
 - `expire_continue_next()`: the next LIST page asked for with a `continue` token finds the store
   compacted (410 Expired, as etcd's compaction between pages does); `before` runs first (a
   change made between the pages);
@@ -17,6 +22,7 @@ a log of served requests.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from collections import deque
@@ -47,6 +53,23 @@ class SlowRule:
     pattern: re.Pattern[str]
     seconds: float
     remaining: int
+
+
+@dataclass
+class DelayRule:
+    pattern: re.Pattern[str]
+    seconds: float
+    remaining: int
+
+
+@dataclass
+class AnswerRule:
+    pattern: re.Pattern[str]
+    body: bytes
+    content_type: str
+    status: int
+    remaining: int
+    method: str | None = None
 
 
 @dataclass
@@ -129,6 +152,8 @@ class Faults:
     stall_rules: list[StallRule] = field(default_factory=list)
     slow_rules: list[SlowRule] = field(default_factory=list)
     continue_rules: list[ContinueRule] = field(default_factory=list)
+    answer_rules: list[AnswerRule] = field(default_factory=list)
+    delay_rules: list[DelayRule] = field(default_factory=list)
 
     def fail_next(
         self,
@@ -143,6 +168,45 @@ class Faults:
         self.fail_rules.append(
             FailRule(re.compile(path_regex), status, count, retry_after, method and method.upper())
         )
+
+    def delay_next(self, path_regex: str, seconds: float, count: int = 1) -> None:
+        """The next `count` requests whose path matches wait `seconds` before they are served."""
+        self.delay_rules.append(DelayRule(re.compile(path_regex), seconds, count))
+
+    def take_delay(self, path: str) -> DelayRule | None:
+        for rule in self.delay_rules:
+            if rule.remaining > 0 and rule.pattern.search(path):
+                rule.remaining -= 1
+                if rule.remaining == 0:
+                    self.delay_rules.remove(rule)
+                return rule
+        return None
+
+    async def held_or_answered(self, method: str, path: str) -> AnswerRule | None:
+        """Before a request is served: held as `delay_next` says, then the answer `answer_next`
+        gives it instead (None: served as usual)."""
+        delay = self.take_delay(path)
+        if delay is not None:
+            await asyncio.sleep(delay.seconds)
+        return self.take_answer(method, path)
+
+    def answer_next(self, path_regex: str, body: bytes, *, content_type: str = "text/html", status: int = 200,
+                    count: int = 1, method: str | None = None) -> None:
+        """The next `count` requests whose path matches are answered `status` with `body` (of
+        `content_type`), whatever they asked for."""
+        self.answer_rules.append(AnswerRule(re.compile(path_regex), body, content_type, status, count,
+                                            method and method.upper()))
+
+    def take_answer(self, method: str, path: str) -> AnswerRule | None:
+        for rule in self.answer_rules:
+            if rule.method and rule.method != method:
+                continue
+            if rule.remaining > 0 and rule.pattern.search(path):
+                rule.remaining -= 1
+                if rule.remaining == 0:
+                    self.answer_rules.remove(rule)
+                return rule
+        return None
 
     def stall_next(self, path_regex: str, after_bytes: int = 0, count: int = 1) -> None:
         """The next `count` matching responses stop after `after_bytes` of body and hang."""
@@ -165,6 +229,8 @@ class Faults:
         self.stall_rules.clear()
         self.slow_rules.clear()
         self.continue_rules.clear()
+        self.answer_rules.clear()
+        self.delay_rules.clear()
 
     def take_failure(self, method: str, path: str) -> FailRule | None:
         for rule in self.fail_rules:

@@ -227,6 +227,9 @@ class ApiServer:
             if rule is not None:
                 headers = {"Retry-After": str(rule.retry_after)} if rule.status == 429 else None
                 raise ApiError(rule.status, f"injected failure ({rule.status})", headers=headers)
+            if (answer := await self.faults.held_or_answered(request.method, request.path)) is not None:
+                status = answer.status
+                return web.Response(body=answer.body, status=status, headers={"Content-Type": answer.content_type})
             resp, verb, user = await self._route(request)
             status = resp.status
             return resp

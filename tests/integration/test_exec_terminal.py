@@ -109,8 +109,9 @@ class Proxy:
     """Forwards TCP connections to the API server (TLS passes through untouched); `reset()` aborts
     every connection it carries with a RST, as a server or load balancer that goes away does."""
 
-    def __init__(self, upstream: tuple[str, int]) -> None:
+    def __init__(self, upstream: tuple[str, int], host: str = "127.0.0.1") -> None:
         self.upstream = upstream
+        self.host = host  # where it listens (another loopback address: a name the certificate lacks)
         self.loop = asyncio.new_event_loop()
         self.writers: set[asyncio.StreamWriter] = set()
         self.port = 0
@@ -119,7 +120,7 @@ class Proxy:
 
     def __enter__(self) -> Proxy:
         self.thread.start()
-        self.server = self._run(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.server = self._run(asyncio.start_server(self._serve, self.host, 0))
         self.port = self.server.sockets[0].getsockname()[1]
         return self
 

@@ -79,7 +79,7 @@ HOSTILE: list[tuple[bytes, str]] = [
     (b"dcs:\x1bP$q\"p\x1b\\\x1bP+q544e\x1b\\\x1bPq#0;2;0;0;0\x1b\\\x1bX sos \x1b\\\x1b^ pm \x1b\\\x1b_ apc \x1b\\|ok",
      "dcs:|ok"),
     (b"esc:\x1b(0\x1b)B\x1b#8\x1b7\x1b8\x1bc\x1bD\x1bM\x1bE\x1bZ\x1b=\x1b>|ok", "esc:|ok"),
-    ("c1:\u009b2J\u009d0;pwned\u009c\u0090dcs\u009c\u0085\u009a|ok".encode(), "c1:|ok"),
+    ("c1:\u009b2J\u009d0;pwned\u009c\u0090dcs\u009c\u0085\u009a|ok".encode(), "c1: |ok"),  # (NEL: a space)
     (b"raw8:\x9b2J\x9d|ok", "raw8:\\x9b2J\\x9d|ok"),  # not UTF-8: shown escaped, inert
     (b"c0:\x01\x02\x05\x07\x08\x0b\x0c\x0e\x0f\x18\x1a\x7f|ok", "c0:|ok"),
     (b"nul:\x00\x00|ok", "nul:\u2400\u2400|ok"),

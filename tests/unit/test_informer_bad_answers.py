@@ -32,6 +32,7 @@ class Wire:
         self.lists, self.watches = lists, watches
         self.list_calls = self.watch_calls = 0
         self.answers = 0  # (KubeClient's count of answers: the informer's backoff wakes on it)
+        self.server = "https://wire.example"
 
     async def pause(self, seconds: float, **_: Any) -> None:
         await asyncio.sleep(seconds)

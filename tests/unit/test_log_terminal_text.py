@@ -28,7 +28,8 @@ ESC = "\x1b"
     (b"abc\x1b[31", "abc"),  # CSI cut short
     (b"a\xc2\x9b2Jb", "ab"),  # 8-bit CSI (U+009B) in UTF-8
     (b"a\xc2\x9d0;t\xc2\x9cb", "ab"),  # 8-bit OSC ... ST
-    (b"a\xc2\x85b", "ab"),  # NEL and other C1 controls
+    (b"a\xc2\x85b", "a b"),  # NEL: a line break, shown as a space (one line stays one)
+    (b"a\xc2\x84\xc2\x86b", "ab"),  # other C1 controls
     (b"a\x07\x08\x0b\x0c\x7fb", "ab"),  # BEL, BS, VT, FF, DEL
     (b"a\x00b", "a␀b"),  # NUL is shown
     (b"a\xffb\xfe", "a\\xffb\\xfe"),  # invalid UTF-8 is shown escaped

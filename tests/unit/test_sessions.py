@@ -263,8 +263,10 @@ def test_render_refuses_an_invalid_spec_with_its_first_problem() -> None:
     ({"cpu": "four"}, "--cpu", '--cpu "four": quantities must match the regular expression'),
     ({"memory": "-1Gi"}, "--memory", '--memory "-1Gi": must be greater than or equal to 0'),
     ({"env": ["NOEQUALS"]}, "--env", '--env "NOEQUALS": expected KEY=VALUE'),
-    ({"env": ["=v"]}, "--env", '--env "=v": Required value: the variable needs a name'),
-    ({"env": ["B\u00e4D=1"]}, "--env", '--env "B\u00e4D=1": Invalid value: "B\u00e4D": a valid environment variable name'),
+    ({"env": ["=v"]}, "--env", '--env "=…": Required value: the variable needs a name'),
+    ({"env": ["B\u00e4D=1"]}, "--env", '--env "B\u00e4D=…": Invalid value: "B\u00e4D": a valid environment variable name'),
+    ({"env": ["2FA_TOKEN=hf_secret"]}, "--env", '--env "2FA_TOKEN=…": Invalid value: "2FA_TOKEN": a valid '
+     'environment variable name must consist of alphabetic characters, digits'),
     ({"volumes": ["data"]}, "--volume", '--volume "data": expected PVC:PATH (or PVC:PATH:ro)'),
     ({"volumes": ["data:rel/path"]}, "--volume", '--volume "data:rel/path": the mount path must be absolute'),
     ({"volumes": ["data:/a/../etc"]}, "--volume", "--volume \"data:/a/../etc\": must not contain '..'"),

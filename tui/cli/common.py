@@ -181,6 +181,7 @@ def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]], *
     from monitors.connection import ConnectionProblem, load_cluster_config
     from monitors.kube import ApiProblem
     from monitors.names import LookupProblem
+    from monitors.state_dir import PrivateDirError
 
     try:
         from .options import impersonation
@@ -196,6 +197,8 @@ def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]], *
         return error(clean(exc.one_line(), limit=500), exc.exit_code)
     except (UserError, LookupProblem) as exc:
         return error(exc.message, exc.code)
+    except PrivateDirError as exc:  # (ranks' own state directory is not the user's alone)
+        return error(str(exc), ExitCode.NO_CONFIG)
     except TimeoutError as exc:
         return error(str(exc) or "timed out", ExitCode.UNREACHABLE)
     except KeyboardInterrupt:
@@ -377,6 +380,20 @@ def _check_readable(monitor: Monitor, project: str | None) -> None:
     raise UserError(f"forbidden: {clean(name)} may not read {what} (cannot list pods in {ns})", ExitCode.FORBIDDEN)
 
 
+async def load_recording(store: Any, wl: WorkloadView) -> Any:
+    """The flight recording of `wl` (`FlightStore.load`, off the loop), or None; a store whose
+    directory is not the user's own is said in one note and not read."""
+    import asyncio
+
+    from monitors.state_dir import PrivateDirError
+
+    try:
+        return await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
+    except PrivateDirError as exc:
+        print(f"ranks: note: the flight recording is not read: {clean(str(exc), limit=500)}", file=sys.stderr)
+        return None
+
+
 def seed_history(gm: Any, model: Any, pods: Iterable[tuple[str, str]], before: float) -> None:
     """The utilisation history a refresh brought (Prometheus' range query) as the model's GPU
     history of those pods, before the readings of now are applied (the one-shot commands judge
@@ -493,14 +510,16 @@ def terminal_width() -> int | None:
 
 
 def emit_structured(data: Any, output: str) -> None:
+    """`data` as JSON or YAML; controls, line separators and bidi controls in its strings escaped
+    (`monitors.sanitize.json_safe`, `yaml_dump`)."""
+    from monitors.sanitize import json_safe, yaml_dump
+
     if output == "json":
         import orjson
 
-        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+        sys.stdout.write(json_safe(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()) + "\n")
     else:
-        import yaml
-
-        sys.stdout.write(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+        sys.stdout.write(yaml_dump(data, sort_keys=False))
 
 
 def print_projects(projects: list[ProjectView], output: str) -> None:

@@ -25,7 +25,7 @@ from monitors.connection import ClusterConfig, ExitCode
 from monitors.humanize import plural
 from monitors.sanitize import clean
 
-from .common import INTERRUPT_GRACE, colour_enabled, error, locate, run
+from .common import INTERRUPT_GRACE, colour_enabled, error, load_recording, locate, run
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
 
 if TYPE_CHECKING:
@@ -93,7 +93,9 @@ def parse_duration(text: str) -> float:
         pos = m.end()
     if pos != len(s):
         raise ValueError(f"{shown(text)} is not a duration (use e.g. 30s, 10m, 1h30m)")
-    return total
+    from .options import in_range
+
+    return in_range(text, total)
 
 
 class Printer:
@@ -146,6 +148,8 @@ class Printer:
         if self.output == "json":
             import orjson
 
+            from monitors.sanitize import json_safe
+
             for line in lines:
                 if line.kind != "line" or not flt.matches(line):
                     continue
@@ -156,7 +160,7 @@ class Printer:
                 }
                 if line.ranks:
                     obj["ranks"] = list(line.ranks)
-                out.append(orjson.dumps(obj).decode())
+                out.append(json_safe(orjson.dumps(obj).decode()))
         else:
             for line in lines:
                 if line.kind != "line" or not flt.matches(line):
@@ -216,6 +220,11 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
     from monitors.monitor import Monitor
     from sessions.locate import pick_workload
 
+    for flag, values in (("--rank", ranks), ("--role", roles)):
+        if any(not part.strip() for value in values for part in value.split(",")):
+            # ('' would name no rank, and a filter of none reads every rank: not what was asked)
+            example = "worker-3, launcher or 0" if flag == "--rank" else "worker or master"
+            return error(f"{flag}: an empty name (give one or more, separated by commas: {example})", ExitCode.USAGE)
     try:
         flt = LineFilter.build(ranks=ranks, roles=roles, include=grep, exclude=exclude)
     except FilterError as exc:
@@ -235,7 +244,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
     give_up = opts.get("request_timeout") or 30.0
     options = LogOptions(follow=follow, since_seconds=since_seconds, tail=tail, previous=previous, filter=flt,
                          collapse=collapse, max_streams=max_streams, failure_notices=False,
-                         give_up_after=float(give_up))
+                         give_up_after=float(give_up), history_timeout=opts.get("request_timeout") or None)
 
     async def body(cfg: ClusterConfig) -> int:
         # the workload: in -p's project, else the context's namespace, else the one project that has it
@@ -257,8 +266,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
                     from monitors.diagnostics.postmortem import what_happened
                     from monitors.flight_recorder import store_for
 
-                    store = store_for(cfg)
-                    recording = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
+                    recording = await load_recording(store_for(cfg), wl)
                     story = what_happened(wl, monitor.model.events_for(wl, 10_000), recording)
                 _print_failure(wl, report, output, colour, recording, story)
                 return ExitCode.OK
@@ -319,7 +327,8 @@ def _flight_recorder(cfg: ClusterConfig, monitor: Monitor, engine: LogEngine) ->
     from monitors.flight_recorder import FlightRecorder, store_for
 
     recorder = FlightRecorder(store_for(cfg), monitor.client,
-                              lambda _key, label: [ln.text for ln in engine.last_lines(label, 50)])
+                              lambda _key, label: [ln.text for ln in engine.last_lines(label, 50)],
+                              on_refused=Printer.notice)
     recorder.prime(monitor.model)
     recorder.watch(monitor.model)
     return recorder
@@ -387,9 +396,9 @@ def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, 
             doc["lines"] = [{"ts": None, "line": t} for t in recorded.lines]
         if story:
             doc["what_happened"] = story
-        import orjson
+        from .common import emit_structured
 
-        sys.stdout.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
+        emit_structured(doc, "json")
         return
     if report is None and recorded is not None:
         from .common import print_failure

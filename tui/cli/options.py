@@ -40,12 +40,25 @@ def command(name: str, *, reads_only: bool, **attrs: Any) -> Callable[[Callable[
     return click.command(name, cls=RanksCommand, reads_only=reads_only, **attrs)
 
 
+MAX_DURATION = 9223372036.854775807  # s: Go's longest duration (2562047h47m16.854775807s), as kubectl's flags
+
+
+def in_range(text: str, seconds: float) -> float:
+    """`seconds` if a Go duration can hold it, else ValueError (as kubectl: an overflowing duration
+    is invalid; ranks' timers could not wait that long either)."""
+    if not seconds <= MAX_DURATION:
+        from monitors.sanitize import shown
+
+        raise ValueError(f"{shown(text, limit=40)} is out of range (at most 2562047h47m16s, as kubectl's durations)")
+    return seconds
+
+
 def parse_request_timeout(text: str) -> float:
     """kubectl's --request-timeout: `30s`, `1m`, `1m30s`, `500ms`, a bare number of seconds, or
-    `0` for no timeout. Seconds (0.0: none); ValueError with the rule when malformed."""
+    `0` for no timeout. Seconds (0.0: none); ValueError with the rule when malformed or out of range."""
     s = text.strip()
     if re.fullmatch(r"[0-9]+(\.[0-9]*)?", s):
-        return float(s)
+        return in_range(text, float(s))
     pos, total = 0, 0.0
     for m in _DURATION.finditer(s):
         if m.start() != pos:
@@ -56,7 +69,7 @@ def parse_request_timeout(text: str) -> float:
         from monitors.sanitize import shown
 
         raise ValueError(f"{shown(text)} is not a duration (use e.g. 30s, 1m, 1m30s; 0 means no timeout)")
-    return total
+    return in_range(text, total)
 
 
 def _request_timeout(ctx: click.Context, param: click.Parameter, value: str | None) -> float | None:
@@ -95,7 +108,20 @@ def workload_argument(fn: Callable[..., Any]) -> Callable[..., Any]:
     return click.argument("workload", callback=_workload_name)(fn)
 
 
+def _identity(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """--as and --as-group: sent as HTTP headers, so no control character (it would end the header)."""
+    values = value if isinstance(value, tuple) else (value,) if value is not None else ()
+    for v in values:
+        if not v or re.search(r"[\x00-\x1f\x7f]", v):
+            from monitors.sanitize import shown
+
+            raise click.BadParameter(f"{shown(v)} is not a user or group name (empty, or a control character)",
+                                     ctx=ctx, param=param)
+    return value
+
+
 def _as_groups(ctx: click.Context, param: click.Parameter, value: tuple[str, ...]) -> tuple[str, ...] | None:
+    _identity(ctx, param, value)
     return tuple(value) or None  # (None: not given here, so the group's value stands)
 
 
@@ -108,7 +134,7 @@ def global_options(fn: Callable[..., Any]) -> Callable[..., Any]:
                       help="Group to impersonate (repeatable; with --as).")(fn)
     fn = click.option("--namespace", "namespace", metavar="NS", default=None, hidden=True,
                       help="The namespace the context is in (the default project), as kubectl's.")(fn)
-    fn = click.option("--as", "as_user", metavar="USER", default=None, hidden=True,
+    fn = click.option("--as", "as_user", metavar="USER", default=None, hidden=True, callback=_identity,
                       help="User to impersonate for every request.")(fn)
     fn = click.option("--request-timeout", "request_timeout", metavar="DURATION", default=None,
                       callback=_request_timeout,
@@ -154,9 +180,12 @@ def merge_globals(ctx: click.Context, kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def impersonation(opts: dict[str, Any]) -> dict[str, Any]:
-    """`load_cluster_config`'s impersonation keywords from the merged `opts`."""
+    """`load_cluster_config`'s keywords from the merged `opts`: impersonation, and how long an exec
+    credential plugin may take (--request-timeout: default 30 s, 0 no limit)."""
+    timeout = opts.get("request_timeout")
     return {"impersonate_user": opts.get("as_user") or None,
-            "impersonate_groups": tuple(opts.get("as_groups") or ())}
+            "impersonate_groups": tuple(opts.get("as_groups") or ()),
+            "exec_timeout": 30.0 if timeout is None else (float(timeout) or None)}
 
 
 def group_project(ctx: click.Context, project: str | None) -> str | None:

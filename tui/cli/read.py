@@ -21,6 +21,7 @@ from .common import (
     error,
     event_order,
     load_monitor,
+    load_recording,
     print_get,
     print_nodes,
     print_projects,
@@ -202,7 +203,6 @@ async def postmortem(cfg: ClusterConfig, monitor: Monitor, wl: Any, events: list
     metrics: the rank's tail when the failed container never restarted, else its previous
     instance; else their termination message; else the flight recorder's recording when the pods
     are gone) and what happened to a finished workload whose pods are gone."""
-    import asyncio
     import dataclasses
 
     from monitors.diagnostics.postmortem import first_failure_of, what_happened
@@ -211,8 +211,7 @@ async def postmortem(cfg: ClusterConfig, monitor: Monitor, wl: Any, events: list
 
     recording = None
     if wl.first_failure is None and wl.status in ("Failed", "Succeeded"):
-        store = store_for(cfg)
-        recording = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
+        recording = await load_recording(store_for(cfg), wl)
     failure = first_failure_of(wl, recording)
     if failure is not None and failure.recorded_at is None:
         rank = next((r for r in wl.ranks if r.pod == failure.pod), None)
