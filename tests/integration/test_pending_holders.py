@@ -109,5 +109,5 @@ async def test_a_job_pending_on_the_user_s_session_s_gpus_names_it(simcluster, t
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and bool(app.screen.query("#pending")),
                          what="train's detail")
         pending = app.screen.query_one("#pending", Static)
-        await pilot_wait(pilot, lambda: HELD.search(text_of(pending).replace("\n", " ")), timeout=30,
+        await pilot_wait(pilot, lambda: HELD.search(text_of(pending).replace("\n", " ")), timeout=90,
                          what="the pending explanation naming the session", detail=lambda: text_of(pending))
