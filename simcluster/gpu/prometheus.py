@@ -99,7 +99,9 @@ def dcgm_scrape_config(
     job: str = "gpu-metrics",
 ) -> dict[str, Any]:
     """A Prometheus config scraping every DCGM exporter of `sim` (call on the cluster's loop)."""
-    dcgm = sim.dcgm  # type: ignore[attr-defined]
+    dcgm = sim.dcgm
+    if dcgm is None:
+        raise RuntimeError("the cluster has no DCGM exporters (its dcgm component is not installed)")
     pods = dcgm.exporter_pods()
     targets: list[tuple[str, dict[str, str]]] = []
     for node, host, port in dcgm.targets():
