@@ -379,7 +379,7 @@ def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
 
 async def serve_scale(sim: SimCluster, ctx: Ctx) -> web.StreamResponse:
     """GET, PUT and PATCH of `<deployments|replicasets>/<name>/scale`."""
-    from ..apiserver.server import decode_body, json_response
+    from ..apiserver.messages import decode_body, json_response
 
     rt = ctx.rt
     ns = ctx.namespace or ""
