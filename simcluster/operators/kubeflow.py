@@ -1,6 +1,7 @@
 """The Kubeflow Training Operator v1 job reconciler (`ReconcileJobs` of release-1.9), shared by
 PyTorchJob, TFJob and XGBoostJob. A `Framework` supplies what differs per kind: defaults,
-validation, the master role, the injected cluster spec (env) and the status rules.
+validation, the master role, the injected cluster spec (env); the status rule is one for every
+kind, with each kind's names (`job_status`).
 
 Per replica index the operator creates a pod and a headless Service, both named
 `<job>-<lowercase replica type>-<index>`, labelled `training.kubeflow.org/operator-name`,
@@ -76,6 +77,7 @@ from .common import (
     set_condition,
     write_status,
 )
+from .job_status import STATUS_RULES, update_job_status
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
@@ -198,7 +200,6 @@ class Framework(abc.ABC):
     ) -> None:
         """Inject the env the operator sets (raise ValueError to refuse creating the pod)."""
 
-    @abc.abstractmethod
     def update_status(
         self,
         ctrl: KubeflowJobController,
@@ -207,7 +208,18 @@ class Framework(abc.ABC):
         status: dict[str, Any],
         pods: list[dict[str, Any]],
     ) -> None:
-        """Set the job's conditions and replicaStatuses from its pods (the operator's rules)."""
+        """Set the job's conditions from its replicaStatuses (the operator's rule, this kind's row
+        of `job_status.STATUS_RULES`)."""
+        update_job_status(
+            STATUS_RULES[self.kind], self.kind, job, replicas, status,
+            lambda type_, reason, message: ctrl.record(job, type_, reason, message),
+            lambda succeeded: self.workers_done_early(job, replicas, pods, succeeded),
+        )
+
+    def workers_done_early(self, job: dict[str, Any], replicas: dict[str, Replica], pods: list[dict[str, Any]],
+                           succeeded: int) -> bool:
+        """Without a leader, whether the workers are done before all succeeded (`job_status`)."""
+        return False
 
     # -- helpers for subclasses ---------------------------------------------------------------
     def reason(self, what: str) -> str:
