@@ -15,7 +15,7 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -436,8 +436,8 @@ class ThreadedSimCluster:
         self.run(self.sim.start())
         return self.sim
 
-    def run(self, coro: Any, timeout: float | None = 60) -> Any:
-        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60) -> T:
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return fut.result(timeout)
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

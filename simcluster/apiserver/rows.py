@@ -214,7 +214,7 @@ def print_pod(pod: Mapping[str, Any], now: float) -> list[Any]:
     pod_ip = (pod_ips[0].get("ip") if pod_ips else status.get("podIP")) or "<none>"
     gates = spec.get("readinessGates")
     if gates:
-        by_type = {}
+        by_type: dict[Any, Any] = {}
         for c in conditions:
             by_type.setdefault(c.get("type"), c.get("status"))
         true_count = sum(1 for g in gates if by_type.get(g.get("conditionType")) == "True")

@@ -199,6 +199,7 @@ class ApiServer:
     # -- discovery -----------------------------------------------------------------------------
     def _discovery(self, path: str, accept: str | None = None) -> web.Response | None:
         reg = self.registry
+        doc: dict[str, Any] | None
         if path in ("/api", "/apis") and negotiation.wants_aggregated(accept):
             doc = discovery.aggregated_discovery(reg, core=path == "/api")
             return web.Response(body=dumps(doc), headers={"Content-Type": negotiation.AGGREGATED_TYPE,

@@ -230,7 +230,8 @@ class PrometheusServer:
     def is_ready(self) -> bool:
         try:
             with _OPENER.open(f"{self.url}/-/ready", timeout=1) as resp:
-                return resp.status == 200
+                status: int = resp.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 

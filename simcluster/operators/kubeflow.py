@@ -169,7 +169,7 @@ class Framework(abc.ABC):
     def _default_port(self, template: dict[str, Any]) -> None:
         for c in as_list(as_dict(template.get("spec")).get("containers")):
             if isinstance(c, dict) and c.get("name") == self.default_container:
-                ports = c.get("ports") if isinstance(c.get("ports"), list) else []
+                ports = as_list(c.get("ports"))
                 if not any(isinstance(p, dict) and p.get("name") == self.port_name for p in ports):
                     ports.append({"name": self.port_name, "containerPort": self.default_port})
                 c["ports"] = ports
@@ -231,7 +231,7 @@ def total_replicas(replicas: dict[str, Replica]) -> int:
 
 
 def append_env(container: dict[str, Any], *pairs: tuple[str, str]) -> None:
-    env = container.get("env") if isinstance(container.get("env"), list) else []
+    env = as_list(container.get("env"))
     env.extend({"name": k, "value": v} for k, v in pairs)
     container["env"] = env
 
