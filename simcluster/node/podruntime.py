@@ -72,32 +72,19 @@ class NodeServices(Protocol):
     """What a pod's runtime asks of its node (the kubelet): the cluster, its processes' reaper
     and table, the pods' namespaces and commands, the tunables, and its final delete."""
 
-    @property
-    def sim(self) -> SimCluster: ...
-    @property
-    def store(self) -> ObjectStore: ...
-    @property
-    def reaper(self) -> Reaper: ...
-    @property
-    def proc_table(self) -> ProcessTable: ...
-    @property
-    def podns(self) -> PodNamespaces | None: ...
-    @property
-    def pod_view(self) -> PodView | None: ...
-    @property
-    def bin_dir(self) -> Path | None: ...
-    @property
-    def events(self) -> bool: ...
-    @property
-    def stopping(self) -> bool: ...
-    @property
-    def backoff_base(self) -> float: ...
-    @property
-    def backoff_max(self) -> float: ...
-    @property
-    def read_pause(self) -> float: ...
-    @property
-    def flush_interval(self) -> float: ...
+    sim: SimCluster
+    store: ObjectStore
+    reaper: Reaper
+    proc_table: ProcessTable
+    podns: PodNamespaces | None  # pods' mount and UTS namespaces (None: off)
+    pod_view: PodView | None  # the simulated commands as pods with a mount namespace see them
+    bin_dir: Path | None  # the same, first on the PATH of pods in the host's view
+    events: bool  # record the kubelet's Events
+    stopping: bool  # the kubelet is shutting down: no more status writes
+    backoff_base: float  # CrashLoopBackOff's first delay, doubling up to backoff_max
+    backoff_max: float
+    read_pause: float  # of log capture (`container.CaptureProtocol`)
+    flush_interval: float
 
     def pod_terminated(self, rt: PodRuntime) -> None:
         """Graceful termination of `rt` finished: the kubelet's final delete."""
