@@ -15,11 +15,11 @@ import shutil
 import socket
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 from aiohttp import web
@@ -32,6 +32,14 @@ from .apiserver.resources import Registry
 from .apiserver.server import ApiServer
 from .apiserver.store import ObjectStore
 from .apiserver.tls import TLSMaterial, make_tls
+
+if TYPE_CHECKING:  # the components' services, each set by its `install(sim)`
+    from .controllers.base import Controller, EventRecorder
+    from .gpu.dcgm import Dcgm
+    from .node.devices import Devices
+    from .node.exec import ExecService
+    from .node.kubelet import Kubelet
+    from .node.proxy import PortMap, Proxy
 
 T = TypeVar("T")
 
@@ -124,8 +132,17 @@ class SimCluster:
             # the scale scenario is API objects only (no processes, no controllers) unless asked
             components = () if scenario == "scale" else DEFAULT_COMPONENTS
         self.components = tuple(components)
-        self.controllers: list[Any] = []
+        self.controllers: list[Controller] = []
         self._installed = False
+        # What the components offer each other, set by their `install(sim)` (None: not installed)
+        self.kubelet: Kubelet | None = None  # component "kubelet": the pods' runtimes
+        self.exec_service: ExecService | None = None  # component "exec": pods/exec sessions
+        self.proxy: Proxy | None = None  # component "proxy" (with "dcgm"): pods/services/nodes proxy
+        self.portmap: PortMap | None = None  # where pods' ports are served (`node.proxy.portmap`)
+        self.dcgm: Dcgm | None = None  # component "dcgm": the GPU exporters
+        self.devices: Devices | None = None  # which GPUs each container holds (`node.devices.of`)
+        # core/v1 Event recorders shared by component name (`controllers.base.record_event`)
+        self.event_recorders: dict[str, EventRecorder] = {}
 
     # -- lifecycle -----------------------------------------------------------------------------
     @property
@@ -187,7 +204,7 @@ class SimCluster:
             await asyncio.sleep(down_for)
         await self._listen()
 
-    def add_controller(self, ctrl: Any) -> None:
+    def add_controller(self, ctrl: Controller) -> None:
         """Start a controller (see `simcluster.controllers.Controller`) on the cluster's loop."""
         self.controllers.append(ctrl)
         ctrl.start()
@@ -419,8 +436,8 @@ class ThreadedSimCluster:
         self.run(self.sim.start())
         return self.sim
 
-    def run(self, coro: Any, timeout: float | None = 60) -> Any:
-        fut: Future[Any] = asyncio.run_coroutine_threadsafe(coro, self._loop)
+    def run(self, coro: Coroutine[Any, Any, T], timeout: float | None = 60) -> T:
+        fut: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)
         return fut.result(timeout)
 
     def call(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

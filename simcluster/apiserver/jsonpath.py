@@ -157,9 +157,9 @@ def _descendants(value: Any, out: list[Any]) -> None:
 def _compare(left: Any, op: str, right: Any) -> bool:
     if isinstance(left, bool) or isinstance(right, bool):
         if op == "==":
-            return left == right
+            return bool(left == right)
         if op == "!=":
-            return left != right
+            return bool(left != right)
         return False
     numeric = isinstance(left, int | float) and isinstance(right, int | float)
     if not numeric and type(left) is not type(right):

@@ -167,7 +167,7 @@ def _decode(body: Any, content_type: str) -> Any:
 # --------------------------------------------------------------------------------------
 
 
-def apply_patch(obj: dict, patch: Any, content_type: str) -> dict:
+def apply_patch(obj: dict[str, Any], patch: Any, content_type: str) -> dict[str, Any]:
     """Apply ``patch`` (decoded JSON, or the raw ``str``/``bytes`` body) to ``obj``.
 
     ``content_type`` is one of :data:`JSON_PATCH`, :data:`MERGE`, :data:`STRATEGIC` or
@@ -234,7 +234,7 @@ def merge_patch(obj: Any, patch: Any) -> Any:
     return target
 
 
-def _merge_into(target: dict, patch: Mapping) -> None:
+def _merge_into(target: dict[str, Any], patch: Mapping[str, Any]) -> None:
     """Merge ``patch`` into ``target`` in place (``target`` must be owned by the caller)."""
     for k, v in patch.items():
         if v is None:
@@ -254,7 +254,7 @@ def _merge_into(target: dict, patch: Mapping) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def json_patch(obj: Any, ops: list) -> Any:
+def json_patch(obj: Any, ops: list[Any]) -> Any:
     """JSON patch (RFC 6902) via the ``jsonpatch`` library. Returns a new value.
 
     Malformed patches raise ``PatchError`` with status 400, operations that do not apply
@@ -382,7 +382,7 @@ def strategic_merge_patch(obj: Any, patch: Any) -> Any:
     return _smp_map(original, patch, ())
 
 
-def _smp_map(original: dict | None, patch: dict, path: tuple[str, ...]) -> dict:
+def _smp_map(original: dict[str, Any] | None, patch: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
     """Merge ``patch`` into ``original`` (owned; mutated and returned)."""
     directive = patch.get(_DIRECTIVE, _MISSING)
     if directive is not _MISSING:
@@ -439,7 +439,7 @@ def _smp_map(original: dict | None, patch: dict, path: tuple[str, ...]) -> dict:
     return original
 
 
-def _apply_retain_keys(original: dict, patch: dict) -> None:
+def _apply_retain_keys(original: dict[str, Any], patch: dict[str, Any]) -> None:
     retain = patch[_RETAIN_KEYS]
     if not isinstance(retain, list):
         raise PatchError("invalid patch format of retainKeys", 400)
@@ -462,7 +462,7 @@ def _clean(v: Any, path: tuple[str, ...]) -> Any:
                 return _DROP
             if v[_DIRECTIVE] != "replace":
                 raise PatchError(f"unknown patch type: {_go_fmt(v[_DIRECTIVE])} in map: {_go_fmt(v)}", 400)
-        out: dict = {}
+        out: dict[str, Any] = {}
         for k, x in v.items():
             if x is None or k in (_DIRECTIVE, _RETAIN_KEYS) or k.startswith((_SET_ORDER, _DELETE_PRIMITIVES)):
                 continue
@@ -476,7 +476,7 @@ def _clean(v: Any, path: tuple[str, ...]) -> Any:
     return v
 
 
-def _element_kind(*lists: list) -> str:
+def _element_kind(*lists: list[Any]) -> str:
     kind = ""
     for lst in lists:
         for x in lst:
@@ -489,15 +489,16 @@ def _element_kind(*lists: list) -> str:
     return kind
 
 
-def _smp_list(orig: list, patch: list, path: tuple[str, ...], key: str) -> list:
+def _smp_list(orig: list[Any], patch: list[Any], path: tuple[str, ...], key: str) -> list[Any]:
     strategy = _list_strategy(path, key)
     if strategy is None:
-        return _clean(patch, (*path, key))
+        cleaned: list[Any] = _clean(patch, (*path, key))  # (a list cleans to a list)
+        return cleaned
     merge_key = strategy if isinstance(strategy, str) else None
     return _merge_list(orig, patch, merge_key, (*path, key))
 
 
-def _merge_list(orig: list, patch: list, merge_key: str | None, elem_path: tuple[str, ...]) -> list:
+def _merge_list(orig: list[Any], patch: list[Any], merge_key: str | None, elem_path: tuple[str, ...]) -> list[Any]:
     """strategicpatch.mergeSlice: ``orig`` is owned; returns the merged, ordered list."""
     if not orig and not patch:
         return orig
@@ -505,8 +506,8 @@ def _merge_list(orig: list, patch: list, merge_key: str | None, elem_path: tuple
     if kind != "map" or merge_key is None:
         if kind == "map":
             raise PatchError(f"cannot merge lists without merge key for {'.'.join(elem_path)}", 422)
-        merged: list = []
-        seen: set = set()
+        merged: list[Any] = []
+        seen: set[Any] = set()
         for x in (*orig, *patch):
             h = _hkey(x)
             if h not in seen:
@@ -516,7 +517,7 @@ def _merge_list(orig: list, patch: list, merge_key: str | None, elem_path: tuple
         return _order(merged, patch_order, _index_map(orig, None), None)
 
     # $patch directives inside the list
-    plain: list[dict] = []
+    plain: list[dict[str, Any]] = []
     replace = False
     for el in patch:
         d = el.get(_DIRECTIVE, _MISSING)
@@ -557,10 +558,10 @@ def _key_fn(merge_key: str | None) -> Callable[[Any], Any]:
     return lambda x: _hkey(x.get(merge_key)) if isinstance(x, dict) and merge_key in x else _MISSING
 
 
-def _index_map(items: list, merge_key: str | None) -> dict:
+def _index_map(items: list[Any], merge_key: str | None) -> dict[Any, int]:
     """First index of each item (by merge key value for maps)."""
     keyfn = _key_fn(merge_key)
-    out: dict = {}
+    out: dict[Any, int] = {}
     for i, x in enumerate(items):
         k = keyfn(x)
         if k is not _MISSING and k not in out:
@@ -568,7 +569,8 @@ def _index_map(items: list, merge_key: str | None) -> dict:
     return out
 
 
-def _order(merged: list, patch_order: dict, server_order: dict, merge_key: str | None) -> list:
+def _order(merged: list[Any], patch_order: dict[Any, int], server_order: dict[Any, int],
+           merge_key: str | None) -> list[Any]:
     """normalizeElementOrder + mergeSortedSlice.
 
     Items named by ``patch_order`` keep that relative order; the others keep theirs; an
@@ -576,12 +578,12 @@ def _order(merged: list, patch_order: dict, server_order: dict, merge_key: str |
     came first there.
     """
     keyfn = _key_fn(merge_key)
-    patch_items: list = []
-    server_only: list = []
+    patch_items: list[Any] = []
+    server_only: list[Any] = []
     for x in merged:
         (patch_items if keyfn(x) in patch_order else server_only).append(x)
     patch_items.sort(key=lambda x: patch_order[keyfn(x)])
-    out: list = []
+    out: list[Any] = []
     i = j = 0
     nl, nr = len(server_only), len(patch_items)
     while i < nl and j < nr:
@@ -599,7 +601,7 @@ def _order(merged: list, patch_order: dict, server_order: dict, merge_key: str |
 
 
 def _apply_set_element_order(
-    original: dict, patch: dict, field: str, order: list, path: tuple[str, ...]
+    original: dict[str, Any], patch: dict[str, Any], field: str, order: list[Any], path: tuple[str, ...]
 ) -> None:
     """Process ``$setElementOrder/<field>`` together with ``patch[field]``."""
     ov = original.get(field, _MISSING)

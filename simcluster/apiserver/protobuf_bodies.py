@@ -34,6 +34,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.descriptor import FieldDescriptor
 from google.protobuf.message import DecodeError, Message
 
+FDP = descriptor_pb2.FieldDescriptorProto  # the field types and labels of the classes made from the schema
 MAGIC = b"k8s\x00"
 PROTOBUF = "application/vnd.kubernetes.protobuf"
 SCHEMA = Path(__file__).with_name("protobuf_schema.json")
@@ -52,12 +53,12 @@ PACKAGES = {
     ("autoscaling", "v1"): "k8s.io.api.autoscaling.v1",
     ("meta.k8s.io", "v1"): META,
 }
-SCALARS = {
-    "string": FieldDescriptor.TYPE_STRING, "bytes": FieldDescriptor.TYPE_BYTES, "bool": FieldDescriptor.TYPE_BOOL,
-    "int32": FieldDescriptor.TYPE_INT32, "int64": FieldDescriptor.TYPE_INT64, "uint32": FieldDescriptor.TYPE_UINT32,
-    "uint64": FieldDescriptor.TYPE_UINT64, "double": FieldDescriptor.TYPE_DOUBLE, "float": FieldDescriptor.TYPE_FLOAT,
-    "fixed32": FieldDescriptor.TYPE_FIXED32, "fixed64": FieldDescriptor.TYPE_FIXED64,
-    "sint32": FieldDescriptor.TYPE_SINT32, "sint64": FieldDescriptor.TYPE_SINT64,
+SCALARS: dict[str, FDP.Type.ValueType] = {
+    "string": FDP.TYPE_STRING, "bytes": FDP.TYPE_BYTES, "bool": FDP.TYPE_BOOL,
+    "int32": FDP.TYPE_INT32, "int64": FDP.TYPE_INT64, "uint32": FDP.TYPE_UINT32,
+    "uint64": FDP.TYPE_UINT64, "double": FDP.TYPE_DOUBLE, "float": FDP.TYPE_FLOAT,
+    "fixed32": FDP.TYPE_FIXED32, "fixed64": FDP.TYPE_FIXED64,
+    "sint32": FDP.TYPE_SINT32, "sint64": FDP.TYPE_SINT64,
 }
 
 
@@ -83,17 +84,23 @@ def decode(body: bytes) -> dict[str, Any]:
     if not body.startswith(MAGIC):
         raise BodyError(400, "the protobuf body does not start with the Kubernetes magic number")
     envelope = _parse(UNKNOWN, body[len(MAGIC):])
-    type_meta = envelope.typeMeta  # type: ignore[attr-defined]
+    type_meta = _field(envelope, "typeMeta")
     api_version, kind = type_meta.apiVersion, type_meta.kind
-    if envelope.contentEncoding:  # type: ignore[attr-defined]
-        raise BodyError(415, f"unsupported content encoding {envelope.contentEncoding!r}")  # type: ignore[attr-defined]
+    encoding = _field(envelope, "contentEncoding")
+    if encoding:
+        raise BodyError(415, f"unsupported content encoding {encoding!r}")
     group, _, version = api_version.rpartition("/")
     package = PACKAGES.get((group, version))
     name = f"{package}.{kind}" if package else ""
     if not kind or name not in _schema():
         raise BodyError(415, UNKNOWN_FORMAT)
-    obj = to_json(_parse(name, envelope.raw))  # type: ignore[attr-defined]
+    obj = to_json(_parse(name, _field(envelope, "raw")))
     return {"apiVersion": api_version, "kind": kind, **obj}
+
+
+def _field(message: Message, name: str) -> Any:
+    """A field of a message whose class is made at run time from the schema (not typed)."""
+    return getattr(message, name)
 
 
 def _parse(name: str, raw: bytes) -> Message:
@@ -201,13 +208,13 @@ def _classes() -> dict[str, type[Message]]:
                 entry.options.map_entry = True
                 for n, (ename, etype) in enumerate((("key", key), ("value", val)), start=1):
                     ef = entry.field.add(name=ename, number=n, json_name=ename,
-                                         label=FieldDescriptor.LABEL_OPTIONAL)
+                                         label=FDP.LABEL_OPTIONAL)
                     _set_type(ef, etype, package, deps)
-                f.label = FieldDescriptor.LABEL_REPEATED
-                f.type = FieldDescriptor.TYPE_MESSAGE
+                f.label = FDP.LABEL_REPEATED
+                f.type = FDP.TYPE_MESSAGE
                 f.type_name = f".{full}.{entry.name}"
                 continue
-            f.label = FieldDescriptor.LABEL_REPEATED if label == "repeated" else FieldDescriptor.LABEL_OPTIONAL
+            f.label = FDP.LABEL_REPEATED if label == "repeated" else FDP.LABEL_OPTIONAL
             _set_type(f, typ, package, deps)
     pool = descriptor_pool.DescriptorPool()
     added: set[str] = set()
@@ -229,9 +236,9 @@ def _classes() -> dict[str, type[Message]]:
 
 def _set_type(f: descriptor_pb2.FieldDescriptorProto, typ: str, package: str, deps: dict[str, set[str]]) -> None:
     if typ in SCALARS:
-        f.type = SCALARS[typ]  # type: ignore[assignment]
+        f.type = SCALARS[typ]
         return
-    f.type = FieldDescriptor.TYPE_MESSAGE
+    f.type = FDP.TYPE_MESSAGE
     f.type_name = f".{typ}"
     other = typ.rpartition(".")[0]
     if other != package:

@@ -210,7 +210,8 @@ class Rendezvous:
         return rnd
 
     def _admit(self, slot: Slot, rnd: Round, body: dict[str, Any], mid: str, now: float) -> Member:
-        rank = int(body.get("nodeRank") if body.get("nodeRank") is not None else -1)
+        node_rank = body.get("nodeRank")
+        rank = int(node_rank if node_rank is not None else -1)
         host = str(body.get("host") or "")
         if rnd.backend == "static":
             if not 0 <= rank < rnd.max_nodes:
@@ -272,14 +273,15 @@ class Rendezvous:
         """A member's workers failed for good: recorded once per member, the watchers woken."""
         mid = str(body["id"])
         try:
-            number = int(body.get("round"))  # type: ignore[arg-type]
+            number = int(body.get("round", ""))  # (missing: ValueError, null: TypeError)
         except (TypeError, ValueError):
             raise ApiError(400, "a rendezvous failure needs the round") from None
         rnd = slot.done.get(number)
         if rnd is None or mid not in rnd.order:
             raise ApiError(404, f"member {mid} is not part of a completed rendezvous round {number}",
                            reason="NotFound")
-        failed = body.get("failed") if isinstance(body.get("failed"), dict) else {}
+        reported = body.get("failed")
+        failed: dict[str, Any] = reported if isinstance(reported, dict) else {}
         if not any(f["id"] == mid for f in rnd.failures):
             member = rnd.members[mid]
 

@@ -15,6 +15,16 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from .labelvalidation import (
+    aggregate,
+    go_json,
+    go_quote,
+    invalid,
+    is_qualified_name,
+    is_valid_label_value,
+    parse_int64,
+)
+
 __all__ = [
     "DOES_NOT_EXIST",
     "DOUBLE_EQUALS",
@@ -55,157 +65,6 @@ _BINARY_OPERATORS = (IN, NOT_IN, EQUALS, DOUBLE_EQUALS, NOT_EQUALS, GREATER_THAN
 _VALID_OPERATORS = (*_BINARY_OPERATORS, EXISTS, DOES_NOT_EXIST)
 
 # --------------------------------------------------------------------------------------
-# validation (k8s.io/apimachinery/pkg/util/validation)
-# --------------------------------------------------------------------------------------
-
-_QNAME_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_RE = re.compile(_QNAME_FMT)
-_QNAME_ERR = (
-    "must consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_QNAME_MAX = 63
-_LABEL_VALUE_FMT = f"({_QNAME_FMT})?"
-_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
-_LABEL_VALUE_ERR = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_LABEL_VALUE_MAX = 63
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + r"(\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
-_DNS1123_SUBDOMAIN_ERR = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN_MAX = 253
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    # Reproduces the Go formatting, double space included: "(e.g. 'a',  or 'b', regex ...".
-    parts = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {parts}regex used for validation is '{fmt}')"
-
-
-def _max_len_error(n: int) -> str:
-    return f"must be no more than {n} characters"
-
-
-def _blen(s: str) -> int:
-    return len(s.encode("utf-8", "surrogatepass"))
-
-
-def _is_dns1123_subdomain(value: str) -> list[str]:
-    errs = []
-    if _blen(value) > _DNS1123_SUBDOMAIN_MAX:
-        errs.append(_max_len_error(_DNS1123_SUBDOMAIN_MAX))
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(_regex_error(_DNS1123_SUBDOMAIN_ERR, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def is_qualified_name(value: str) -> list[str]:
-    """validation.IsQualifiedName: label keys, optionally ``dns.prefix/name``. Returns error strings."""
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in _is_dns1123_subdomain(prefix))
-    else:
-        return [
-            "a qualified name "
-            + _regex_error(_QNAME_ERR, _QNAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif _blen(name) > _QNAME_MAX:
-        errs.append("name part " + _max_len_error(_QNAME_MAX))
-    if not _QNAME_RE.fullmatch(name):
-        errs.append("name part " + _regex_error(_QNAME_ERR, _QNAME_FMT, "MyName", "my.name", "123-abc"))
-    return errs
-
-
-def is_valid_label_value(value: str) -> list[str]:
-    """validation.IsValidLabelValue. Returns error strings (empty when valid)."""
-    errs = []
-    if _blen(value) > _LABEL_VALUE_MAX:
-        errs.append(_max_len_error(_LABEL_VALUE_MAX))
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_regex_error(_LABEL_VALUE_ERR, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
-
-
-_GO_ESCAPES = {
-    '"': '\\"',
-    "\\": "\\\\",
-    "\a": "\\a",
-    "\b": "\\b",
-    "\f": "\\f",
-    "\n": "\\n",
-    "\r": "\\r",
-    "\t": "\\t",
-    "\v": "\\v",
-}
-
-
-def _go_quote(s: str) -> str:
-    """Approximates Go's %q / strconv.Quote."""
-    out = ['"']
-    for ch in s:
-        esc = _GO_ESCAPES.get(ch)
-        if esc is not None:
-            out.append(esc)
-        elif ch.isprintable():
-            out.append(ch)
-        else:
-            o = ord(ch)
-            out.append(f"\\x{o:02x}" if o < 0x80 else f"\\u{o:04x}" if o <= 0xFFFF else f"\\U{o:08x}")
-    out.append('"')
-    return "".join(out)
-
-
-def _go_json(v: Any) -> str:
-    if v is None:
-        return "null"
-    if isinstance(v, str):
-        return _go_quote(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ",".join(_go_json(x) for x in v) + "]"
-    return str(v)
-
-
-def _invalid(path: str, value: Any, detail: str) -> str:
-    """field.Invalid(path, value, detail).Error()."""
-    shown = _go_quote(value) if isinstance(value, str) else _go_json(value)
-    return f"{path}: Invalid value: {shown}: {detail}"
-
-
-def _aggregate(errs: list[str]) -> str:
-    seen: list[str] = []
-    for e in errs:
-        if e not in seen:
-            seen.append(e)
-    return seen[0] if len(seen) == 1 else "[" + ", ".join(seen) + "]"
-
-
-def _parse_int64(s: str) -> int | None:
-    """strconv.ParseInt(s, 10, 64)."""
-    if not re.fullmatch(r"[+-]?[0-9]+", s):
-        return None
-    n = int(s)
-    return n if -(2**63) <= n < 2**63 else None
-
-
-# --------------------------------------------------------------------------------------
 # label selectors
 # --------------------------------------------------------------------------------------
 
@@ -238,49 +97,49 @@ class Requirement:
         values_path = f"{path}.values" if path else "values"
         kerrs = is_qualified_name(key) if isinstance(key, str) else ["must be a string"]
         if kerrs:
-            errs.append(_invalid(key_path, key, "; ".join(kerrs)))
+            errs.append(invalid(key_path, key, "; ".join(kerrs)))
         if operator in (IN, NOT_IN):
             if not vals:
                 errs.append(
-                    _invalid(
+                    invalid(
                         values_path, raw or None, "for 'in', 'notin' operators, values set can't be empty"
                     )
                 )
         elif operator in (EQUALS, DOUBLE_EQUALS, NOT_EQUALS):
             if len(vals) != 1:
-                errs.append(_invalid(values_path, raw, "exact-match compatibility requires one single value"))
+                errs.append(invalid(values_path, raw, "exact-match compatibility requires one single value"))
         elif operator in (EXISTS, DOES_NOT_EXIST):
             if vals:
                 errs.append(
-                    _invalid(values_path, raw, "values set must be empty for exists and does not exist")
+                    invalid(values_path, raw, "values set must be empty for exists and does not exist")
                 )
         elif operator in (GREATER_THAN, LESS_THAN):
             if len(vals) != 1:
                 errs.append(
-                    _invalid(values_path, raw, "for 'Gt', 'Lt' operators, exactly one value is required")
+                    invalid(values_path, raw, "for 'Gt', 'Lt' operators, exactly one value is required")
                 )
             for i, v in enumerate(vals):
-                if not isinstance(v, str) or _parse_int64(v) is None:
+                if not isinstance(v, str) or parse_int64(v) is None:
                     errs.append(
-                        _invalid(
+                        invalid(
                             f"{values_path}[{i}]", v, "for 'Gt', 'Lt' operators, the value must be an integer"
                         )
                     )
         else:
-            supported = ", ".join(_go_quote(o) for o in _VALID_OPERATORS)
+            supported = ", ".join(go_quote(o) for o in _VALID_OPERATORS)
             errs.append(
-                f"{path + '.' if path else ''}operator: Unsupported value: {_go_json(operator)}: "
+                f"{path + '.' if path else ''}operator: Unsupported value: {go_json(operator)}: "
                 f"supported values: {supported}"
             )
         for i, v in enumerate(vals):
             if not isinstance(v, str):
-                errs.append(_invalid(f"{values_path}[{i}]", str(v), "must be a string"))
+                errs.append(invalid(f"{values_path}[{i}]", str(v), "must be a string"))
                 continue
             verrs = is_valid_label_value(v)
             if verrs:
-                errs.append(_invalid(f"{values_path}[{i}][{key}]", v, "; ".join(verrs)))
+                errs.append(invalid(f"{values_path}[{i}][{key}]", v, "; ".join(verrs)))
         if errs:
-            raise SelectorError(_aggregate(errs))
+            raise SelectorError(aggregate(errs))
         return cls(key, operator, tuple(sorted(set(vals))))
 
     def matches(self, labels: Mapping[str, str] | None) -> bool:
@@ -313,7 +172,7 @@ class Requirement:
         if op == DOES_NOT_EXIST:
             return (self.key, _OP_DNE, None)
         if op in (GREATER_THAN, LESS_THAN):
-            n = _parse_int64(vals[0]) if len(vals) == 1 else None
+            n = parse_int64(vals[0]) if len(vals) == 1 else None
             if n is None:
                 return (self.key, _OP_FALSE, None)
             return (self.key, _OP_GT if op == GREATER_THAN else _OP_LT, n)
@@ -431,7 +290,7 @@ class _LabelParser:
             raise SelectorError(f"found '{lit}', expected: identifier")
         errs = is_qualified_name(lit)
         if errs:
-            raise SelectorError(_invalid("<nil>", lit, "; ".join(errs)))
+            raise SelectorError(invalid("<nil>", lit, "; ".join(errs)))
         t, _ = self.lookahead()
         if t in (_T_EOS, _T_COMMA) and op != DOES_NOT_EXIST:
             op = EXISTS
@@ -554,7 +413,7 @@ class LabelSelector:
             raw_op = expr.get("operator")
             op = _MATCH_EXPRESSION_OPS.get(raw_op) if isinstance(raw_op, str) else None
             if op is None:
-                shown = _go_quote(raw_op) if isinstance(raw_op, str) else _go_quote(str(raw_op or ""))
+                shown = go_quote(raw_op) if isinstance(raw_op, str) else go_quote(str(raw_op or ""))
                 raise SelectorError(f"{shown} is not a valid label selector operator")
             values = expr.get("values")
             if values is not None and not isinstance(values, list):
@@ -605,7 +464,7 @@ class LabelSelector:
                 if v is not _MISSING:
                     return False
             elif op in (_OP_GT, _OP_LT):
-                n = _parse_int64(v) if isinstance(v, str) else None
+                n = parse_int64(v) if isinstance(v, str) else None
                 if n is None or (n <= arg if op == _OP_GT else n >= arg):
                     return False
             else:

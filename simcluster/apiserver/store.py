@@ -115,7 +115,7 @@ class Event:
 
     @property
     def namespace(self) -> str:
-        return self.st.obj.get("metadata", {}).get("namespace", "")
+        return str(self.st.obj.get("metadata", {}).get("namespace", ""))
 
 
 Filter = Callable[[dict[str, Any]], bool]

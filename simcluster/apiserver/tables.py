@@ -38,12 +38,12 @@ def column_definitions(kind: str, group: str,
     return resolve(kind, group, printer_columns)[0]
 
 
-def _row_object(obj: Mapping[str, Any], include_object: str,
+def _row_object(obj: dict[str, Any], include_object: str,
                 api_version: str = TABLE_API_VERSION) -> dict[str, Any] | None:
     if include_object == "None":
         return None
     if include_object == "Object":
-        return obj  # type: ignore[return-value]
+        return obj
     return {
         "kind": "PartialObjectMetadata",
         "apiVersion": api_version,
@@ -51,7 +51,7 @@ def _row_object(obj: Mapping[str, Any], include_object: str,
     }
 
 
-def _make_row(printer: Printer, is_pod: bool, obj: Mapping[str, Any], include_object: str,
+def _make_row(printer: Printer, is_pod: bool, obj: dict[str, Any], include_object: str,
               now: float, api_version: str = TABLE_API_VERSION) -> dict[str, Any]:
     row: dict[str, Any] = {"cells": printer(obj, now)}
     if is_pod:
@@ -66,7 +66,7 @@ def _make_row(printer: Printer, is_pod: bool, obj: Mapping[str, Any], include_ob
     return row
 
 
-def table_row(kind: str, group: str, obj: Mapping[str, Any], *,
+def table_row(kind: str, group: str, obj: dict[str, Any], *,
               printer_columns: Sequence[Mapping[str, Any]] = (),
               include_object: str = "Metadata", now: datetime | None = None) -> dict[str, Any]:
     """One Table row for *obj* (used for watch events of Table watches)."""
@@ -75,7 +75,7 @@ def table_row(kind: str, group: str, obj: Mapping[str, Any], *,
     return _make_row(printer, is_pod, obj, include_object, now_ts(now))
 
 
-def table_for(kind: str, group: str, objects: Sequence[Mapping[str, Any]], *,
+def table_for(kind: str, group: str, objects: Sequence[dict[str, Any]], *,
               printer_columns: Sequence[Mapping[str, Any]] = (),
               include_object: str = "Metadata", resource_version: str = "",
               continue_token: str = "", remaining_item_count: int | None = None,

@@ -68,7 +68,7 @@ def list_items(target: Target | None, items: Iterable[Stored]) -> Iterator[bytes
     return (st.raw for st in items)
 
 
-def table(rt: ResourceType, objects: list[Mapping[str, Any]], target: Target, include: str, *,
+def table(rt: ResourceType, objects: list[dict[str, Any]], target: Target, include: str, *,
           resource_version: str, continue_token: str = "", remaining: int | None = None,
           no_headers: bool = False) -> dict[str, Any]:
     return tables.table_for(

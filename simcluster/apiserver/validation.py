@@ -135,7 +135,7 @@ def default(rt: ResourceType, obj: dict[str, Any], next_ip: Any) -> None:
             obj["type"] = "Opaque"  # SetDefaults_Secret
         string_data = obj.pop("stringData", None)  # merged into data, never stored (as the v1 conversion)
         if isinstance(string_data, dict) and string_data:
-            data = obj.get("data") if isinstance(obj.get("data"), dict) else {}
+            data = obj["data"] if isinstance(obj.get("data"), dict) else {}
             obj["data"] = {**data, **{str(k): base64.b64encode(str(v).encode()).decode()
                                       for k, v in string_data.items()}}
     elif rt.key == ("batch", "jobs"):

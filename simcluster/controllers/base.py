@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..apiserver.errors import ApiError
-from ..apiserver.store import Event, TypeKey, now_rfc3339
+from ..apiserver.store import Event, ObjectStore, TypeKey, now_rfc3339
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
@@ -112,7 +112,7 @@ class Controller(abc.ABC):
         """Bring the object named by `key` to its desired state."""
 
 
-def keys_of(store: Any, tkey: TypeKey) -> Iterable[Key]:
+def keys_of(store: ObjectStore, tkey: TypeKey) -> Iterable[Key]:
     """(namespace, name) of every stored object of one type: a controller's initial keys."""
     for st in store.items(tkey):
         yield (st.obj["metadata"].get("namespace", ""), st.obj["metadata"]["name"])
@@ -202,7 +202,6 @@ class EventRecorder:
             del self._index[key]
 
 
-
 def record_event(
     sim: SimCluster,
     obj: dict[str, Any],
@@ -214,8 +213,7 @@ def record_event(
     host: str | None = None,
 ) -> None:
     """Record a core/v1 Event about `obj` with the shared recorder of `component`."""
-    recorders: dict[str, EventRecorder] = sim.__dict__.setdefault("_event_recorders", {})
-    rec = recorders.get(component)
+    rec = sim.event_recorders.get(component)
     if rec is None:
-        rec = recorders[component] = EventRecorder(sim, component)
+        rec = sim.event_recorders[component] = EventRecorder(sim, component)
     rec.event(obj, type_, reason, message, host=host)

@@ -84,6 +84,14 @@ _SUFFIX: dict[str, Fraction] = {
 }
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def parse_quantity(value: Any) -> Fraction:
     """A Kubernetes resource.Quantity ("500m", "64Gi", "1e3", 8) as an exact number."""
     if isinstance(value, bool):
@@ -125,9 +133,9 @@ def _amount(resource: str, value: Any) -> int:
 def _container_requests(c: Any) -> dict[str, int]:
     if not isinstance(c, dict):
         return {}
-    res = c.get("resources") if isinstance(c.get("resources"), dict) else {}
-    req = res.get("requests") if isinstance(res.get("requests"), dict) else {}
-    lim = res.get("limits") if isinstance(res.get("limits"), dict) else {}
+    res = _dict(c.get("resources"))
+    req = _dict(res.get("requests"))
+    lim = _dict(res.get("limits"))
     out: dict[str, int] = {}
     for name in {*req, *lim}:
         out[name] = _amount(name, req[name] if name in req else lim[name])
@@ -334,7 +342,7 @@ class Scheduler(Controller):
                 ready = c.get("status") == "True"
         if not ready and not any(t[0] == "node.kubernetes.io/not-ready" for t in taints):
             taints.append(("node.kubernetes.io/not-ready", "", "NoSchedule"))
-        labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+        labels = _dict(meta.get("labels"))
         unsched = spec.get("unschedulable") is True
         signature = orjson.dumps([alloc, labels, taints, unsched], option=orjson.OPT_SORT_KEYS)
         if info.exists and signature == info.signature:
@@ -365,7 +373,7 @@ class Scheduler(Controller):
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if etype == "DELETED":
             return self._forget(key)
-        spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+        spec = _dict(obj.get("spec"))
         phase = (obj.get("status") or {}).get("phase") or "Pending"
         node = spec.get("nodeName")
         terminal = phase in ("Succeeded", "Failed")
@@ -413,13 +421,13 @@ class Scheduler(Controller):
         return True
 
     def _group_of(self, meta: dict[str, Any]) -> tuple[str, str] | None:
-        ann = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+        ann = _dict(meta.get("annotations"))
         group = ann.get(POD_GROUP)
         return (meta.get("namespace", ""), group) if group else None
 
     def _pod_info(self, key: tuple[str, str], meta: dict[str, Any], spec: dict[str, Any], sched: str, gated: bool) -> PodInfo:
         req = pod_requests(spec)
-        ann = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
+        ann = _dict(meta.get("annotations"))
         group = self._group_of(meta)
         try:
             min_member = int(ann.get(POD_GROUP_MIN_MEMBER, "1"))
@@ -429,8 +437,9 @@ class Scheduler(Controller):
         affinity = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                     .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
         terms = affinity.get("nodeSelectorTerms") if isinstance(affinity, dict) else None
-        tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
-        priority = spec.get("priority") if isinstance(spec.get("priority"), int) else 0
+        tolerations = _list(spec.get("tolerations"))
+        priority = spec.get("priority")
+        priority = priority if isinstance(priority, int) else 0
         self._seq += 1
         shape = orjson.dumps(
             [sorted(req.items()), selector, terms, tolerations, spec.get("preemptionPolicy")],

@@ -358,7 +358,7 @@ class Dcgm:
             return None
 
     def _cpu_util(self, pod: dict[str, Any], gpus_in_pod: int) -> float:
-        kubelet = getattr(self.sim, "kubelet", None)
+        kubelet = self.sim.kubelet
         if kubelet is None:
             return 0.0
         meta = pod["metadata"]
@@ -696,11 +696,11 @@ class DcgmController(Controller):
 
 def install(sim: SimCluster) -> None:
     """Attach ``sim.dcgm`` and start the exporter controller (installs the proxies too)."""
-    if getattr(sim, "dcgm", None) is not None:
+    if sim.dcgm is not None:
         return
     proxy.install(sim)
     dcgm = Dcgm(sim)
-    sim.dcgm = dcgm  # type: ignore[attr-defined]
+    sim.dcgm = dcgm
     sim.add_controller(DcgmController(sim, dcgm))
     from .driver import install as install_driver  # (imports this module)
 

@@ -99,7 +99,9 @@ def dcgm_scrape_config(
     job: str = "gpu-metrics",
 ) -> dict[str, Any]:
     """A Prometheus config scraping every DCGM exporter of `sim` (call on the cluster's loop)."""
-    dcgm = sim.dcgm  # type: ignore[attr-defined]
+    dcgm = sim.dcgm
+    if dcgm is None:
+        raise RuntimeError("the cluster has no DCGM exporters (its dcgm component is not installed)")
     pods = dcgm.exporter_pods()
     targets: list[tuple[str, dict[str, str]]] = []
     for node, host, port in dcgm.targets():
@@ -228,7 +230,8 @@ class PrometheusServer:
     def is_ready(self) -> bool:
         try:
             with _OPENER.open(f"{self.url}/-/ready", timeout=1) as resp:
-                return resp.status == 200
+                status: int = resp.status
+                return status == 200
         except (urllib.error.URLError, OSError):
             return False
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..cluster import SimCluster
 
 GPU_RESOURCE = "nvidia.com/gpu"
 VISIBLE = "NVIDIA_VISIBLE_DEVICES"
@@ -88,10 +91,8 @@ class Devices:
         return {a.uid for a in self.nodes.get(node, {}).values()}
 
 
-def of(sim: Any) -> Devices:
+def of(sim: SimCluster) -> Devices:
     """The cluster's table (`sim.devices`), made on first use by the kubelet or the exporter."""
-    table = getattr(sim, "devices", None)
-    if table is None:
-        table = Devices()
-        sim.devices = table
-    return table
+    if sim.devices is None:
+        sim.devices = Devices()
+    return sim.devices

@@ -28,14 +28,12 @@ import fcntl
 import logging
 import os
 import secrets
-import shutil
 import signal
 import stat
 import struct
 import subprocess
 import termios
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSMsgType, web
@@ -49,6 +47,7 @@ from .reaper import pdeathsig_preexec
 if TYPE_CHECKING:
     from ..apiserver.server import Ctx
     from ..cluster import SimCluster
+    from .podruntime import PodRuntime
 
 log = logging.getLogger("simcluster.exec")
 
@@ -66,7 +65,7 @@ def install(sim: SimCluster) -> ExecService:
     sim.server.subresources["pods/exec"] = svc.handle
     sim.store.listen(svc.on_event)
     sim.on_stop(svc.stop)
-    sim.exec_service = svc  # type: ignore[attr-defined]
+    sim.exec_service = svc
     return svc
 
 
@@ -160,9 +159,9 @@ class ExecService:
             self.sessions.discard(session)
         return ws
 
-    def _runtime(self, ns: str, name: str, container: str) -> Any:
+    def _runtime(self, ns: str, name: str, container: str) -> PodRuntime:
         """The pod's runtime with `container` running, or the kubelet's refusal."""
-        kubelet = getattr(self.sim, "kubelet", None)
+        kubelet = self.sim.kubelet
         runtime = kubelet.runtime(ns, name) if kubelet is not None else None
         if runtime is None:
             raise KubeletError(404, "pod does not exist")
@@ -220,7 +219,7 @@ class ExecSession:
         pod: str,
         uid: str,
         container: str,
-        runtime: Any,
+        runtime: PodRuntime | None,
     ) -> None:
         self.service = service
         self.ws = ws
@@ -248,6 +247,13 @@ class ExecSession:
         self._exit: asyncio.Future[int | None] = self.loop.create_future()
         self._reaper: asyncio.Task[None] | None = None
         self._closer: asyncio.Future[bool] | None = None
+
+    @property
+    def rt(self) -> PodRuntime:
+        """The pod's runtime (a session the kubelet refused has none, and never runs)."""
+        if self.runtime is None:
+            raise RuntimeError("the exec session has no pod runtime")
+        return self.runtime
 
     # -- lifecycle -----------------------------------------------------------------------------
     async def run(self) -> None:
@@ -312,11 +318,10 @@ class ExecSession:
             if self.pid is not None and not self._exit.done():
                 self._kill_session()
             self._close_fds()
-            unregister = getattr(self.runtime, "unregister_child", None)
-            if (unregister is not None and self.pid is not None and self._exit.done()
+            if (self.runtime is not None and self.pid is not None and self._exit.done()
                     and not session_members(self.pid)):
                 with contextlib.suppress(Exception):
-                    unregister(self.pid)
+                    self.runtime.unregister_child(self.pid)
             if not self.done.done():
                 self.done.set_result(None)
 
@@ -415,16 +420,16 @@ class ExecSession:
 
     # -- process -------------------------------------------------------------------------------
     def _environment(self) -> dict[str, str]:
-        env = {str(k): str(v) for k, v in dict(self.runtime.container_env(self.container)).items()}
+        env = {str(k): str(v) for k, v in dict(self.rt.container_env(self.container)).items()}
         env.setdefault("PATH", DEFAULT_PATH)
-        env.setdefault("HOME", str(getattr(self.runtime, "home", self.runtime.root)))
+        env.setdefault("HOME", self.rt.home)
         if self.opts.tty:
             env.setdefault("TERM", "xterm")
         return env
 
     def _host(self, path: str) -> str:
         """An in-pod path as the host reaches it (the same path without pod namespaces)."""
-        holder = getattr(self.runtime, "holder", None)
+        holder = self.rt.holder
         return str(holder.host_path(path)) if holder is not None else path
 
     def _resolve(self, argv0: str, env: dict[str, str], cwd: str) -> str:
@@ -438,8 +443,7 @@ class ExecSession:
             if stat.S_ISDIR(mode) or not os.access(self._host(path), os.X_OK):
                 raise StartError(f'exec: "{argv0}": permission denied')
             return path
-        find = getattr(self.runtime, "find_executable", None)
-        found = find(argv0, env, cwd) if find is not None else shutil.which(argv0, path=env.get("PATH", ""))
+        found = self.rt.find_executable(argv0, env, cwd)
         if found is None:
             raise StartError(f'exec: "{argv0}": executable file not found in $PATH')
         return found
@@ -454,20 +458,17 @@ class ExecSession:
 
     def _spawn(self) -> list[tuple[int, int | None]]:
         """Start the command; returns the output fds to pump and their channels."""
-        working_dir = getattr(self.runtime, "working_dir", None)
-        cwd = working_dir(self.container) if working_dir is not None else str(Path(self.runtime.root))
+        cwd = self.rt.working_dir(self.container)
         env = self._environment()
         argv = list(self.opts.command)
-        rewriter = getattr(self.runtime, "rewriter", None)
-        if rewriter is not None:  # in-pod volume paths, as the kubelet maps its own argv
-            with contextlib.suppress(Exception):
-                argv = [rewriter.rewrite(a) for a in argv]
+        with contextlib.suppress(Exception):  # in-pod volume paths, as the kubelet maps its own argv
+            argv = [self.rt.rewriter.rewrite(a) for a in argv]
         if not os.path.isdir(self._host(cwd)):
             raise StartError(f'chdir to cwd ("{cwd}") set in config.json failed: no such file or directory')
         executable = self._resolve(argv[0], env, cwd)
         root = cwd
-        if getattr(self.runtime, "holder", None) is not None:
-            argv, root = self.runtime.command(argv, cwd)  # nsenter ... -- argv, in the pod's namespaces
+        if self.rt.holder is not None:
+            argv, root = self.rt.command(argv, cwd)  # nsenter ... -- argv, in the pod's namespaces
             executable = argv[0]
         outputs: list[tuple[int, int | None]] = []
         if self.opts.tty:
@@ -517,7 +518,7 @@ class ExecSession:
         self.proc = proc
         self.pid = proc.pid
         with contextlib.suppress(Exception):
-            self.runtime.register_child(proc.pid)
+            self.rt.register_child(proc.pid)
         self._reaper = self.loop.create_task(self._reap(proc))
         if self.killed or self.client_gone:
             self._kill_session()

@@ -34,8 +34,8 @@
 - `pods/log`: see `podlogs`; `rotate_log(ns, pod, container)` rotates a running container's log
   file as the kubelet's container log manager does (tests and admins).
 
-Tunables (attributes of `Kubelet`, also accepted as keyword arguments and from
-`sim.kubelet_options`): `backoff_base` (10 s) and `backoff_max` (300 s) of CrashLoopBackOff,
+Tunables (attributes of `Kubelet`, also accepted as keyword arguments of `install`):
+`backoff_base` (10 s) and `backoff_max` (300 s) of CrashLoopBackOff,
 `events` (record kubelet Events), `read_pause` and `flush_interval` of log capture,
 `shutdown_grace`.
 """
@@ -352,18 +352,17 @@ def _seconds(value: Any, default: float) -> float:
 
 
 def install(sim: SimCluster, **options: Any) -> Kubelet:
-    opts = {**(getattr(sim, "kubelet_options", None) or {}), **options}
-    kubelet = Kubelet(sim, **opts)
+    kubelet = Kubelet(sim, **options)
     kubelet.reaper.start()
     try:
         kubelet.bin_dir = install_launchers(sim.workdir / "bin")
         kubelet.pod_view = install_pod(sim.workdir / "podbin")
     except OSError as exc:
         log.warning("kubelet: cannot install the simulated launchers: %s", exc)
-    if wanted(getattr(sim, "pod_namespaces", None)):
+    if wanted(sim.pod_namespaces):
         kubelet.podns = PodNamespaces(sim.workdir, ("/tmp", sim.workdir), reaper=kubelet.reaper)
         kubelet.podns.start()
-    sim.kubelet = kubelet  # type: ignore[attr-defined]
+    sim.kubelet = kubelet
     sim.server.subresources["pods/log"] = functools.partial(serve_pod_log, kubelet)
     sim.server.delete_hooks.append(kubelet.delete_hook)
     sim.on_stop(kubelet.shutdown)

@@ -395,7 +395,7 @@ def choose_container(pod: dict[str, Any], container: str) -> str:
     """The API server's validateContainer: default to the only container, or a 400."""
     spec = pod.get("spec") or {}
     name = pod["metadata"]["name"]
-    containers = [c.get("name", "") for c in spec.get("containers") or ()]
+    containers: list[str] = [c.get("name", "") for c in spec.get("containers") or ()]
     init = [c.get("name", "") for c in spec.get("initContainers") or ()]
     eph = [c.get("name", "") for c in spec.get("ephemeralContainers") or ()]
     if not container:

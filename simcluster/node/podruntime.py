@@ -1,33 +1,15 @@
-"""One pod on a simulated node: its directory, its processes, their restarts, its status.
+"""One pod on a simulated node: its processes, their restarts, its status.
 
-A `PodRuntime` is created by the kubelet (`simcluster.node.kubelet`) for a pod bound to a node. The
-pod's directory `<workdir>/pods/<ns>_<name>_<uid>` (`root`) holds its volumes (`podvolumes`, at
-`<root>/<mountPath>`), `<root>/workspace` (the image's WORKDIR; the demo's `train.py` and `train_sim.py` are copied in),
-the service-account files at `<root>/var/run/secrets/kubernetes.io/serviceaccount/` (`token`: the
-token of `system:serviceaccount:<ns>:<name>`, the pod's service account, whose rules reach its own
-namespace only (`sim.service_account_token`); `ca.crt` when simcluster serves TLS; `namespace`;
-none with `automountServiceAccountToken: false` on the pod or its service account, or a volume
-there) and `<root>/.kube/config`, which points kubectl and the Python client at simcluster with
-that same token (no token when it is not mounted). No other credential is written into a pod. Every
-container's `command` + `args` runs as a local process (the image is ignored; with only `args`,
-the args are the command line) in its own session, stdin `/dev/null`, stdout/stderr captured into
-CRI log files (`podlogs`).
+A `PodRuntime` is created by the kubelet (`simcluster.node.kubelet`) for a pod bound to a node,
+with the node's services (`NodeServices`: what the runtime asks of its kubelet). Its sandbox
+(`podsandbox`: the pod's directory `<workdir>/pods/<ns>_<name>_<uid>`, its files and namespaces)
+is prepared first. Every container's `command` + `args` runs as a local process (the image is
+ignored; with only `args`, the args are the command line) in its own session, stdin `/dev/null`,
+stdout/stderr captured into CRI log files (`container`, `podlogs`).
 
-Where the kernel allows it (`podns`), the pod has its own mount and UTS namespaces, held by a
-sleeping process, and every process (containers, probes, exec sessions) joins them through
-`nsenter`: the pod sees the host's filesystem copy-on-write with those directories at their
-in-pod paths (`/etc/mpi/hostfile`, `/workspace`, `/var/run/secrets/...`, `/root/.kube`), its name
-(or spec.hostname) as hostname, `HOME=/root` (written per pod, kept across exec sessions), and
-starts in the container's `workingDir`, else `/workspace`. Without namespaces processes see the
-host: absolute paths under volume mount paths are rewritten into the root (`podenv`), `HOME` is
-the root and they start in `<root>/workspace` (or `<root>/<workingDir>`).
-
-Environment: see `podenv`. `PATH`: in a pod with its own mount namespace an image's
-(`/opt/venv/bin:/usr/local/sbin:/usr/local/bin:...`, the simulated commands bound at
-`/usr/local/bin`, `launchers.install_pod`), else the simulated launchers' directory
-(`<workdir>/bin`: `mpirun`, `horovodrun`, `torchrun`, `nvidia-smi`, `python`) then the host's PATH;
-`HOSTNAME` spec.hostname or the pod name, `KUBERNETES_SERVICE_HOST/PORT` simcluster's address; a
-container that asks for `nvidia.com/gpu` gets `NVIDIA_VISIBLE_DEVICES` (`devices`).
+Environment: see `podenv`, and `podsandbox` for `PATH` and `HOME`; `HOSTNAME` spec.hostname or the
+pod name, `KUBERNETES_SERVICE_HOST/PORT` simcluster's address; a container that asks for
+`nvidia.com/gpu` gets `NVIDIA_VISIBLE_DEVICES` (`devices`).
 
 The runtime supervises the processes (starting, restarting, probing, signalling, reaping) and keeps
 each container's runs; the status computed from them is `podstatus`'s, written here through the
@@ -50,144 +32,74 @@ import shutil
 import signal
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
-
-import yaml
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..apiserver.errors import ApiError
-from ..apiserver.store import now_rfc3339
+from ..apiserver.store import ObjectStore, now_rfc3339
 from ..controllers.base import record_event
 from . import devices
-from .launchers import HERE as LAUNCHERS
+from .container import CaptureProtocol, ContainerRun, Instance, probe_loop
+from .podchildren import ExecChildren
 from .podenv import (
     ContainerConfigError,
-    PathRewriter,
     container_env,
     dict_items,
     expand_command,
-    in_pod_path,
     service_env,
 )
 from .podlogs import LogWriter, read_text
-from .podns import Holder, PodNamespaceError
 from .podns_helper import remove_tree
+from .podsandbox import TRAIN as TRAIN  # (the demo's training program, copied into every pod)
+from .podsandbox import MountFailed, PodSandbox
 from .podstatus import Conditions, container_state, default_waiting, go_duration, pod_phase, pod_status
-from .podvolumes import materialise
-from .procfs import handles_signal, pid_exists
+from .procfs import ProcessTable, handles_signal
+from .proxy import portmap
 from .reaper import Reaper, pdeathsig_preexec, signal_ids
 
 if TYPE_CHECKING:
-    from .kubelet import Kubelet
+    from ..cluster import SimCluster
     from .launchers import PodView
+    from .podenv import PathRewriter
+    from .podns import Holder, PodNamespaces
 
 log = logging.getLogger("simcluster.kubelet")
 
 OOM_ANNOTATION = "simcluster.ranks/oom-after-seconds"
 PODS = ("", "pods")
-WORKSPACE = "/workspace"  # every simcluster image's WORKDIR
-POD_HOME = "/root"  # HOME in a pod with namespaces (the image's root user)
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-TRAIN = LAUNCHERS / "train.py"  # the demo's training program, in every pod's /workspace
-# with the demo scenario's pretend workloads' program (their commands run it from there)
-IMAGE_FILES = (TRAIN, LAUNCHERS.parents[1] / "scenarios" / "workloads" / "train_sim.py")
-DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
-class Instance:
-    """One run of a container: a process group, its log file, its end."""
+class NodeServices(Protocol):
+    """What a pod's runtime asks of its node (the kubelet): the cluster, its processes' reaper
+    and table, the pods' namespaces and commands, the tunables, and its final delete."""
 
-    def __init__(self, container: str, attempt: int, log_path: Path, flush_interval: float) -> None:
-        self.container = container
-        self.attempt = attempt
-        self.container_id = "containerd://" + os.urandom(32).hex()
-        self.log_path = log_path
-        self.writer = LogWriter(log_path, flush_interval=flush_interval)
-        self.pid: int | None = None
-        self.started_at: str | None = None
-        self.finished_at: str | None = None
-        self.finished_mono = 0.0
-        self.exit_code: int | None = None
-        self.reason = ""
-        self.message = ""
-        self.oom = False
-        self.term_sent = False
-        self.done = asyncio.Event()
-        self.transport: asyncio.SubprocessTransport | None = None
-        self.pipes_closed = asyncio.Event()
-        self.timers: list[asyncio.TimerHandle] = []
-        self.probe_task: asyncio.Task[None] | None = None
+    sim: SimCluster
+    store: ObjectStore
+    reaper: Reaper
+    proc_table: ProcessTable
+    podns: PodNamespaces | None  # pods' mount and UTS namespaces (None: off)
+    pod_view: PodView | None  # the simulated commands as pods with a mount namespace see them
+    bin_dir: Path | None  # the same, first on the PATH of pods in the host's view
+    events: bool  # record the kubelet's Events
+    stopping: bool  # the kubelet is shutting down: no more status writes
+    backoff_base: float  # CrashLoopBackOff's first delay, doubling up to backoff_max
+    backoff_max: float
+    read_pause: float  # of log capture (`container.CaptureProtocol`)
+    flush_interval: float
 
-    @property
-    def running(self) -> bool:
-        return self.pid is not None and not self.done.is_set() and self.exit_code is None
-
-
-class _Protocol(asyncio.SubprocessProtocol):
-    def __init__(self, inst: Instance, runtime: PodRuntime, read_pause: float) -> None:
-        self.inst = inst
-        self.runtime = runtime
-        self.read_pause = read_pause
-        self.transport: asyncio.SubprocessTransport | None = None
-        self._last_read: dict[int, float] = {}
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def pipe_data_received(self, fd: int, data: bytes | str) -> None:
-        if isinstance(data, str):
-            data = data.encode()
-        self.inst.writer.feed(fd, data)
-        # Under load (this pipe was read moments ago) pause it briefly so data accumulates and
-        # is read in larger chunks; sparse output is read at once, keeping stdout/stderr order.
-        now = time.monotonic()
-        recent = now - self._last_read.get(fd, float("-inf")) < self.read_pause
-        self._last_read[fd] = now
-        if recent and len(data) < 65536 and self.transport is not None:
-            pipe = self.transport.get_pipe_transport(fd)
-            if pipe is not None and not pipe.is_closing():
-                pipe.pause_reading()  # type: ignore[attr-defined]
-                asyncio.get_running_loop().call_later(self.read_pause, _resume, pipe)
-
-    def process_exited(self) -> None:
-        self.runtime._on_exit(self.inst)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.inst.pipes_closed.set()
-
-
-def _resume(pipe: Any) -> None:
-    with contextlib.suppress(Exception):
-        if not pipe.is_closing():
-            pipe.resume_reading()
-
-
-class ContainerRun:
-    """A spec container's life in the pod: its instances, restarts, back-off and state."""
-
-    def __init__(self, spec: dict[str, Any], kind: str) -> None:
-        self.spec = spec
-        self.name = str(spec.get("name", ""))
-        self.kind = kind  # "init" | "sidecar" | "regular"
-        self.restart_count = 0
-        self.last: Instance | None = None
-        self.prev: Instance | None = None
-        self.waiting: tuple[str, str] | None = None  # (reason, message) overrides the state
-        self.ready = False
-        self.env: dict[str, str] | None = None
-        self.backoff: tuple[float, float] | None = None  # (duration, lastUpdate monotonic)
-        self.task: asyncio.Task[Any] | None = None
+    def pod_terminated(self, rt: PodRuntime) -> None:
+        """Graceful termination of `rt` finished: the kubelet's final delete."""
 
 
 class PodRuntime:
     """A pod bound to a simulated node: see the module docstring. Public API for other components:
-    `namespace name uid node pod_ip root resolve() container_env() container_names() is_running()
-    pids() register_child()`."""
+    `namespace name uid node pod_ip root holder resolve() working_dir() command() container_env()
+    container_names() is_running() pids() register_child()`."""
 
-    def __init__(self, kubelet: Kubelet, pod: dict[str, Any], node: dict[str, Any], pod_ip: str) -> None:
+    def __init__(self, services: NodeServices, pod: dict[str, Any], node: dict[str, Any], pod_ip: str) -> None:
         meta = pod["metadata"]
-        self.kubelet = kubelet
-        self.sim = kubelet.sim
-        self.store = kubelet.store
+        self.services = services
+        self.sim = services.sim
+        self.store = services.store
         self.namespace: str = meta.get("namespace", "")
         self.name: str = meta["name"]
         self.uid: str = meta.get("uid", "")
@@ -197,8 +109,10 @@ class PodRuntime:
         self.allocatable: dict[str, Any] = dict((node.get("status") or {}).get("allocatable") or {})
         self.pod = pod
         key = f"{self.namespace}_{self.name}_{self.uid}"
-        self.root: Path = kubelet.sim.workdir / "pods" / key
-        self.log_dir: Path = kubelet.sim.workdir / "logs" / key
+        self.root: Path = self.sim.workdir / "pods" / key
+        self.log_dir: Path = self.sim.workdir / "logs" / key
+        self.sandbox = PodSandbox(pod, self.root, sim=self.sim, lookup=self._lookup, podns=services.podns,
+                                  pod_view=services.pod_view, bin_dir=services.bin_dir)
         spec = pod.get("spec") or {}
         self.restart_policy = str(spec.get("restartPolicy") or "Always")
         self.init_runs = [
@@ -215,11 +129,7 @@ class PodRuntime:
         self.removed = False
         self.final_phase: str | None = None
         self.start_time = now_rfc3339()
-        self.rewriter = PathRewriter(self.root, ())
-        self.holder: Holder | None = None  # the pod's namespaces (None: the host's view, paths rewritten)
-        self._tools_seen: bool | None = None  # the holder has the launchers' pod view (`_sees`)
-        self._children: set[int] = set()
-        self._child_groups: set[int] = set()
+        self.children = ExecChildren(services.reaper, services.proc_table)
         self.conditions = Conditions()
         self._task: asyncio.Task[None] | None = None
         self._term_task: asyncio.Task[None] | None = None
@@ -229,51 +139,40 @@ class PodRuntime:
         self._status_pending = False
 
     # -- public API ----------------------------------------------------------------------------
-    def resolve(self, path: str) -> Path:
-        """An absolute in-pod path as the host reaches it: through the pod's namespaces while it
-        has them, else under the pod root (where volumes, /workspace and the service-account
-        files are in both cases)."""
-        if self.holder is not None and self.holder.alive():
-            return self.holder.host_path(path)
-        return in_pod_path(self.root, path)
+    @property
+    def holder(self) -> Holder | None:
+        """The pod's namespaces (None: the host's view, paths rewritten): `podsandbox`."""
+        return self.sandbox.holder
+
+    @property
+    def rewriter(self) -> PathRewriter:
+        return self.sandbox.rewriter
 
     @property
     def hostname(self) -> str:
-        return str((self.pod.get("spec") or {}).get("hostname") or self.name)[:63]
+        return self.sandbox.hostname
 
     @property
     def home(self) -> str:
         """The processes' HOME (in the pod's view)."""
-        return POD_HOME if self.holder is not None else str(self.root)
+        return self.sandbox.home
+
+    def resolve(self, path: str) -> Path:
+        """An absolute in-pod path as the host reaches it (`PodSandbox.resolve`)."""
+        return self.sandbox.resolve(path)
 
     def working_dir(self, container: str) -> str:
-        """Where the container's processes and exec sessions start (in the pod's view): the
-        container's workingDir, else the image's WORKDIR /workspace (`<root>/workspace` on the host
-        without namespaces)."""
+        """Where the container's processes and exec sessions start (in the pod's view)."""
         run = self._by_name.get(container)
-        wd = str((run.spec.get("workingDir") if run is not None else "") or "")
-        if self.holder is not None:
-            return os.path.normpath("/" + wd.lstrip("/")) if wd else WORKSPACE
-        return str(in_pod_path(self.root, wd or WORKSPACE))
+        return self.sandbox.working_dir(run.spec if run is not None else None)
 
     def find_executable(self, name: str, env: dict[str, str], cwd: str) -> str | None:
         """Where the pod finds command `name` (its path in the pod's view), or None."""
-        path = env.get("PATH", DEFAULT_PATH)
-        if self.holder is not None:
-            return self.holder.which(name, path, cwd)
-        if "/" in name:
-            full = os.path.join(cwd, name)
-            return full if os.path.isfile(full) and os.access(full, os.X_OK) else None
-        return shutil.which(name, path=path)
+        return self.sandbox.find_executable(name, env, cwd)
 
     def command(self, argv: list[str], cwd: str) -> tuple[list[str], str]:
-        """(argv, cwd) that run `argv` in the pod, in its directory `cwd`, from the host (the
-        same process: with namespaces, nsenter execs the command in place)."""
-        if self.holder is None:
-            return argv, cwd
-        if not self.holder.alive():
-            raise ProcessLookupError(errno.ESRCH, "the pod sandbox is gone")
-        return self.holder.command(argv, cwd), "/"
+        """(argv, cwd) that run `argv` in the pod, in its directory `cwd`, from the host."""
+        return self.sandbox.command(argv, cwd)
 
     def container_names(self) -> list[str]:
         """Regular containers in spec order, then init containers."""
@@ -289,7 +188,7 @@ class PodRuntime:
         try:
             return self._compute_env(run)
         except ContainerConfigError:
-            return self._rewrite(dict(self._base_env()))
+            return self._base_env()
 
     def is_running(self, container: str) -> bool:
         run = self._by_name.get(container)
@@ -298,54 +197,18 @@ class PodRuntime:
     def pids(self) -> list[int]:
         """Live pids of every process of the pod (all containers, whole groups, exec'd children)."""
         groups = self._groups()
-        table = self.kubelet.proc_table
-        pids = set(table.members(groups)) if groups else set()
-        for pid in list(self._children):
-            if pid_exists(pid):
-                pids.add(pid)
-            else:
-                self._children.discard(pid)
-                self.kubelet.reaper.remove_pid(pid)
-        return sorted(pids)
+        pids = set(self.services.proc_table.members(groups)) if groups else set()
+        return sorted(pids | self.children.live_pids())
 
     def register_child(self, pid: int) -> None:
         """A process started in the pod by another component (exec): killed with the pod."""
-        reaper: Reaper = self.kubelet.reaper
-        self.kubelet.proc_table.invalidate()
-        try:
-            pgid = os.getpgid(pid)
-        except OSError:
-            return
-        if self.terminating or self.finished:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        if not reaper.is_own(pgid):
-            self._child_groups.add(pgid)
-            reaper.add_group(pgid)
-        else:
-            self._children.add(pid)
-            reaper.add_pid(pid)
+        self.children.register(pid, kill=self.terminating or self.finished)
 
     def unregister_child(self, pid: int) -> None:
         """Forget an exec'd process that has ended (its group no longer needs killing)."""
-        reaper: Reaper = self.kubelet.reaper
-        self._children.discard(pid)
-        reaper.remove_pid(pid)
-        if pid in self._child_groups:
-            self._child_groups.discard(pid)
-            reaper.remove_group(pid)
-        else:
-            with contextlib.suppress(OSError):
-                pgid = os.getpgid(pid)
-                if pgid in self._child_groups and not self.kubelet.proc_table.members([pgid], force=True):
-                    self._child_groups.discard(pgid)
-                    reaper.remove_group(pgid)
+        self.children.unregister(pid)
 
     def register_ports(self) -> None:
-        try:
-            from .proxy import portmap
-        except ImportError:  # pragma: no cover - the proxy component is optional
-            return
         pm = portmap(self.sim)
         for run in [*self.init_runs, *self.runs]:
             for p in dict_items(run.spec.get("ports")):
@@ -354,7 +217,7 @@ class PodRuntime:
                     pm.register(self.namespace, self.name, port, "127.0.0.1", port)
 
     def unregister_ports(self) -> None:
-        pm = getattr(self.sim, "portmap", None)
+        pm = self.sim.portmap
         if pm is not None:
             with contextlib.suppress(Exception):
                 pm.unregister(self.namespace, self.name)
@@ -410,7 +273,7 @@ class PodRuntime:
         for run in self.init_runs:
             if run.kind == "sidecar" and run.last is not None and run.last.running:
                 self._signal_instance(run.last, signal.SIGTERM)
-        self._signal_children(signal.SIGKILL)
+        self.children.signal(signal.SIGKILL)
         self.request_status()
 
     async def _sleep(self, seconds: float) -> bool:
@@ -423,148 +286,33 @@ class PodRuntime:
         return self.terminating
 
     async def _prepare(self) -> bool:
-        """Root directory, volumes, kubeconfig, /workspace, service-account files, namespaces.
-        False (with an event) when volumes cannot be set up."""
-        self.root.mkdir(parents=True, exist_ok=True)
-        sa_name, token, automount = self._service_account()
+        """The pod's sandbox (`PodSandbox.prepare`); False (with an event) when its volumes
+        cannot be set up."""
         try:
-            mounts = materialise(self.pod, self.root, self._lookup, self.allocatable, token)
-        except Exception as exc:  # a malformed volume must not stop the kubelet
-            self.event("Warning", "FailedMount", f"MountVolume.SetUp failed: {exc}")
-            return False
-        paths = sorted({os.path.normpath(m) for m in mounts if m.startswith("/") and os.path.normpath(m) != "/"})
-        sa = automount and not any(_under(SA_DIR, p) or _under(p, SA_DIR) for p in paths)
-        kube, workspace, sa_dir = self.root / ".kube", self.root / WORKSPACE.lstrip("/"), in_pod_path(self.root, SA_DIR)
-        for d in (kube, workspace, *([sa_dir] if sa else [])):
-            with contextlib.suppress(OSError):
-                d.mkdir(parents=True, exist_ok=True)
-        podns = self.kubelet.podns
-        sandbox = None
-        if podns is not None and self.holder is None:  # set up while the files below are written
-            sandbox = asyncio.ensure_future(podns.create(**self._sandbox(paths, sa)))
-        try:
-            try:
-                fd = os.open(kube / "config", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-                with os.fdopen(fd, "w") as fh:
-                    yaml.safe_dump(self.sim.pod_kubeconfig(self.namespace, sa_name, token if automount else None),
-                                   fh, sort_keys=False)
-            except OSError as exc:
-                log.warning("kubelet: cannot write the pod kubeconfig: %s", exc)
-            for program in IMAGE_FILES if WORKSPACE not in paths else ():
-                try:
-                    shutil.copyfile(program, workspace / program.name)
-                except OSError as exc:
-                    log.warning("kubelet: cannot copy %s into /workspace: %s", program.name, exc)
-            if sa:
-                sa = self._write_service_account(sa_dir, token)
-        finally:
-            if sandbox is not None:
-                try:
-                    self.holder = await sandbox
-                except PodNamespaceError as exc:
-                    log.warning("kubelet: pod %s/%s runs in the host's view: %s", self.namespace, self.name, exc)
-                if self.terminating or self.removed:
-                    self.release_sandbox()
-        if self.holder is None:
-            self.rewriter = PathRewriter(self.root, [*paths, *([SA_DIR] if sa else [])])
-        return True
-
-    def _service_account(self) -> tuple[str, str, bool]:
-        """The pod's service account, its token (`system:serviceaccount:<ns>:<name>`'s, never
-        another identity's) and whether it is mounted."""
-        spec = self.pod.get("spec") or {}
-        sa = str(spec.get("serviceAccountName") or spec.get("serviceAccount") or "default")
-        token = self.sim.service_account_token(self.namespace, sa)
-        automount = spec.get("automountServiceAccountToken")
-        if automount is None:
-            obj = self._lookup("serviceaccounts", sa)
-            automount = obj.get("automountServiceAccountToken") if obj is not None else None
-        return sa, token, automount is not False
-
-    def _write_service_account(self, target: Path, token: str) -> bool:
-        """token, ca.crt (when simcluster serves TLS) and namespace, as kube-api-access gives them."""
-        ca = getattr(self.sim, "ca_pem", None)
-        files = {"token": token.encode(), "namespace": self.namespace.encode()}
-        if ca:
-            files["ca.crt"] = ca
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-            for name, data in files.items():
-                path = target / name
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                with os.fdopen(fd, "wb") as fh:
-                    fh.write(data)
-        except OSError as exc:
-            log.warning("kubelet: cannot write the service-account files: %s", exc)
+            await self.sandbox.prepare(self.allocatable, lambda: self.terminating or self.removed)
+        except MountFailed as exc:
+            self.event("Warning", "FailedMount", str(exc))
             return False
         return True
-
-    def _sandbox(self, paths: list[str], sa: bool) -> dict[str, Any]:
-        """What the pod's namespaces hold: see `podns`."""
-        own = self.root / ".simcluster"
-        binds: list[tuple[Path | str, str]] = [
-            (self.root / WORKSPACE.lstrip("/"), WORKSPACE), (self.root / ".kube", f"{POD_HOME}/.kube"),
-        ]
-        if sa:
-            binds.append((in_pod_path(self.root, SA_DIR), SA_DIR))
-        for p in paths:
-            binds.append((os.path.realpath(in_pod_path(self.root, p)), p))
-        spec = self.pod.get("spec") or {}
-        names = self.hostname
-        if spec.get("subdomain"):
-            names = f"{self.hostname}.{spec['subdomain']}.{self.namespace}.svc.cluster.local\t{self.hostname}"
-        hosts = ("# Kubernetes-managed hosts file (simcluster: the pod's name is a loopback address).\n"
-                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
-                 "fe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n"
-                 f"127.0.1.1\t{names}\n")
-        view = getattr(self.kubelet, "pod_view", None)
-        return {
-            "rootfs": own / "rootfs", "upper": own / "upper", "work": own / "work", "scratch": own / "scratch",
-            "home": (own / "home", POD_HOME), "hostname": self.hostname, "binds": binds,
-            "files": [("/etc/hostname", self.hostname + "\n"), ("/etc/hosts", hosts)],
-            "tools": view.binds if view is not None else (),
-        }
 
     def release_sandbox(self) -> None:
         """Kill the pod's namespace holder (the namespaces last as long as a process is in them)."""
-        holder = self.holder
-        podns = self.kubelet.podns
-        if holder is not None and not holder.killed:
-            if podns is not None:
-                podns.release(holder)
-            else:
-                holder.kill()
+        self.sandbox.release()
 
     def _lookup(self, plural: str, name: str) -> dict[str, Any] | None:
         st = self.store.find(("", plural), self.namespace, name)
         return st.obj if st is not None else None
 
     def _base_env(self) -> dict[str, str]:
-        view = getattr(self.kubelet, "pod_view", None)
-        if self.holder is not None and view is not None and self._sees(view):
-            return {"PATH": view.path, "HOSTNAME": self.hostname, "HOME": self.home}
-        path = os.environ.get("PATH") or DEFAULT_PATH
-        bin_dir = getattr(self.kubelet, "bin_dir", None)
-        if bin_dir is not None:
-            path = f"{bin_dir}:{path}"
-        return {"PATH": path, "HOSTNAME": self.hostname, "HOME": self.home}
-
-    def _sees(self, view: PodView) -> bool:
-        """The pod's namespaces hold the image's view of the simulated commands (every bind made)."""
-        if self._tools_seen is None and self.holder is not None:
-            self._tools_seen = all(os.path.exists(self.holder.host_path(dest)) for _, dest in view.binds)
-        return bool(self._tools_seen)
-
-    def _rewrite(self, env: dict[str, str]) -> dict[str, str]:
-        return self.rewriter.rewrite_env(env, keep=("PATH", "HOME"))
+        return self.sandbox.rewrite_env(self.sandbox.base_env())
 
     def _compute_env(self, run: ContainerRun) -> dict[str, str]:
         sim = self.sim
         env = container_env(
-            self.pod, run.spec, base={**self._base_env(), **self._device_env(run)},
+            self.pod, run.spec, base={**self.sandbox.base_env(), **self._device_env(run)},
             services=service_env(sim.host, sim.port), lookup=self._lookup, allocatable=self.allocatable,
         )
-        return self._rewrite(env)
+        return self.sandbox.rewrite_env(env)
 
     def _device_env(self, run: ContainerRun) -> dict[str, str]:
         """The container's GPUs, allocated now (see `devices`): the device plugin's variable."""
@@ -585,7 +333,7 @@ class PodRuntime:
     # -- one container -----------------------------------------------------------------------------
     def _backoff(self, run: ContainerRun, finished: float) -> float:
         """flowcontrol.Backoff as the kubelet uses it: seconds still to wait, or 0 (and Next)."""
-        base, cap = self.kubelet.backoff_base, self.kubelet.backoff_max
+        base, cap = self.services.backoff_base, self.services.backoff_max
         now = time.monotonic()
         entry = run.backoff
         expired = entry is not None and finished - entry[1] > 2 * cap
@@ -619,7 +367,7 @@ class PodRuntime:
                         return code
             inst = await self._start(run)
             if inst is None:  # configuration error: retry later, as the kubelet's next sync would
-                if await self._sleep(max(self.kubelet.backoff_base, 1.0)):
+                if await self._sleep(max(self.services.backoff_base, 1.0)):
                     return code
                 continue
             await inst.done.wait()
@@ -652,7 +400,7 @@ class PodRuntime:
                 self.request_status()
             return None
         run.env = env
-        inst = Instance(run.name, attempt, self.log_dir / run.name / f"{attempt}.log", self.kubelet.flush_interval)
+        inst = Instance(run.name, attempt, self.log_dir / run.name / f"{attempt}.log", self.services.flush_interval)
         if run.last is not None:
             old = run.prev
             run.prev = run.last
@@ -673,7 +421,7 @@ class PodRuntime:
                 raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), argv[0])
             cmd, cwd = self.command(argv, workdir)
             transport, _ = await loop.subprocess_exec(
-                lambda: _Protocol(inst, self, self.kubelet.read_pause),
+                lambda: CaptureProtocol(inst, self._on_exit, self.services.read_pause),
                 *cmd,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
@@ -704,8 +452,8 @@ class PodRuntime:
             return inst
         inst.transport = transport
         inst.pid = transport.get_pid()
-        self.kubelet.reaper.add_group(inst.pid)
-        self.kubelet.proc_table.invalidate()
+        self.services.reaper.add_group(inst.pid)
+        self.services.proc_table.invalidate()
         inst.started_at = now_rfc3339()
         run.waiting = None
         self.event("Normal", "Created", f"Created container: {run.name}")
@@ -721,11 +469,12 @@ class PodRuntime:
                     after = -1.0
                 if after >= 0:
                     inst.timers.append(loop.call_later(after, self._oom_kill, inst))
-        probe = run.spec.get("readinessProbe") if run.kind != "init" else None
-        if (isinstance(probe, dict) and isinstance(probe.get("exec"), dict)
-                and isinstance(probe["exec"].get("command"), list) and probe["exec"]["command"]):
+        probe = run.exec_probe()
+        if probe is not None:
             run.ready = False
-            inst.probe_task = asyncio.create_task(self._probe_loop(run, inst, probe))
+            inst.probe_task = asyncio.create_task(probe_loop(
+                run, inst, probe, lambda cmd, timeout: self._exec_probe(cmd, run, timeout),
+                lambda: self.terminating, self.request_status))
         else:
             run.ready = run.kind != "init"
         self.request_status()
@@ -747,7 +496,7 @@ class PodRuntime:
         for t in inst.timers:
             t.cancel()
         if inst.pid is not None:  # the rest of the container goes with its main process
-            signal_ids([inst.pid], signal.SIGKILL, self.kubelet.proc_table)
+            signal_ids([inst.pid], signal.SIGKILL, self.services.proc_table)
         try:
             async with asyncio.timeout(2.0):
                 await inst.pipes_closed.wait()
@@ -757,7 +506,7 @@ class PodRuntime:
             transport.close()
         inst.writer.close()
         if inst.pid is not None:
-            self.kubelet.reaper.remove_group(inst.pid)
+            self.services.reaper.remove_group(inst.pid)
         code = 0 if rc is None else rc if rc >= 0 else 128 - rc
         if inst.oom:
             code, inst.reason = 137, "OOMKilled"
@@ -775,37 +524,8 @@ class PodRuntime:
         inst.done.set()
         self.request_status()
 
-    async def _probe_loop(self, run: ContainerRun, inst: Instance, probe: dict[str, Any]) -> None:
-        cmd = [str(a) for a in probe["exec"]["command"]]
-        def num(key: str, default: float) -> float:
-            try:
-                return max(0.0, float(probe.get(key) or default))
-            except (TypeError, ValueError):
-                return default
-
-        initial = num("initialDelaySeconds", 0)
-        period = max(0.1, num("periodSeconds", 10))
-        timeout = max(0.1, num("timeoutSeconds", 1))
-        need_ok = max(1, int(num("successThreshold", 1)))
-        need_fail = max(1, int(num("failureThreshold", 3)))
-        ok = fail = 0
-        if initial:
-            await asyncio.sleep(initial)
-        while inst.running and not self.terminating:
-            passed = await self._exec_probe(cmd, run, timeout)
-            ok, fail = (ok + 1, 0) if passed else (0, fail + 1)
-            ready = run.ready
-            if passed and ok >= need_ok:
-                ready = True
-            elif not passed and fail >= need_fail:
-                ready = False
-            if ready != run.ready and inst.running:
-                run.ready = ready
-                self.request_status()
-            await asyncio.sleep(period)
-
     async def _exec_probe(self, cmd: list[str], run: ContainerRun, timeout: float) -> bool:
-        env = run.env or self._rewrite(self._base_env())
+        env = run.env or self._base_env()
         try:
             argv, cwd = self.command([self.rewriter.rewrite(a) for a in cmd], self.working_dir(run.name))
             proc = await asyncio.create_subprocess_exec(
@@ -815,7 +535,7 @@ class PodRuntime:
             )
         except OSError:
             return False
-        self.kubelet.reaper.add_group(proc.pid)
+        self.services.reaper.add_group(proc.pid)
         try:
             async with asyncio.timeout(timeout):
                 return await proc.wait() == 0
@@ -825,13 +545,13 @@ class PodRuntime:
             signal_ids([proc.pid], signal.SIGKILL)
             with contextlib.suppress(ProcessLookupError):
                 await proc.wait()
-            self.kubelet.reaper.remove_group(proc.pid)
+            self.services.reaper.remove_group(proc.pid)
 
     # -- signals -----------------------------------------------------------------------------------
     def _groups(self) -> list[int]:
         groups = [r.last.pid for r in [*self.init_runs, *self.runs]
                   if r.last is not None and r.last.pid is not None and not r.last.done.is_set()]
-        return [g for g in groups if g is not None] + sorted(self._child_groups)
+        return [g for g in groups if g is not None] + sorted(self.children.groups)
 
     def _signal_instance(self, inst: Instance, sig: int, *, as_runtime: bool = False) -> None:
         """`sig` to the container. `as_runtime` (a graceful stop): SIGTERM goes to the container's
@@ -848,13 +568,7 @@ class PodRuntime:
                     with contextlib.suppress(OSError):
                         os.kill(inst.pid, signal.SIGTERM)
                 return
-        signal_ids([inst.pid], sig, self.kubelet.proc_table if sig == signal.SIGKILL else None)
-
-    def _signal_children(self, sig: int) -> None:
-        signal_ids(self._child_groups, sig, self.kubelet.proc_table if sig == signal.SIGKILL else None)
-        for pid in self._children:
-            with contextlib.suppress(OSError):
-                os.kill(pid, sig)
+        signal_ids([inst.pid], sig, self.services.proc_table if sig == signal.SIGKILL else None)
 
     def _instances(self) -> list[Instance]:
         return [r.last for r in [*self.init_runs, *self.runs] if r.last is not None]
@@ -886,7 +600,7 @@ class PodRuntime:
                 if left <= 0:
                     for i in live:
                         self._signal_instance(i, signal.SIGKILL)
-                    self._signal_children(signal.SIGKILL)
+                    self.children.signal(signal.SIGKILL)
                     await asyncio.wait([asyncio.ensure_future(i.done.wait()) for i in live], timeout=5)
                     break
                 for i in live:
@@ -898,7 +612,7 @@ class PodRuntime:
                 _, pending = await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 for p in pending:
                     p.cancel()
-            self._signal_children(signal.SIGKILL)
+            self.children.signal(signal.SIGKILL)
             if self._task is not None and not self._task.done():
                 with contextlib.suppress(TimeoutError, asyncio.CancelledError):
                     async with asyncio.timeout(5):
@@ -908,7 +622,7 @@ class PodRuntime:
             self.release_sandbox()
             self.release_devices()
             self.write_status_now()
-            self.kubelet.pod_terminated(self)
+            self.services.pod_terminated(self)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -921,13 +635,13 @@ class PodRuntime:
         live = [i for i in self._instances() if not i.done.is_set()]
         for i in live:
             self._signal_instance(i, signal.SIGTERM)
-        self._signal_children(signal.SIGTERM)
+        self.children.signal(signal.SIGTERM)
         if live:
             await asyncio.wait([asyncio.ensure_future(i.done.wait()) for i in live], timeout=grace)
         live = [i for i in live if not i.done.is_set()]
         for i in live:
             self._signal_instance(i, signal.SIGKILL)
-        self._signal_children(signal.SIGKILL)
+        self.children.signal(signal.SIGKILL)
         if live:
             await asyncio.wait([asyncio.ensure_future(i.done.wait()) for i in live], timeout=5)
         for task in (self._task, self._term_task, *(r.task for r in [*self.init_runs, *self.runs])):
@@ -970,7 +684,7 @@ class PodRuntime:
 
     # -- status ------------------------------------------------------------------------------------
     def event(self, type_: str, reason: str, message: str) -> None:
-        if not self.kubelet.events or self.removed:
+        if not self.services.events or self.removed:
             return
         try:
             record_event(self.sim, self.pod, type_, reason, message, "kubelet", host=self.node)
@@ -991,7 +705,7 @@ class PodRuntime:
 
     def write_status_now(self) -> None:
         self._status_pending = False
-        if self.removed or self.kubelet.stopping:
+        if self.removed or self.services.stopping:
             return
         rt = self.sim.registry.get("", "v1", "pods")
         if rt is None:
@@ -1009,10 +723,6 @@ class PodRuntime:
             return
         if st.obj["metadata"].get("uid") == uid:
             self.pod = st.obj
-
-
-def _under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def _internal_ip(node: dict[str, Any]) -> str:

@@ -20,7 +20,8 @@ from .podenv import dict_items
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from .podruntime import ContainerRun, Instance, PodRuntime
+    from .container import ContainerRun, Instance
+    from .podruntime import PodRuntime
 
 
 def go_duration(seconds: float) -> str:

@@ -166,18 +166,18 @@ def materialise(
 ) -> list[str]:
     """Write the pod's volumes under `root`; returns every mountPath (for path rewriting)."""
     spec = pod.get("spec") or {}
-    volumes = {v.get("name"): v for v in dict_items(spec.get("volumes")) if v.get("name")}
+    volumes = {str(v["name"]): v for v in dict_items(spec.get("volumes")) if v.get("name")}
     mounts: list[dict[str, Any]] = []
     for c in [*dict_items(spec.get("initContainers")), *dict_items(spec.get("containers"))]:
         mounts += [m for m in dict_items(c.get("volumeMounts")) if isinstance(m.get("mountPath"), str)]
     homes: dict[str, Path] = {}
     for m in mounts:  # first plain mount of each volume holds its files
-        name = m.get("name")
+        name = str(m.get("name") or "")
         if name in homes or m.get("subPath") or name not in volumes:
             continue
         homes[name] = in_pod_path(root, str(m["mountPath"]))
     for name in volumes:
-        homes.setdefault(name, root / ".simcluster" / "volumes" / str(name))
+        homes.setdefault(name, root / ".simcluster" / "volumes" / name)
     for name, vol in volumes.items():
         home = homes[name]
         files = volume_files(pod, vol, lookup, allocatable, token)
@@ -188,7 +188,7 @@ def materialise(
             _write_files(home, files)
     paths: list[str] = []
     for m in mounts:
-        name = m.get("name")
+        name = str(m.get("name") or "")
         mount_path = str(m["mountPath"])
         paths.append(mount_path)
         if name not in homes:

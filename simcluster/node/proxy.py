@@ -88,11 +88,9 @@ class PortMap:
 
 def portmap(sim: SimCluster) -> PortMap:
     """The cluster's PortMap, created on first use."""
-    pm = getattr(sim, "portmap", None)
-    if pm is None:
-        pm = PortMap()
-        sim.portmap = pm  # type: ignore[attr-defined]
-    return pm
+    if sim.portmap is None:
+        sim.portmap = PortMap()
+    return sim.portmap
 
 
 def split_scheme_name_port(ident: str) -> tuple[str, str, str] | None:
@@ -341,10 +339,10 @@ class Proxy:
 
 def install(sim: SimCluster) -> None:
     """Register the pod, service and node proxies (idempotent) and attach ``sim.portmap``."""
-    if getattr(sim, "proxy", None) is not None:
+    if sim.proxy is not None:
         return
     proxy = Proxy(sim)
-    sim.proxy = proxy  # type: ignore[attr-defined]
+    sim.proxy = proxy
     sim.server.subresources["pods/proxy"] = proxy.pods
     sim.server.subresources["services/proxy"] = proxy.services
     sim.server.subresources["nodes/proxy"] = proxy.nodes

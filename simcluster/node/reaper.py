@@ -122,7 +122,7 @@ def _helper_main(parent: int) -> None:
         for p in pids:
             with contextlib.suppress(OSError):
                 os.kill(p, signal.SIGKILL)
-        for _ in range(20):
+        for _attempt in range(20):
             left = scan()
             if not left:
                 break

@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..apiserver.errors import ApiError
 from ..apiserver.resources import ResourceType
 from ..apiserver.store import Stored, TypeKey
 from ..apiserver.validation import default, validate_new
-from ..controllers.base import now
+from ..controllers.base import now as now  # (the operators take their clock from here)
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
@@ -68,7 +68,8 @@ def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
+    """An integer that is not a boolean (JSON's integers)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -125,9 +126,9 @@ def exit_code(pod: dict[str, Any], container: str) -> int | None:
     """The terminated exit code of `container`, or None when it has not terminated."""
     for cs in as_list(as_dict(pod.get("status")).get("containerStatuses")):
         if isinstance(cs, dict) and cs.get("name") == container:
-            term = as_dict(as_dict(cs.get("state")).get("terminated"))
-            if is_int(term.get("exitCode")):
-                return term["exitCode"]
+            code = as_dict(as_dict(cs.get("state")).get("terminated")).get("exitCode")
+            if is_int(code):
+                return code
     return None
 
 

@@ -84,9 +84,9 @@ def _without_hash(template: dict[str, Any]) -> dict[str, Any]:
 def _cond(ctype: str, status: str, reason: str, message: str, old: list[Any]) -> dict[str, Any]:
     t = now()
     prev = next((c for c in old if isinstance(c, dict) and c.get("type") == ctype), None)
-    changed = prev is None or prev.get("status") != status
+    kept = prev is not None and prev.get("status") == status
     return {"type": ctype, "status": status, "lastUpdateTime": t,
-            "lastTransitionTime": t if changed else prev.get("lastTransitionTime", t),
+            "lastTransitionTime": prev.get("lastTransitionTime", t) if prev is not None and kept else t,
             "reason": reason, "message": message}
 
 
@@ -245,7 +245,7 @@ class DeploymentController(Controller):
         selector.setdefault("matchLabels", {})[HASH_LABEL] = h
         surge = _percent(as_dict(as_dict(d["spec"].get("strategy")).get("rollingUpdate")).get("maxSurge", "25%"),
                          want, True)
-        rs = {
+        rs: dict[str, Any] = {
             "apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {
                 "name": f"{meta['name']}-{h}",
@@ -379,7 +379,7 @@ def scale_of(obj: dict[str, Any]) -> dict[str, Any]:
 
 async def serve_scale(sim: SimCluster, ctx: Ctx) -> web.StreamResponse:
     """GET, PUT and PATCH of `<deployments|replicasets>/<name>/scale`."""
-    from ..apiserver.server import decode_body, json_response
+    from ..apiserver.messages import decode_body, json_response
 
     rt = ctx.rt
     ns = ctx.namespace or ""

@@ -1,6 +1,7 @@
 """The Kubeflow Training Operator v1 job reconciler (`ReconcileJobs` of release-1.9), shared by
 PyTorchJob, TFJob and XGBoostJob. A `Framework` supplies what differs per kind: defaults,
-validation, the master role, the injected cluster spec (env) and the status rules.
+validation, the master role, the injected cluster spec (env); the status rule is one for every
+kind, with each kind's names (`job_status`).
 
 Per replica index the operator creates a pod and a headless Service, both named
 `<job>-<lowercase replica type>-<index>`, labelled `training.kubeflow.org/operator-name`,
@@ -76,6 +77,7 @@ from .common import (
     set_condition,
     write_status,
 )
+from .job_status import STATUS_RULES, update_job_status
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
@@ -167,7 +169,7 @@ class Framework(abc.ABC):
     def _default_port(self, template: dict[str, Any]) -> None:
         for c in as_list(as_dict(template.get("spec")).get("containers")):
             if isinstance(c, dict) and c.get("name") == self.default_container:
-                ports = c.get("ports") if isinstance(c.get("ports"), list) else []
+                ports = as_list(c.get("ports"))
                 if not any(isinstance(p, dict) and p.get("name") == self.port_name for p in ports):
                     ports.append({"name": self.port_name, "containerPort": self.default_port})
                 c["ports"] = ports
@@ -198,7 +200,6 @@ class Framework(abc.ABC):
     ) -> None:
         """Inject the env the operator sets (raise ValueError to refuse creating the pod)."""
 
-    @abc.abstractmethod
     def update_status(
         self,
         ctrl: KubeflowJobController,
@@ -207,7 +208,18 @@ class Framework(abc.ABC):
         status: dict[str, Any],
         pods: list[dict[str, Any]],
     ) -> None:
-        """Set the job's conditions and replicaStatuses from its pods (the operator's rules)."""
+        """Set the job's conditions from its replicaStatuses (the operator's rule, this kind's row
+        of `job_status.STATUS_RULES`)."""
+        update_job_status(
+            STATUS_RULES[self.kind], self.kind, job, replicas, status,
+            lambda type_, reason, message: ctrl.record(job, type_, reason, message),
+            lambda succeeded: self.workers_done_early(job, replicas, pods, succeeded),
+        )
+
+    def workers_done_early(self, job: dict[str, Any], replicas: dict[str, Replica], pods: list[dict[str, Any]],
+                           succeeded: int) -> bool:
+        """Without a leader, whether the workers are done before all succeeded (`job_status`)."""
+        return False
 
     # -- helpers for subclasses ---------------------------------------------------------------
     def reason(self, what: str) -> str:
@@ -219,7 +231,7 @@ def total_replicas(replicas: dict[str, Replica]) -> int:
 
 
 def append_env(container: dict[str, Any], *pairs: tuple[str, str]) -> None:
-    env = container.get("env") if isinstance(container.get("env"), list) else []
+    env = as_list(container.get("env"))
     env.extend({"name": k, "value": v} for k, v in pairs)
     container["env"] = env
 

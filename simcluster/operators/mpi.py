@@ -123,7 +123,7 @@ class MPISpec:
     def _replica(self, rt: str, replicas: int, policy: str) -> dict[str, Any] | None:
         if not isinstance(self.raw_specs, dict) or not isinstance(self.raw_specs.get(rt), dict):
             return None
-        spec = copy.deepcopy(self.raw_specs[rt])
+        spec: dict[str, Any] = copy.deepcopy(self.raw_specs[rt])
         if spec.get("replicas") is None:
             spec["replicas"] = replicas
         if not spec.get("restartPolicy"):
@@ -200,7 +200,7 @@ def _labels(job: str, role: str) -> dict[str, str]:
 
 
 def _env(container: dict[str, Any], pairs: Iterable[tuple[str, str]]) -> None:
-    env = container.get("env") if isinstance(container.get("env"), list) else []
+    env = as_list(container.get("env"))
     env.extend({"name": k, "value": v} if v != "" else {"name": k} for k, v in pairs)
     container["env"] = env
 

@@ -1,15 +1,13 @@
-"""PyTorchJob (kubeflow.org/v1): env from `pytorch/envvar.go` and `elastic.go`, status rules of
-`PyTorchJobReconciler.UpdateJobStatus` (release-1.9), conventions §1.5."""
+"""PyTorchJob (kubeflow.org/v1): env from `pytorch/envvar.go` and `elastic.go`, conventions §1.5;
+its row of the status rule (`PyTorchJobReconciler.UpdateJobStatus`, release-1.9) is in
+`job_status`, its early success (an elastic job's first worker done) here."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .common import as_dict, as_list, forbidden, is_int, now, required, set_condition
+from .common import as_dict, as_list, forbidden, is_int, required
 from .kubeflow import Framework, Replica, append_env, containers_of, total_replicas
-
-if TYPE_CHECKING:
-    from .kubeflow import KubeflowJobController
 
 
 class PyTorch(Framework):
@@ -118,48 +116,7 @@ class PyTorch(Framework):
             out.append(("PET_MAX_RESTARTS", str(elastic["maxRestarts"])))
         return out
 
-    def update_status(
-        self,
-        ctrl: KubeflowJobController,
-        job: dict[str, Any],
-        replicas: dict[str, Replica],
-        status: dict[str, Any],
-        pods: list[dict[str, Any]],
-    ) -> None:
-        name = job["metadata"]["name"]
-        ns = job["metadata"].get("namespace", "")
-        statuses = status["replicaStatuses"]
-        elastic = job["spec"].get("elasticPolicy") is not None
-        for rt in sorted(replicas):
-            rep = replicas[rt]
-            rs = statuses[rt]
-            succeeded, running, failed = rs["succeeded"], rs["active"], rs["failed"]
-            expected = rep.replicas - succeeded
-            if "Master" in replicas:
-                if rt == "Master":
-                    if running > 0:
-                        set_condition(status, "Running", "True", "PyTorchJobRunning", f"PyTorchJob {name} is running.")
-                    if expected == 0:
-                        msg = f"PyTorchJob {name} is successfully completed."
-                        status.setdefault("completionTime", now())
-                        if set_condition(status, "Succeeded", "True", "PyTorchJobSucceeded", msg):
-                            ctrl.record(job, "Normal", "PyTorchJobSucceeded", msg)
-                        return
-            elif rt == "Worker":
-                if expected == 0 or (elastic and succeeded > 0):
-                    msg = f"PyTorchJob {ns}/{name} successfully completed."
-                    status.setdefault("completionTime", now())
-                    if set_condition(status, "Succeeded", "True", "PyTorchJobSucceeded", msg):
-                        ctrl.record(job, "Normal", "PyTorchJobSucceeded", msg)
-                elif running > 0:
-                    set_condition(status, "Running", "True", "PyTorchJobRunning", f"PyTorchJob {ns}/{name} is running.")
-            if failed > 0 and rep.replicas > succeeded + running:
-                if rep.restart_policy != "Never":
-                    msg = f"PyTorchJob {name} is restarting because {failed} {rt} replica(s) failed."
-                    if set_condition(status, "Restarting", "True", "PyTorchJobRestarting", msg):
-                        ctrl.record(job, "Warning", "PyTorchJobRestarting", msg)
-                else:
-                    msg = f"PyTorchJob {name} is failed because {failed} {rt} replica(s) failed."
-                    status.setdefault("completionTime", now())
-                    if set_condition(status, "Failed", "True", "PyTorchJobFailed", msg):
-                        ctrl.record(job, "Normal", "PyTorchJobFailed", msg)
+    def workers_done_early(self, job: dict[str, Any], replicas: dict[str, Replica], pods: list[dict[str, Any]],
+                           succeeded: int) -> bool:
+        """An elastic job is done once one worker succeeded."""
+        return job["spec"].get("elasticPolicy") is not None and succeeded > 0

@@ -1,11 +1,12 @@
-"""TFJob (kubeflow.org/v1): TF_CONFIG from `tensorflow/tensorflow.go`, status rules of
-`TFJobReconciler.UpdateJobStatus` (release-1.9), conventions §1.6."""
+"""TFJob (kubeflow.org/v1): TF_CONFIG from `tensorflow/tensorflow.go`, conventions §1.6; its row of
+the status rule (`TFJobReconciler.UpdateJobStatus`, release-1.9) is in `job_status`, its early
+success (worker 0 completed) here."""
 
 from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .common import (
     REPLICA_INDEX,
@@ -13,18 +14,10 @@ from .common import (
     as_dict,
     exit_code,
     forbidden,
-    get_condition,
     not_supported,
-    now,
     phase,
-    set_condition,
 )
 from .kubeflow import Framework, Replica, append_env, containers_of
-
-if TYPE_CHECKING:
-    from .kubeflow import KubeflowJobController
-
-ORDER = ("Chief", "Evaluator", "Master", "PS", "Worker")
 
 
 class TensorFlow(Framework):
@@ -106,49 +99,7 @@ class TensorFlow(Framework):
                     return True
         return False
 
-    def update_status(
-        self,
-        ctrl: KubeflowJobController,
-        job: dict[str, Any],
-        replicas: dict[str, Replica],
-        status: dict[str, Any],
-        pods: list[dict[str, Any]],
-    ) -> None:
-        name = job["metadata"]["name"]
-        ns = job["metadata"].get("namespace", "")
-        restarting = get_condition(status, "Restarting")
-        worker0 = self._worker0_completed(replicas, pods)
-        all_workers = job["spec"].get("successPolicy") == "AllWorkers"
-        has_chief = "Chief" in replicas or "Master" in replicas
-        statuses = status["replicaStatuses"]
-        for rt in ORDER:
-            rep = replicas.get(rt)
-            if rep is None:
-                continue
-            rs = statuses[rt]
-            succeeded, running, failed = rs["succeeded"], rs["active"], rs["failed"]
-            expected = rep.replicas - succeeded
-            done_msg = f"TFJob {ns}/{name} successfully completed."
-            if has_chief:
-                if rt in ("Chief", "Master"):
-                    if running > 0:
-                        set_condition(status, "Running", "True", "TFJobRunning", f"TFJob {ns}/{name} is running.")
-                    if expected == 0:
-                        status.setdefault("completionTime", now())
-                        if set_condition(status, "Succeeded", "True", "TFJobSucceeded", done_msg):
-                            ctrl.record(job, "Normal", "TFJobSucceeded", done_msg)
-            elif rt == "Worker":
-                if expected == 0 or (worker0 and not all_workers):
-                    status.setdefault("completionTime", now())
-                    if set_condition(status, "Succeeded", "True", "TFJobSucceeded", done_msg):
-                        ctrl.record(job, "Normal", "TFJobSucceeded", done_msg)
-                elif running > 0:
-                    set_condition(status, "Running", "True", "TFJobRunning", f"TFJob {ns}/{name} is running.")
-            if failed > 0:
-                if restarting is not None and restarting.get("status") == "True":
-                    set_condition(status, "Restarting", "True", restarting.get("reason", ""), restarting.get("message", ""))
-                else:
-                    msg = f"TFJob {ns}/{name} has failed because {failed} {rt} replica(s) failed."
-                    status.setdefault("completionTime", now())
-                    if set_condition(status, "Failed", "True", "TFJobFailed", msg):
-                        ctrl.record(job, "Normal", "TFJobFailed", msg)
+    def workers_done_early(self, job: dict[str, Any], replicas: dict[str, Replica], pods: list[dict[str, Any]],
+                           succeeded: int) -> bool:
+        """Done once worker 0 completed (`IsWorker0Completed`), unless successPolicy is AllWorkers."""
+        return job["spec"].get("successPolicy") != "AllWorkers" and self._worker0_completed(replicas, pods)

@@ -1,15 +1,12 @@
-"""XGBoostJob (kubeflow.org/v1): env from `xgboost/xgboost.go`, status rules of
-`XGBoostJobReconciler.UpdateJobStatus` (release-1.9), conventions §1.7."""
+"""XGBoostJob (kubeflow.org/v1): env from `xgboost/xgboost.go`, conventions §1.7; its row of the
+status rule (`XGBoostJobReconciler.UpdateJobStatus`, release-1.9) is in `job_status`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .common import forbidden, now, required, set_condition
+from .common import forbidden, required
 from .kubeflow import Framework, Replica, append_env, containers_of, total_replicas
-
-if TYPE_CHECKING:
-    from .kubeflow import KubeflowJobController
 
 
 class XGBoost(Framework):
@@ -60,38 +57,3 @@ class XGBoost(Framework):
                 ("PYTHONUNBUFFERED", "1"),
                 *extra,
             )
-
-    def update_status(
-        self,
-        ctrl: KubeflowJobController,
-        job: dict[str, Any],
-        replicas: dict[str, Replica],
-        status: dict[str, Any],
-        pods: list[dict[str, Any]],
-    ) -> None:
-        name = job["metadata"]["name"]
-        statuses = status["replicaStatuses"]
-        for rt in sorted(replicas):
-            rep = replicas[rt]
-            rs = statuses[rt]
-            succeeded, running, failed = rs["succeeded"], rs["active"], rs["failed"]
-            expected = rep.replicas - succeeded
-            if rt == "Master":
-                if running > 0:
-                    set_condition(status, "Running", "True", "XGBoostJobRunning", f"XGBoostJob {name} is running.")
-                if expected == 0:
-                    msg = f"XGBoostJob {name} is successfully completed."
-                    status.setdefault("completionTime", now())
-                    if set_condition(status, "Succeeded", "True", "XGBoostJobSucceeded", msg):
-                        ctrl.record(job, "Normal", "XGBoostJobSucceeded", msg)
-                    return
-            if failed > 0:
-                if rep.restart_policy == "ExitCode":
-                    msg = f"XGBoostJob {name} is restarting because {failed} {rt} replica(s) failed."
-                    if set_condition(status, "Restarting", "True", "XGBoostJobRestarting", msg):
-                        ctrl.record(job, "Warning", "XGBoostJobRestarting", msg)
-                else:
-                    msg = f"XGBoostJob {name} is failed because {failed} {rt} replica(s) failed."
-                    status.setdefault("completionTime", now())
-                    if set_condition(status, "Failed", "True", "XGBoostJobFailed", msg):
-                        ctrl.record(job, "Normal", "XGBoostJobFailed", msg)

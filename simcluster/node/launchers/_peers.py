@@ -29,10 +29,10 @@ TYPE_CHECKING = False  # (not typing's: importing it costs a launch ~3 ms)
 if TYPE_CHECKING:
     from typing import Any
 
-if __package__:
+if TYPE_CHECKING or __package__:  # (the type checker reads the package's modules)
     from . import _kube
 else:  # run by path from the wrapper
-    import _kube  # type: ignore[no-redef]
+    import _kube
 
 # the workers' environment variable naming the file a peer's failure is written to
 PEER_FILE = "SIMCLUSTER_PEER_FAILURE"

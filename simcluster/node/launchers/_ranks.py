@@ -32,11 +32,12 @@ import time
 TYPE_CHECKING = False  # (not typing's: importing it costs a launch ~3 ms)
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import IO
 
-if __package__:
+if TYPE_CHECKING or __package__:  # (the type checker reads the package's modules)
     from . import _kube
 else:  # run by path from the wrapper
-    import _kube  # type: ignore[no-redef]
+    import _kube
 
 LOOPBACK = re.compile(r"^(localhost(\.localdomain)?|127\.\d+\.\d+\.\d+|::1|ip6-localhost)$")
 SVC = re.compile(r"^(?P<pod>[^.]+)\.(?P<sub>[^.]+)\.(?P<ns>[^.]+)\.svc(\..*)?$")
@@ -393,8 +394,8 @@ class Launch:
         rc = proc.wait()
         r.code = 128 - rc if rc < 0 else rc
 
-    def _pump(self, r: Rank, stream: int, pipe: object) -> None:
-        fd = pipe.fileno()  # type: ignore[attr-defined]
+    def _pump(self, r: Rank, stream: int, pipe: IO[bytes]) -> None:
+        fd = pipe.fileno()
         while True:
             try:
                 data = os.read(fd, 65536)
@@ -404,7 +405,7 @@ class Launch:
                 break
             self.output.feed(r.slot.rank, stream, data)
         with contextlib.suppress(OSError):
-            pipe.close()  # type: ignore[attr-defined]
+            pipe.close()
 
     def _run_remote(self, r: Rank) -> None:
         assert self.api is not None

@@ -25,11 +25,11 @@ TYPE_CHECKING = False  # (not typing's: importing it costs a launch ~3 ms)
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-if __package__:
+if TYPE_CHECKING or __package__:  # (the type checker reads the package's modules)
     from . import _kube, _ranks
 else:  # run by path from the wrapper
-    import _kube  # type: ignore[no-redef]
-    import _ranks  # type: ignore[no-redef]
+    import _kube
+    import _ranks
 
 VERSION = "4.1.5"
 RULE = "-" * 74

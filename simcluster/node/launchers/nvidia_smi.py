@@ -27,10 +27,10 @@ TYPE_CHECKING = False  # (not typing's: importing it costs a launch ~3 ms)
 if TYPE_CHECKING:
     from typing import Any
 
-if __package__:
+if TYPE_CHECKING or __package__:  # (the type checker reads the package's modules)
     from . import _kube
 else:  # run by path from the wrapper
-    import _kube  # type: ignore[no-redef]
+    import _kube
 
 NO_DEVICES = 6  # NVML_ERROR_NOT_FOUND
 INVALID = 2  # NVML_ERROR_INVALID_ARGUMENT

@@ -47,14 +47,14 @@ import time
 import uuid
 from dataclasses import dataclass
 from string import Template
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-if __package__:
+if TYPE_CHECKING or __package__:  # (the type checker reads the package's modules)
     from . import _kube, _peers, _ranks
 else:  # run by path from the wrapper
-    import _kube  # type: ignore[no-redef]
-    import _peers  # type: ignore[no-redef]
-    import _ranks  # type: ignore[no-redef]
+    import _kube
+    import _peers
+    import _ranks
 
 ERRORS_DOC = "https://pytorch.org/docs/stable/elastic/errors.html"
 RDZV_PATH = "/apis/simcluster.ranks/v1/namespaces/{ns}/rendezvous/{name}"

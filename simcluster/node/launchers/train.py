@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{who} step {step}/{args.steps} loss {loss:.3f} on {host}", flush=True)
         if args.fail_rank == rank and step >= args.fail_step:
             print(f"{who}: failing on purpose with exit code {args.exit_code}", file=sys.stderr, flush=True)
-            return args.exit_code
+            return int(args.exit_code)
     print(f"{who} done on {host}", flush=True)
     return 0
 

@@ -43,6 +43,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from .namespaces import NamespaceBuilder
 from .nodes import NodeBuilder
@@ -58,14 +59,14 @@ __all__ = ["ScaleObjects", "build_scale", "churn_pod"]
 class ScaleObjects:
     """Everything the scale scenario loads, grouped by kind family."""
 
-    namespaces: list[dict] = field(default_factory=list)
-    nodes: list[dict] = field(default_factory=list)
-    quotas: list[dict] = field(default_factory=list)
+    namespaces: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    quotas: list[dict[str, Any]] = field(default_factory=list)
     # PyTorchJob/MPIJob/TFJob custom objects and MPI launcher batch/v1 Jobs
-    jobs: list[dict] = field(default_factory=list)
-    pods: list[dict] = field(default_factory=list)
+    jobs: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
 
-    def all(self) -> Iterator[dict]:
+    def all(self) -> Iterator[dict[str, Any]]:
         """Namespaces, nodes, quotas, jobs, pods, in that order."""
         yield from self.namespaces
         yield from self.nodes

@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from bisect import bisect
 from itertools import accumulate
+from typing import Any
 
 from .shared import GPU_QUOTA_KEY, RUNAI_QUEUE, fields_v1, managed_entry, random_uid, rfc3339
 
@@ -34,10 +35,10 @@ class NamespaceBuilder:
         self.ns_cum: list[float] = []
         self.ns_created: dict[str, int] = {}
 
-    def namespaces(self, count: int) -> list[dict]:
+    def namespaces(self, count: int) -> list[dict[str, Any]]:
         """`count` namespaces: a tenth of them plain, the rest Run:ai projects."""
         rng = self.rng
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         n_plain = count // 10
         n_runai = count - n_plain
         for i in range(n_runai):
@@ -54,12 +55,12 @@ class NamespaceBuilder:
         weights = [1.0 / (i + 1) ** 0.7 for i in range(len(self.ns_list))]
         rng.shuffle(weights)
         self.ns_cum = list(accumulate(weights))
-        for name, team in self.ns_list:
+        for name, queue in self.ns_list:
             created = self.now - rng.randint(30, 400) * 86400 - rng.randint(0, 86399)
             self.ns_created[name] = created
             labels = {"kubernetes.io/metadata.name": name}
-            if team is not None:
-                labels[RUNAI_QUEUE] = team
+            if queue is not None:
+                labels[RUNAI_QUEUE] = queue
             ts = rfc3339(created)
             meta = {
                 "name": name,
@@ -68,7 +69,7 @@ class NamespaceBuilder:
                 "labels": labels,
                 "managedFields": [
                     managed_entry(
-                        "runai-operator" if team else "kubectl-create",
+                        "runai-operator" if queue else "kubectl-create",
                         "v1",
                         ts,
                         {"f:metadata": {"f:labels": fields_v1(labels, {})}},
@@ -90,10 +91,10 @@ class NamespaceBuilder:
         """A namespace for a workload: (name, team)."""
         return self.ns_list[bisect(self.ns_cum, self.rng.random() * self.ns_cum[-1])]
 
-    def quotas(self, gpu_used: dict[str, int]) -> list[dict]:
+    def quotas(self, gpu_used: dict[str, int]) -> list[dict[str, Any]]:
         """One GPU quota per namespace, a quarter above what it uses (`gpu_used`), at least 8."""
         rng = self.rng
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         for name, team in self.ns_list:
             used = gpu_used.get(name, 0)
             hard = max(8, -(-int(used * 1.25) // 8) * 8)

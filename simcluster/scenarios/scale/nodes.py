@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from typing import Any
 
 from .shared import (
     GPU,
@@ -46,10 +47,10 @@ class NodeBuilder:
         self.gpn = gpus_per_node
         self.node_info: list[NodeInfo] = []
 
-    def nodes(self, count: int) -> list[dict]:
+    def nodes(self, count: int) -> list[dict[str, Any]]:
         """`count` nodes, three fifths A100 then H100 (`node_info` gets what the others need)."""
         rng = self.rng
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
         width = max(4, len(str(count)))
         n_a100 = (count * 3 + 4) // 5
         for i in range(count):

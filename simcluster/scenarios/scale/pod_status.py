@@ -22,7 +22,7 @@ _STATUS_TOKENS = ("@@T_PRS@@", "@@T_START@@", "@@T_READY@@", "@@T_SCHED@@", "@@T
                   "@@PODIP@@", "@@CID@@")
 
 
-def churn_pod(pod: dict, rng: random.Random, now: datetime | None = None) -> dict:
+def churn_pod(pod: dict[str, Any], rng: random.Random, now: datetime | None = None) -> dict[str, Any]:
     """Return a changed deep copy of ``pod``; ``pod`` itself is not touched.
 
     A Running pod flips its first container: running/ready becomes a crash
@@ -31,7 +31,7 @@ def churn_pod(pod: dict, rng: random.Random, now: datetime | None = None) -> dic
     Pending pods get a fresh scheduling attempt, terminal pods only a new
     status write. The kubelet/scheduler managedFields time is updated too.
     """
-    new = _loads(_dumps(pod))
+    new: dict[str, Any] = _loads(_dumps(pod))
     t = epoch_of(now)
     ts = rfc3339(t)
     status = new.setdefault("status", {})
@@ -107,7 +107,7 @@ def churn_pod(pod: dict, rng: random.Random, now: datetime | None = None) -> dic
     return new
 
 
-def _cond(ctype: str, status: str, ts: str, reason: str | None = None, msg: str | None = None) -> dict:
+def _cond(ctype: str, status: str, ts: str, reason: str | None = None, msg: str | None = None) -> dict[str, Any]:
     c: dict[str, Any] = {
         "type": ctype,
         "observedGeneration": 1,
@@ -122,7 +122,7 @@ def _cond(ctype: str, status: str, ts: str, reason: str | None = None, msg: str 
     return c
 
 
-def _set_ready(status: dict, ready: bool, ts: str, cname: str) -> None:
+def _set_ready(status: dict[str, Any], ready: bool, ts: str, cname: str) -> None:
     for cond in status.get("conditions", []):
         if cond.get("type") in ("Ready", "ContainersReady"):
             cond["lastTransitionTime"] = ts
@@ -162,9 +162,9 @@ def _unschedulable_message_from(old: str, rng: random.Random) -> str:
 
 # Read-only fieldsV1 pieces shared between pods (nothing edits fieldsV1 in place;
 # churn_pod and the store copy objects before changing them).
-_LEAF: dict = {}
-_IP_FIELDS: dict = {".": _LEAF, "f:ip": _LEAF}
-_KUBELET_STATUS_FIELDS: dict = {
+_LEAF: dict[str, Any] = {}
+_IP_FIELDS: dict[str, Any] = {".": _LEAF, "f:ip": _LEAF}
+_KUBELET_STATUS_FIELDS: dict[str, Any] = {
     "f:conditions": _LEAF,
     "f:containerStatuses": _LEAF,
     "f:hostIP": _LEAF,
@@ -175,10 +175,10 @@ _KUBELET_STATUS_FIELDS: dict = {
     "f:podIPs": _LEAF,
     "f:startTime": _LEAF,
 }
-_COND_FIELDS: dict[tuple[str, ...], dict] = {}
+_COND_FIELDS: dict[tuple[str, ...], dict[str, Any]] = {}
 
 
-def _cond_fields(cond: dict) -> dict:
+def _cond_fields(cond: dict[str, Any]) -> dict[str, Any]:
     """fieldsV1 of one pod condition; shared (read-only) between equal shapes."""
     keys = tuple(sorted(cond))
     tree = _COND_FIELDS.get(keys)
@@ -197,7 +197,7 @@ class PodStatusBuilder:
         self.n_nodes = n_nodes
         self.image_ids: dict[str, str] = {}
         self._status_tmpl: dict[tuple[str, str, str, bytes], Template] = {}
-        self._running_cond_fields: dict | None = None
+        self._running_cond_fields: dict[str, Any] | None = None
 
     def status(
         self,
@@ -206,10 +206,10 @@ class PodStatusBuilder:
         state: str,
         created: int,
         node: NodeInfo | None,
-        res: dict,
+        res: dict[str, Any],
         cname: str,
-        pod: dict,
-    ) -> tuple[dict, dict]:
+        pod: dict[str, Any],
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         rng = self.rng
         now = self.now
         qos = "Guaranteed" if res.get("limits") == res.get("requests") else "Burstable"
@@ -225,7 +225,7 @@ class PodStatusBuilder:
                 "conditions": [_cond("PodScheduled", "False", ts_c, "Unschedulable", msg)],
                 "qosClass": qos,
             }
-            tree = {
+            tree: dict[str, Any] = {
                 "f:status": {
                     "f:conditions": {
                         ".": {},
@@ -391,7 +391,7 @@ class PodStatusBuilder:
         self,
         job: Job,
         role: Role,
-        res: dict,
+        res: dict[str, Any],
         cname: str,
         qos: str,
         node: NodeInfo,
@@ -399,7 +399,7 @@ class PodStatusBuilder:
         sched: int,
         start: int,
         c_start: int,
-    ) -> tuple[dict, dict]:
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Status of a healthy Running pod, filled in from a template per image, container name, QoS
         class and resources (shared by the pods of many jobs)."""
         key = (job.image, cname, qos, _dumps(res))

@@ -103,7 +103,7 @@ POD_LIST_KEYS: dict[str, tuple[str, ...]] = {
 _SET_LISTS = frozenset({"finalizers"})
 
 
-def fields_v1(obj: dict, list_keys: dict[str, tuple[str, ...]], *, root: bool = False) -> dict:
+def fields_v1(obj: dict[str, Any], list_keys: dict[str, tuple[str, ...]], *, root: bool = False) -> dict[str, Any]:
     """A managedFields ``fieldsV1`` tree covering every field of ``obj``."""
     out: dict[str, Any] = {} if root else {".": {}}
     for key, val in obj.items():
@@ -127,7 +127,7 @@ def fields_v1(obj: dict, list_keys: dict[str, tuple[str, ...]], *, root: bool = 
     return out
 
 
-def managed_entry(manager: str, api_version: str, ts: str, tree: dict, subresource: str | None = None) -> dict:
+def managed_entry(manager: str, api_version: str, ts: str, tree: dict[str, Any], subresource: str | None = None) -> dict[str, Any]:
     entry = {
         "manager": manager,
         "operation": "Update",

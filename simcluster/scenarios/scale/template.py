@@ -57,7 +57,7 @@ class Template:
                 return lambda values: node.replace(token, values[token])
 
             def fill_str(values: Values) -> str:
-                out = node
+                out: str = node
                 for t in present:
                     out = out.replace(t, values[t])
                 return out
@@ -79,7 +79,7 @@ class Template:
             src = node
 
             def fill_dict(values: Values) -> dict[Any, Any]:
-                out = src.copy()
+                out: dict[Any, Any] = src.copy()
                 for key, fn in dyn_items:
                     out[key] = fn(values)
                 return out
@@ -96,7 +96,7 @@ class Template:
             items = node
 
             def fill_list(values: Values) -> list[Any]:
-                out = items.copy()
+                out: list[Any] = items.copy()
                 for i, fn in dyn_list:
                     out[i] = fn(values)
                 return out

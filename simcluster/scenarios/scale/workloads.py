@@ -39,11 +39,11 @@ from .template import Template
 _dumps = orjson.dumps
 _loads = orjson.loads
 
-def _env(name: str, value: str) -> dict:
+def _env(name: str, value: str) -> dict[str, Any]:
     return {"name": name, "value": value}
 
 
-def _env_field(name: str, path: str) -> dict:
+def _env_field(name: str, path: str) -> dict[str, Any]:
     return {"name": name, "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 
 
@@ -84,7 +84,7 @@ def _restart_policy(job: Job, role: Role) -> str:
     return "OnFailure" if role.rtype == "Launcher" else "Never"
 
 
-def _mpi_volumes(job: Job, role: Role) -> tuple[list[dict], list[dict]]:
+def _mpi_volumes(job: Job, role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Volumes and mounts mpi-operator adds (ssh keys; hostfile on the launcher)."""
     if job.kind != MPIJOB:
         return [], []
@@ -93,10 +93,10 @@ def _mpi_volumes(job: Job, role: Role) -> tuple[list[dict], list[dict]]:
         {"key": "ssh-publickey", "path": "id_rsa.pub"},
         {"key": "ssh-publickey", "path": "authorized_keys"},
     ]
-    vols: list[dict] = [
+    vols: list[dict[str, Any]] = [
         {"name": "ssh-auth", "secret": {"secretName": f"{job.name}-ssh", "items": ssh_items, "defaultMode": 384}}
     ]
-    mounts: list[dict] = [{"name": "ssh-auth", "mountPath": "/root/.ssh"}]
+    mounts: list[dict[str, Any]] = [{"name": "ssh-auth", "mountPath": "/root/.ssh"}]
     if role.rtype == "Launcher":
         vols.append(
             {
@@ -124,10 +124,10 @@ class WorkloadBuilder:
         self.now = now
         self.node_info = nodes
         self.statuses = statuses
-        self.pods: list[dict] = []
-        self.jobs: list[dict] = []  # PyTorchJob/MPIJob/TFJob custom objects and MPI launcher Jobs
+        self.pods: list[dict[str, Any]] = []
+        self.jobs: list[dict[str, Any]] = []  # PyTorchJob/MPIJob/TFJob custom objects and MPI launcher Jobs
         self.gpu_used_ns: dict[str, int] = {}
-        self._tree_cache: dict[tuple, tuple[dict, dict, dict, dict]] = {}
+        self._tree_cache: dict[tuple[Any, ...], tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]] = {}
 
     def _container_name(self, job: Job, role: Role) -> str:
         if job.kind == PYTORCHJOB:
@@ -136,7 +136,7 @@ class WorkloadBuilder:
             return "tensorflow"
         return "mpi-launcher" if role.rtype == "Launcher" else "mpi-worker"
 
-    def _resources(self, job: Job, role: Role) -> dict:
+    def _resources(self, job: Job, role: Role) -> dict[str, Any]:
         if role.gpu and job.gpus and not job.frac:
             g = job.gpus
             req = {"cpu": str(12 * g), "memory": f"{96 * g}Gi", GPU: str(g)}
@@ -150,7 +150,7 @@ class WorkloadBuilder:
             return {"limits": dict(req), "requests": req}
         return {"limits": {"cpu": "8", "memory": "16Gi"}, "requests": {"cpu": "4", "memory": "16Gi"}}
 
-    def _user_env(self, job: Job, role: Role) -> list[dict]:
+    def _user_env(self, job: Job, role: Role) -> list[dict[str, Any]]:
         team = job.team or job.ns
         env = [
             _env("NCCL_DEBUG", "WARN"),
@@ -191,21 +191,21 @@ class WorkloadBuilder:
             ]
         return ["/usr/sbin/sshd", "-De"], []
 
-    def _user_volumes(self, job: Job, role: Role) -> tuple[list[dict], list[dict]]:
+    def _user_volumes(self, job: Job, role: Role) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         if role.rtype == "Launcher":
             return [], []
         team = job.team or job.ns
-        vols: list[dict] = [
+        vols: list[dict[str, Any]] = [
             {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "64Gi"}},
             {"name": "data", "persistentVolumeClaim": {"claimName": f"{team}-data"}},
         ]
-        mounts: list[dict] = [
+        mounts: list[dict[str, Any]] = [
             {"name": "dshm", "mountPath": "/dev/shm"},
             {"name": "data", "mountPath": "/data"},
         ]
         return vols, mounts
 
-    def _template_container(self, job: Job, role: Role) -> dict:
+    def _template_container(self, job: Job, role: Role) -> dict[str, Any]:
         """The container as the user wrote it in the job's replica spec."""
         cmd, args = self._command(job, role)
         _vols, mounts = self._user_volumes(job, role)
@@ -223,13 +223,13 @@ class WorkloadBuilder:
         c["imagePullPolicy"] = "IfNotPresent"
         return c
 
-    def _template_labels(self, job: Job) -> dict:
+    def _template_labels(self, job: Job) -> dict[str, Any]:
         labels = {"owner": job.user}
         if job.team is not None:
             labels["project"] = job.team
         return labels
 
-    def _pod_labels(self, job: Job, role: Role) -> dict:
+    def _pod_labels(self, job: Job, role: Role) -> dict[str, Any]:
         labels = self._template_labels(job)
         if job.kind == MPIJOB:
             if role.rtype == "Launcher":
@@ -251,7 +251,7 @@ class WorkloadBuilder:
         labels[KF_REPLICA_TYPE] = role.rtype.lower()
         return dict(sorted(labels.items()))
 
-    def _operator_env(self, job: Job, role: Role) -> list[dict]:
+    def _operator_env(self, job: Job, role: Role) -> list[dict[str, Any]]:
         if job.kind == PYTORCHJOB:
             nproc = str(job.gpus) if job.gpus > 1 and not job.frac else "auto"
             world = job.size * (job.gpus if nproc != "auto" else 1)
@@ -289,7 +289,7 @@ class WorkloadBuilder:
             ]
         return [_env("K_MPI_JOB_ROLE", "worker")]
 
-    def _pod_template(self, job: Job, role: Role) -> tuple[Template, dict, dict]:
+    def _pod_template(self, job: Job, role: Role) -> tuple[Template, dict[str, Any], dict[str, Any]]:
         """The pod (no status) as a `Template` with substitution tokens for per-pod values.
 
         Also returns the operator's managedFields tree (without the per-pod
@@ -311,7 +311,7 @@ class WorkloadBuilder:
         kapi = "kube-api-access-" + _T_KAPI.decode()
         mounts.append({"name": kapi, "readOnly": True, "mountPath": _SA_MOUNT})
         container["volumeMounts"] = mounts
-        ordered = {
+        ordered: dict[str, Any] = {
             k: container[k]
             for k in ("name", "image", "command", "args", "ports", "env", "resources")
             if k in container
@@ -662,7 +662,7 @@ class WorkloadBuilder:
         if job.kind == MPIJOB:
             self._launcher_job(job, replica_specs["Launcher"]["template"])
 
-    def _launcher_job(self, job: Job, template: dict) -> None:
+    def _launcher_job(self, job: Job, template: dict[str, Any]) -> None:
         rng = self.rng
         lname = f"{job.name}-launcher"
         ts_c = rfc3339(job.created + 1)
