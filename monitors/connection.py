@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
+    from kubernetes.config.exec_provider import ExecProvider
 
 
 class ExitCode(enum.IntEnum):
@@ -106,7 +107,7 @@ class ClusterConfig:
 
     def source_stamp(self) -> object:
         """The state of the files the credentials come from (changes when one is rewritten)."""
-        out = []
+        out: list[tuple[int, int, int] | None] = []
         for path in self.sources:
             try:
                 st = os.stat(path)
@@ -323,7 +324,7 @@ def _loader_files(cfg: Configuration) -> None:
     written = set(kube_config._temp_files.values())
     for attr in ("ssl_ca_cert", "cert_file", "key_file"):
         path = getattr(cfg, attr, None)
-        if path in written:
+        if isinstance(path, str) and path in written:
             try:
                 with open(path, "rb") as f:
                     setattr(cfg, attr, _private_file(f.read()))
@@ -345,10 +346,11 @@ def _sweep_loader_files() -> None:
     kube_config._temp_files.clear()
 
 
-def _by_name(items: Any, name: str, key: str) -> dict[str, Any] | None:
+def _by_name(items: Any, name: object, key: str) -> dict[str, Any] | None:
     for item in items or []:
-        if isinstance(item, dict) and item.get("name") == name and isinstance(item.get(key), dict):
-            return item[key]
+        found = item.get(key) if isinstance(item, dict) and item.get("name") == name else None
+        if isinstance(found, dict):
+            return found
     return None
 
 
@@ -413,9 +415,8 @@ def _auth_from(cfg: Configuration) -> Callable[[], dict[str, str]]:
         _sweep_loader_files()
         if token:
             return {"Authorization": token}
-        if cfg.username and cfg.password:
-            return {"Authorization": cfg.get_basic_auth_token()}
-        return {}
+        basic = cfg.get_basic_auth_token() if cfg.username and cfg.password else None
+        return {"Authorization": basic} if basic else {}
 
     return headers
 
@@ -470,7 +471,8 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
     from kubernetes.client import Configuration
     from kubernetes.config import ConfigException, kube_config
 
-    kube_config.ExecProvider = _exec_plugin_class()  # (the loader runs exec plugins through this name)
+    # (the loader runs exec plugins through this name, which its module imports without re-exporting)
+    kube_config.ExecProvider = _exec_plugin_class()  # type: ignore[attr-defined]
     cfg = Configuration()
     # (KUBECONFIG as it is now: the library reads it once, when it is imported)
     config_file = kubeconfig or os.environ.get("KUBECONFIG") or None
@@ -576,16 +578,16 @@ class _ExecPlugin:
 
 
 @functools.cache
-def _exec_plugin_class() -> type:
+def _exec_plugin_class() -> type[ExecProvider]:
     import json
     import signal
     import subprocess
     import sys
 
     from kubernetes.config.config_exception import ConfigException
-    from kubernetes.config.exec_provider import ExecProvider
+    from kubernetes.config.exec_provider import ExecProvider as LibraryExecProvider
 
-    class TimedExecProvider(ExecProvider):  # type: ignore[misc]
+    class TimedExecProvider(LibraryExecProvider):
         def run(self, previous_response: Any = None) -> Any:
             interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
             info: dict[str, Any] = {"apiVersion": self.api_version, "kind": "ExecCredential",

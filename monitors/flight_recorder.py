@@ -237,7 +237,7 @@ class FlightRecorder:
     def on_pod(self, model: LiveModel, p: PodRec) -> None:
         key = model.pod_workload.get((p.namespace, p.name))
         wl = model.workloads.get(key) if key is not None else None
-        if wl is None:  # (not part of a workload this process shows)
+        if key is None or wl is None:  # (not part of a workload this process shows)
             return
         succeeded = succeeded_time(model.jobs.get(key))
         for ex in p.exits:

@@ -18,7 +18,7 @@ import functools
 import gc
 from collections.abc import Callable, Coroutine, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -31,6 +31,9 @@ from .parse import BadObject, parse_event, parse_job, parse_namespace, parse_nod
 from .pod_rows import TABLE_ROWS
 from .records import PodRec
 from .row_informer import PodRowsInformer
+
+R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
 
 # (group, plural, kind) of the workload kinds watched when the server offers them
 WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -106,13 +109,13 @@ class Monitor:
         self.metrics_problem = ""
         self.metrics_forbidden = ""  # GPU metrics are forbidden to this identity: why
         self.status = MonitorStatus()
-        self.informers: list[Informer[Any]] = []
+        self.informers: list[Informer[Any, Any]] = []
         self.kinds: dict[tuple[str, str], Kind] = {}
         self._subscribers: list[Callable[[ModelDiff], None]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
         self._early: dict[str, asyncio.Task[Any]] = {}  # requests started before start() needs them
         self._gc_paused = False
-        self._listed: list[tuple[Callable[[Any], None], list[tuple[Hashable, Any]]]] = []  # once: to apply
+        self._listed: list[tuple[int, Callable[[], None]]] = []  # once: each LIST's changes (their order), to apply
 
     # -- lifecycle -----------------------------------------------------------------------------
     def prefetch(self) -> None:
@@ -160,7 +163,10 @@ class Monitor:
         else:
             scopes = list(self.scope) if self.scope is not None else list(await self._visible_namespaces())
             self.status.namespaces = tuple(s for s in scopes if s)
-        core = lambda plural: self.kinds.get(("", plural))  # noqa: E731
+
+        def core(plural: str) -> Kind | None:
+            return self.kinds.get(("", plural))
+
         if cluster_wide:
             self._add(core("namespaces"), None, parse_namespace, lambda r: r.name, self.model.apply_namespaces)
         if self.want_nodes:
@@ -186,17 +192,18 @@ class Monitor:
         if "scope" in self._early:
             await self._early["scope"]
 
-    def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], Any],
-             key: Callable[[Any], Hashable], apply: Callable[[Iterable[tuple[Hashable, Any]]], None],
-             factory: Callable[..., Informer[Any]] = Informer) -> None:
+    def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], R],
+             key: Callable[[R], K], apply: Callable[[Iterable[tuple[K, R | None]]], None],
+             factory: Callable[..., Informer[R, K]] = Informer) -> None:
         if kind is None:
             return
 
-        def sink(inf: Informer[Any], changes: list[Change[Any]]) -> None:
+        def sink(inf: Informer[R, K], changes: list[Change[R, K]]) -> None:
+            batch = [(c.key, c.new) for c in changes]
             if self.once:  # applied together once every LIST is in, workloads before their pods
-                self._listed.append((apply, [(c.key, c.new) for c in changes]))
+                self._listed.append((self._apply_order(apply), functools.partial(apply, batch)))
                 return
-            apply([(c.key, c.new) for c in changes])
+            apply(batch)
             self._schedule_flush()
 
         inf = factory(
@@ -298,7 +305,7 @@ class Monitor:
 
         await asyncio.gather(*(one(n) for n in names))
 
-    def _on_state(self, inf: Informer[Any]) -> None:
+    def _on_state(self, inf: Informer[Any, Any]) -> None:
         name = inf.name
         changed = False
         if inf.state == InformerState.FORBIDDEN:
@@ -331,8 +338,9 @@ class Monitor:
                     raise TimeoutError("timed out waiting for the first LIST of every kind")
                 for t in done & tasks:
                     tasks.discard(t)
-                    if not t.cancelled() and t.exception() is not None:
-                        raise t.exception()  # type: ignore[misc]
+                    failure = None if t.cancelled() else t.exception()
+                    if failure is not None:
+                        raise failure
                 waits -= done
         finally:
             for w in waits:
@@ -346,9 +354,9 @@ class Monitor:
             # informers notice a lost connection themselves)
             # (on a crowded cluster, thousands of pending jobs: the first PENDING_FIRST now, the rest
             # once the picture is up, `explain_rest`)
-            done = await asyncio.gather(self.explain_pending(most=PENDING_FIRST), self.read_unclaimed(),
-                                        return_exceptions=True)
-            self.pending_left = done[0] is True
+            explained, _ = await asyncio.gather(self.explain_pending(most=PENDING_FIRST), self.read_unclaimed(),
+                                                return_exceptions=True)
+            self.pending_left = explained is True
         if self.once:  # what was listed lives until the command exits: never scan it again
             self._resume_gc()
             gc.freeze()
@@ -482,11 +490,15 @@ class Monitor:
         """A one-shot command's LISTs into the model in the order that builds each view once:
         namespaces, quotas and nodes, then the workloads, then their pods (no pod is grouped
         before its workload is known, no workload rebuilt for each of its pods' arrival)."""
-        m = self.model
-        order = {m.apply_namespaces: 0, m.apply_quotas: 1, m.apply_nodes: 2, m.apply_jobs: 3, m.apply_pods: 4}
         listed, self._listed = self._listed, []
-        for apply, changes in sorted(listed, key=lambda x: order.get(x[0], 5)):
-            apply(changes)
+        for _, apply in sorted(listed, key=lambda x: x[0]):
+            apply()
+
+    def _apply_order(self, apply: object) -> int:
+        """Where a kind's changes go in `_apply_listed`'s order (a model's `apply_*` method)."""
+        m = self.model
+        order: list[object] = [m.apply_namespaces, m.apply_quotas, m.apply_nodes, m.apply_jobs, m.apply_pods]
+        return order.index(apply) if apply in order else len(order)
 
     def pods_forbidden(self) -> dict[str, str]:
         """namespace -> the server's message, where listing pods was forbidden."""
@@ -530,7 +542,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 def parse_pods(raw: bytes) -> list[PodRec]:
     """The pods of a PodList's body; a malformed one is left out (its row stays)."""
-    out = []
+    out: list[PodRec] = []
     try:
         items = orjson.loads(raw).get("items") or ()
     except (orjson.JSONDecodeError, AttributeError):

@@ -656,7 +656,7 @@ def _retry_after(value: str | None) -> float | None:
 
 def backoff_delay(attempt: int, options: LogOptions) -> float:
     """Exponential backoff with jitter for the `attempt`-th retry (1-based)."""
-    base = min(options.backoff_max, options.backoff_min * 2 ** (attempt - 1))
+    base = min(options.backoff_max, options.backoff_min * 2.0 ** (attempt - 1))
     return base * (0.75 + random.random() * 0.5)
 
 
