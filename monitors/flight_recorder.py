@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from .kube import ApiProblem, seg
+from . import api_paths
+from .kube import ApiProblem
 from .model import counts_as_failure, succeeded_time
 from .sanitize import clean
 from .state_dir import PrivateDirError, private_dir, prune_oldest, read_private, state_home, write_private
@@ -314,8 +315,7 @@ class FlightRecorder:
         tries = [[*base, ("previous", "true")], base] if p.restarts else [base, [*base, ("previous", "true")]]
         for params in tries:
             try:
-                raw = await self.client.request("GET", f"/api/v1/namespaces/{seg(p.namespace)}/pods/{seg(p.name)}/log",
-                                                params=params)
+                raw = await self.client.request("GET", api_paths.pod(p.namespace, p.name, "log"), params=params)
             except ApiProblem as exc:
                 if exc.status == 404:
                     return []

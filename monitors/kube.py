@@ -11,11 +11,11 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 import orjson
 
+from . import api_paths
 from .connection import ClusterConfig, ConnectionProblem, ExitCode
 
 
@@ -29,15 +29,8 @@ class Kind:
     namespaced: bool = True
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        p = (f"{root}/namespaces/{seg(namespace)}/{self.plural}" if namespace and self.namespaced
-             else f"{root}/{self.plural}")
-        return f"{p}/{seg(name)}" if name else p
-
-
-def seg(value: str) -> str:
-    """`value` as one URL path segment: every reserved character (`/`, `?`, `#`, `%`) escaped."""
-    return quote(value, safe="")
+        return api_paths.resource(self.group, self.version, self.plural, namespace if self.namespaced else None,
+                                  name or None)
 
 
 class ApiProblem(Exception):
@@ -482,7 +475,7 @@ class KubeClient:
 
         async def one(group: str, version: str) -> list[dict[str, Any]]:
             try:
-                doc = await self.get(f"/apis/{group}/{version}" if group else "/api/v1")
+                doc = await self.get(api_paths.group_version(group, version))
             except (ApiProblem, BadAnswer):
                 if not group:
                     raise

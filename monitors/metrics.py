@@ -68,7 +68,7 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from urllib3.util.retry import Retry
 
-from . import exposition, promql
+from . import api_paths, exposition, promql
 from .prom_discovery import (
     EXPORTER_SELECTORS,
     ApiEndpoint,
@@ -199,7 +199,7 @@ class _PromClient(PrometheusConnect):
     def fetch(self, endpoint: str, params: Mapping[str, Any]) -> Answer:
         try:
             resp = self._session.request(
-                method="GET", url=f"{self.url}/api/v1/{endpoint}", params=dict(params),
+                method="GET", url=self.url + api_paths.prometheus_api(endpoint), params=dict(params),
                 headers=self.headers, auth=self.auth, verify=self._session.verify,
                 cert=self._session.cert, timeout=self._timeout, allow_redirects=False,
             )

@@ -22,9 +22,10 @@ from typing import Any, TypeVar
 
 import orjson
 
+from . import api_paths
 from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem
 from .informer import Change, Informer, InformerState
-from .kube import ApiProblem, BadAnswer, Kind, KubeClient, parse_object, seg
+from .kube import ApiProblem, BadAnswer, Kind, KubeClient, parse_object
 from .model import LiveModel
 from .model_views import ModelDiff
 from .parse import BadObject, parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
@@ -270,8 +271,7 @@ class Monitor:
 
         async def readable(n: str) -> bool:
             try:
-                await self.client.request("GET", f"/api/v1/namespaces/{seg(n)}/pods", params=ONE_ROW,
-                                          accept=TABLE_ROWS)
+                await self.client.request("GET", api_paths.pod(n), params=ONE_ROW, accept=TABLE_ROWS)
             except ApiProblem as exc:
                 if exc.status in (403, 404):
                     return False  # cannot read inside it: not one of ours
@@ -292,7 +292,7 @@ class Monitor:
     async def _read_namespaces(self, names: list[str]) -> None:
         async def one(n: str) -> None:
             try:
-                raw = await self.client.get(f"/api/v1/namespaces/{seg(n)}")
+                raw = await self.client.get(api_paths.namespace(n))
             except ApiProblem as exc:
                 if exc.status not in (403, 404):
                     raise
@@ -458,7 +458,7 @@ class Monitor:
         for inf in [i for i in self.informers if i.kind.plural == "pods" and not i.kind.group]:
             try:
                 raw = await self.client.request("GET", inf.kind.path(inf.namespace),
-                                                params={"fieldSelector": f"spec.nodeName={node}"})
+                                                params={"fieldSelector": api_paths.field_selector({"spec.nodeName": node})})
             except (ApiProblem, ConnectionProblem):
                 continue  # the rows stay
             recs += parse_pods(raw)
@@ -556,14 +556,22 @@ def parse_pods(raw: bytes) -> list[PodRec]:
 
 
 def workload_selector(kind: str, name: str) -> str:
-    """The label selector of a workload's pods, as its operator labels them ("" when unknown)."""
-    if kind in ("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob", "DistributedWorkload"):
-        return f"training.kubeflow.org/job-name={name}"
-    if kind in ("JobSet", "TrainJob"):
-        return f"jobset.sigs.k8s.io/jobset-name={name}"
-    if kind == "Job":
-        return f"job-name={name}"
-    return ""
+    """The label selector of a workload's pods, as its operator labels them ("" when unknown, or
+    when its name can be no label value: then no pod carries it either)."""
+    key = next((k for kinds, k in POD_LABELS if kind in kinds), None)
+    if key is None:
+        return ""
+    try:
+        return api_paths.label_selector({key: name})
+    except api_paths.BadSegment:
+        return ""
+
+
+# the label each operator gives a workload's pods, naming it
+POD_LABELS = ((("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob", "DistributedWorkload"),
+               "training.kubeflow.org/job-name"),
+              (("JobSet", "TrainJob"), "jobset.sigs.k8s.io/jobset-name"),
+              (("Job",), "job-name"))
 
 
 def release_memory() -> None:

@@ -32,9 +32,10 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 import requests
+
+from . import api_paths
 
 __all__ = [
     "EXPORTER_SELECTORS",
@@ -119,8 +120,7 @@ class PromService:
 
     @property
     def path(self) -> str:
-        ident = (f"{self.scheme}:" if self.scheme else "") + self.name + (f":{self.port}" if self.port else "")
-        return f"/api/v1/namespaces/{quote(self.namespace)}/services/{quote(ident, safe=':')}/proxy"
+        return api_paths.proxy("services", self.namespace, self.name, self.port, scheme=self.scheme)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}:{self.port}" if self.port else f"{self.namespace}/{self.name}"
@@ -135,7 +135,7 @@ class ExporterPod:
 
     @property
     def path(self) -> str:
-        return f"/api/v1/namespaces/{quote(self.namespace)}/pods/{quote(self.name)}:{self.port}/proxy/metrics"
+        return api_paths.proxy("pods", self.namespace, self.name, self.port, "metrics")
 
 
 # -- HTTP --------------------------------------------------------------------------------------
@@ -308,8 +308,7 @@ def find_prometheus_services(api: ApiEndpoint, namespaces: Iterable[str] = (), *
     wanted = wanted[:MAX_NAMESPACES]
     services: list[dict[str, Any]] = []
     unlisted: list[str] = []
-    listed = _parallel(lambda ns: _get(s, api, f"/api/v1/namespaces/{quote(ns, safe='')}/services", timeout),
-                       wanted)
+    listed = _parallel(lambda ns: _get(s, api, api_paths.resource("", "v1", "services", ns), timeout), wanted)
     for ns, (st, sdoc) in zip(wanted, listed, strict=True):
         if st == 200:
             services.extend(_items(sdoc))
@@ -317,7 +316,7 @@ def find_prometheus_services(api: ApiEndpoint, namespaces: Iterable[str] = (), *
             unlisted.append(ns)
     if unlisted:
         notes.append(f"cannot list services in {len(unlisted)} namespace(s); trying well-known names")
-        paths = [f"/api/v1/namespaces/{quote(ns, safe='')}/services/{quote(name, safe='')}"
+        paths = [api_paths.resource("", "v1", "services", ns, name)
                  for ns in unlisted for name in KNOWN_PROM_NAMES if name != "prometheus-k8s" or ns == "monitoring"]
         for st, sdoc in _parallel(lambda path: _get(s, api, path, timeout), paths):
             if st == 200 and isinstance(sdoc, dict):
@@ -330,7 +329,7 @@ def probe_prometheus(api: ApiEndpoint, svc: PromService, *, timeout: float = 5.0
     """None when the service answers a trivial query through the proxy, else the reason."""
     s = session or api.new_session()
     try:
-        resp = http_get(s, api.url(svc.path + "/api/v1/query"), timeout, {"query": "1"})
+        resp = http_get(s, api.url(svc.path + api_paths.prometheus_api("query")), timeout, {"query": "1"})
     except requests.RequestException as exc:
         return describe_request_error(exc, timeout)
     try:
@@ -420,8 +419,7 @@ def find_exporter_pods(api: ApiEndpoint, namespaces: Iterable[str] = (), *, time
             notes.append(f"listing pods {selector} in all namespaces: HTTP {status}")
             refused.append(selector)
     asks = [(ns, sel) for sel in refused for ns in dict.fromkeys([*EXPORTER_NAMESPACES, *namespaces])]
-    for st, ndoc in _parallel(lambda a: _get(s, api, f"/api/v1/namespaces/{quote(a[0], safe='')}/pods", timeout,
-                                             {"labelSelector": a[1]}), asks):
+    for st, ndoc in _parallel(lambda a: _get(s, api, api_paths.pod(a[0]), timeout, {"labelSelector": a[1]}), asks):
         if st == 200:
             add(ndoc)
     if not found:

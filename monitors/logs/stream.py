@@ -36,10 +36,10 @@ import contextlib
 import random
 import time
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 import aiohttp
 
+from .. import api_paths
 from ..connection import ConnectionProblem, ExitCode
 from ..kube import ApiProblem, problem_from_body
 from .lines import LogLine, Origin, format_since, split_record
@@ -74,8 +74,7 @@ class LogStream:
         self.uid = uid
         self.with_history = history
         self.initial = history if initial is None else initial
-        self.path = (f"/api/v1/namespaces/{quote(origin.namespace, safe='')}/pods/"
-                     f"{quote(origin.pod, safe='')}/log")
+        self.path = api_paths.pod(origin.namespace, origin.pod, "log")
         self.state = "waiting"  # waiting / open / retrying / ended / done / queued
         self.message = ""  # why it waits, or the last error
         self.last_ts = 0
@@ -312,9 +311,8 @@ class LogStream:
         eng = self.engine
         o = self.origin
         self.recoveries += 1
-        path = f"/api/v1/namespaces/{quote(o.namespace, safe='')}/pods/{quote(o.pod, safe='')}"
         try:
-            pod = await eng.client.get(path)
+            pod = await eng.client.get(api_paths.pod(o.namespace, o.pod))
         except ApiProblem as exc:
             if exc.status == 404:
                 return None

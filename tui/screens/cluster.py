@@ -15,6 +15,7 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 
+from monitors import api_paths
 from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions, idle_sessions_of
 from monitors.diagnostics.leftovers import still_held_all
 from monitors.humanize import age, gpus, percent
@@ -442,7 +443,7 @@ class ClusterScreen(RanksScreen):
         if key is None or table is None:
             return
         if table is self.table:
-            self.dashboard.open_describe_path(f"node {key}", f"/api/v1/nodes/{key}")
+            self.dashboard.open_describe_path(f"node {key}", api_paths.node(str(key)))
         elif (w := self.dashboard.store.workloads.get(key)) is not None:  # type: ignore[arg-type]
             self.dashboard.open_describe(w)
 
