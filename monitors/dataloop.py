@@ -408,7 +408,7 @@ class DataLoop:
     def _recorder(self, monitor: Monitor) -> FlightRecorder | None:
         if not self.options.record_failures:
             return None
-        from .flight_recorder import store_for
+        from .flight_store import store_for
 
         def tail_of(key: WorkloadKey, label: str) -> list[str] | None:
             engine = self._engines.get(key)
