@@ -13,6 +13,8 @@ import logging
 import os
 import re
 import ssl
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,12 +49,18 @@ class ConnectionProblem(Exception):
 
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
+REREAD_EVERY = 5.0  # s: after a 401, the kubeconfig is read again at most this often (unless it changed)
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # (what HTTP libraries refuse in a header: it ends it)
 
 
 @dataclass
 class ClusterConfig:
-    """What requests need: the server URL, TLS settings and a way to get fresh auth headers."""
+    """What requests need: the server URL, TLS settings and a way to get fresh auth headers.
+
+    The one source of credentials of every path to the cluster (the informers, logs and exec
+    through `kube.KubeClient`; GPU metrics and Prometheus discovery through `prom_discovery`'s
+    sessions): each request takes them from here as it goes out, and a 401 asks here to read the
+    kubeconfig again (`reread_after_401`), for every path at once, from any thread."""
 
     server: str
     context: str
@@ -77,6 +85,10 @@ class ClusterConfig:
     context_arg: str | None = None
     # ranks' settings for this context, from its `ranks` extension (raw: `tui.settings` checks them)
     context_settings: dict[str, Any] = field(default_factory=dict)
+    # `reread_after_401`: one reader at a time (any thread); when, and the files as they were then
+    _reread_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _reread_at: float = field(default=-1e9, repr=False, compare=False)
+    _reread_stamp: object = field(default=None, repr=False, compare=False)
 
     def headers(self) -> dict[str, str]:
         """Auth headers, refreshed through exec plugins / token files when they expire. A value
@@ -132,6 +144,24 @@ class ClusterConfig:
         self.verify = new.verify
         self.sources = new.sources
         return self.credentials_key() != before
+
+    def reread_after_401(self, sent: tuple[str, ...]) -> bool:
+        """The server answered 401 to credentials `sent` (`credentials_key` when the request went
+        out): read the kubeconfig again (a token refreshed in it or in its token file, an exec
+        plugin run again), at most every REREAD_EVERY seconds unless its files changed. True when
+        the credentials are now other than `sent`, so asking again may succeed. Blocking (an exec
+        plugin may run); safe from any thread: a 401 seen by several paths at once reads once."""
+        with self._reread_lock:
+            if self.credentials_key() != sent:
+                return True  # (another path read them again meanwhile)
+            now, stamp = time.monotonic(), self.source_stamp()
+            if stamp == self._reread_stamp and now - self._reread_at < REREAD_EVERY:
+                return False
+            self._reread_at, self._reread_stamp = now, stamp
+            try:
+                return self.reload_credentials()
+            except Exception:  # (a kubeconfig being rewritten, a failing plugin: the 401 stands)
+                return False
 
     def impersonation_groups(self) -> list[tuple[str, str]]:
         for g in self.impersonate_groups:

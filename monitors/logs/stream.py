@@ -455,6 +455,7 @@ class LogStream:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=eng.options.connect_timeout, sock_read=silence)
         self._got = 0
         self.opens += 1
+        sent = client.credentials_now()
         try:
             async with session.get(client.server + self.path, params=params, headers=client.headers("*/*"),
                                    timeout=timeout, server_hostname=client.server_hostname) as resp:
@@ -476,6 +477,10 @@ class LogStream:
                 finally:
                     if follow and self._catching is not None:
                         self._caught_up()
+        except ApiProblem as exc:
+            if exc.status == 401 and await client.credentials_rejected(sent):
+                raise _Dropped("the credentials were read again") from None  # (asked again at once with them)
+            raise
         except TimeoutError:
             self.stalls += 1
             raise _Stalled(f"no data for {silence:g} s") from None
