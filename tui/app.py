@@ -166,10 +166,11 @@ class RanksApp(DashboardActions, App[int]):
         from .settings import hang_thresholds
 
         # (the configuration file's, else the kubeconfig context's, else the default: said in each verdict)
-        self.data.thresholds = hang_thresholds(self.settings, cfg)
-        self.data.clock = clock
-        self.data.paste_command, self.data.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
-        self.data.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
+        judging = self.data.judging
+        judging.thresholds = hang_thresholds(self.settings, cfg)
+        judging.clock = clock
+        judging.paste_command, judging.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
+        judging.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
         self.exit_message = ""
         self._age_timer: Timer | None = None
         self.age_due: float | None = None  # when (by `clock`) the age ticker wakes next; None: asleep

@@ -16,7 +16,7 @@ from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors import api_paths
-from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions, idle_sessions_of
+from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions_of
 from monitors.diagnostics.leftovers import still_held_all
 from monitors.humanize import age, gpus, percent
 from monitors.model_views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
@@ -304,16 +304,9 @@ class ClusterScreen(RanksScreen):
         if self._idle_asked:
             self._idle_again = True
             return
-        data, clock, threshold = self.dashboard.data, self.dashboard.clock, self.idle_threshold
-
-        def compute() -> list[IdleSession]:
-            monitor = data.monitor
-            if monitor is None:
-                raise LookupError("not connected")
-            return idle_sessions(monitor.model, clock(), threshold)
-
         self._idle_asked = True
-        data.call(compute).add_done_callback(lambda f: self.post_message(IdleComputed(f)))
+        self.dashboard.data.idle_sessions(self.dashboard.clock, self.idle_threshold).add_done_callback(
+            lambda f: self.post_message(IdleComputed(f)))
 
     @on(IdleComputed)
     def _idle_computed(self, msg: IdleComputed) -> None:

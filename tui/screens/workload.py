@@ -19,7 +19,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from monitors.api_paths import object_path
 from monitors.humanize import age, gpus
-from monitors.logs.first_failure import FailureReport, locate_failure
+from monitors.logs.first_failure import FailureReport
 from monitors.model_views import ModelDiff, RankView, WorkloadView
 from monitors.records import EventRec
 from monitors.sanitize import clean
@@ -645,17 +645,9 @@ class WorkloadScreen(RanksScreen):
         ff = wl.first_failure
         if ff is None:
             return
-        data = self.dashboard.data
-
-        async def locate() -> FailureReport | None:
-            monitor = data.monitor
-            if monitor is None:
-                raise LookupError("not connected")
-            return await locate_failure(monitor.client, wl)
-
         report: FailureReport | None = None
         try:
-            report = await asyncio.wrap_future(data.run_coroutine(locate()))
+            report = await asyncio.wrap_future(self.dashboard.data.locate_failure(wl))
             note = report.note if report is not None else ""
         except Exception as exc:
             note = f"cannot tell which instance failed: {getattr(exc, 'message', None) or exc}"
