@@ -501,8 +501,8 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
     from kubernetes.client import Configuration
     from kubernetes.config import ConfigException, kube_config
 
-    # (the loader runs exec plugins through this name, which its module imports without re-exporting)
-    kube_config.ExecProvider = _exec_plugin_class()  # type: ignore[attr-defined]
+    # the loader runs exec plugins through this name: ours replaces it
+    kube_config.ExecProvider = _exec_plugin_class()  # type: ignore[attr-defined]  # (imported there, not re-exported)
     cfg = Configuration()
     # (KUBECONFIG as it is now: the library reads it once, when it is imported)
     config_file = kubeconfig or os.environ.get("KUBECONFIG") or None
