@@ -21,6 +21,7 @@ from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.timer import Timer
 
+from monitors import api_paths
 from monitors.connection import ClusterConfig
 from monitors.dataloop import DataLoop, DataOptions, DataUpdate
 from monitors.humanize import age_changes_in
@@ -69,8 +70,10 @@ class DataProblem(Message):
 def workload_path(w: WorkloadView) -> str | None:
     if not w.api_version:
         return None
-    base = "/api/v1" if w.api_version == "v1" else f"/apis/{w.api_version}"
-    return f"{base}/namespaces/{w.namespace}/{w.kind.lower()}s/{w.name}"
+    try:
+        return api_paths.of_api_version(w.api_version, f"{w.kind.lower()}s", w.namespace, w.name)
+    except api_paths.BadSegment:
+        return None
 
 
 def settle_heap() -> None:
@@ -163,10 +166,11 @@ class RanksApp(DashboardActions, App[int]):
         from .settings import hang_thresholds
 
         # (the configuration file's, else the kubeconfig context's, else the default: said in each verdict)
-        self.data.thresholds = hang_thresholds(self.settings, cfg)
-        self.data.clock = clock
-        self.data.paste_command, self.data.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
-        self.data.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
+        judging = self.data.judging
+        judging.thresholds = hang_thresholds(self.settings, cfg)
+        judging.clock = clock
+        judging.paste_command, judging.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
+        judging.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
         self.exit_message = ""
         self._age_timer: Timer | None = None
         self.age_due: float | None = None  # when (by `clock`) the age ticker wakes next; None: asleep
@@ -310,7 +314,12 @@ class RanksApp(DashboardActions, App[int]):
         self.push_screen(DescribeScreen(f"{w.kind.lower()}/{w.name}", path))
 
     def open_describe_pod(self, namespace: str, pod: str) -> None:
-        self.push_screen(DescribeScreen(f"pod/{pod}", f"/api/v1/namespaces/{namespace}/pods/{pod}"))
+        try:
+            path = api_paths.pod(namespace, pod)
+        except api_paths.BadSegment as exc:  # (an event's object: cluster-supplied)
+            self.notify(str(exc), severity="warning", markup=False)
+            return
+        self.push_screen(DescribeScreen(f"pod/{pod}", path))
 
     def open_describe_path(self, title: str, path: str) -> None:
         self.push_screen(DescribeScreen(title, path))

@@ -14,8 +14,8 @@ from rich.text import Text
 from textual import work
 from textual.app import SuspendNotSupported
 
-from monitors.connection import ExitCode
-from monitors.diagnostics.holders import GpuFit, gpu_fit
+from monitors.connection import ConnectionProblem, ExitCode
+from monitors.diagnostics.holders import GpuFit
 from monitors.humanize import plural
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
@@ -50,6 +50,8 @@ from .screens.dialogs import (
 )
 
 if TYPE_CHECKING:
+    from monitors.kube import KubeClient
+
     from .app import RanksApp
 
 WorkloadKey = tuple[str, str, str]
@@ -70,11 +72,11 @@ class DashboardActions:
             return True
         return False
 
-    def _client(self: RanksApp) -> Any:
-        monitor = self.data.monitor
-        if monitor is None:
-            raise ExecError("not connected to the API server", ExitCode.UNREACHABLE)
-        return monitor.client
+    def _client(self: RanksApp) -> KubeClient:
+        try:
+            return self.data.api_client()
+        except ConnectionProblem:
+            raise ExecError("not connected to the API server", ExitCode.UNREACHABLE) from None
 
     async def _on_data(self: RanksApp, coro: Any) -> Any:
         return await asyncio.wrap_future(self.data.run_coroutine(coro))
@@ -270,9 +272,8 @@ class DashboardActions:
                 history = await session_launches(client, wl, store, job)
             saved = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
             base, default = await debug.original(client, target, job, saved)
-            monitor = self.data.monitor  # (on the data loop: the model is read where it is written)
-            fit = None if monitor is None else gpu_fit(monitor.model, wl.namespace, convert.gpu_demands(base or job),
-                                                       me=self.me)
+            # (on the data loop: the model is read where it is written)
+            fit = self.data.gpu_fit(wl.namespace, convert.gpu_demands(base or job), me=self.me)
             return job, history, base, default, fit
 
         try:

@@ -7,11 +7,16 @@ changed so the visible screen can update only those rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
-from monitors.dataloop import DataStatus, DataUpdate
+from monitors.dataloop import DataStatus, DataUpdate, Progress
 from monitors.model_views import ModelDiff, NodeView, ProjectView, WorkloadView
 from monitors.records import EventRec
+
+if TYPE_CHECKING:
+    from monitors.diagnostics.hangs import JobHealth
+    from monitors.diagnostics.why import Diagnosis
+    from monitors.flight_records import RecordedFailure
 
 WorkloadKey = tuple[str, str, str]
 
@@ -28,11 +33,12 @@ class ViewStore:
     histories: dict[str, tuple[float, ...]] = field(default_factory=dict)
     last_logs: dict[str, float] = field(default_factory=dict)
     events: tuple[EventRec, ...] = ()  # of the focused workload
-    diagnosis: Any = None  # of the focused workload (`monitors.diagnostics.why.Diagnosis`)
-    postmortem: tuple[Any, Any, tuple[str, ...]] = (None, None, ())  # (key, first failure, what happened)
+    diagnosis: Diagnosis | None = None  # of the focused workload
+    # (its key, its first failure, what happened), once it finished with its pods gone
+    postmortem: tuple[WorkloadKey | None, RecordedFailure | None, tuple[str, ...]] = (None, None, ())
     # the focused workload's training progress: (key, {label: step/loss/throughput/rate/spark}, ETA, total)
-    progress: tuple[Any, Any, float | None, int | None] = (None, {}, None, None)
-    health: dict[Any, Any] = field(default_factory=dict)  # workload key -> diagnostics.hangs.JobHealth (flagged)
+    progress: Progress = (None, {}, None, None)
+    health: dict[WorkloadKey, JobHealth] = field(default_factory=dict)  # the flagged running jobs
     synced: bool = False
     generation: int = 0  # bumped on every applied update (screens compare to skip work)
 

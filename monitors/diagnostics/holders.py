@@ -137,7 +137,7 @@ def _quota_left(model: LiveModel, namespace: str) -> float | None:
     if not quotas:
         return None
     project = model.projects.get(namespace)
-    return sum(quotas) - (project.gpus_allocated if project is not None else 0.0)  # type: ignore[arg-type]
+    return sum(quotas) - (project.gpus_allocated if project is not None else 0.0)
 
 
 def gpu_fit(model: LiveModel, namespace: str, demand: GpuDemand | Sequence[GpuDemand], *, me: str = "",

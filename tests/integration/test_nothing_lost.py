@@ -414,7 +414,7 @@ async def test_every_line_exactly_once_across_faults(simcluster: ThreadedSimClus
             await caught_up("after the log rotation")
 
             async def master_stalls() -> list[int]:
-                engine = app.data._engines[KEY]
+                engine = app.data.engines.open[KEY]
                 return [s.stalls for s in engine.streams.values() if s.origin.pod == f"{JOB}-master-0"]
 
             stalls = await asyncio.wrap_future(app.data.run_coroutine(master_stalls()))

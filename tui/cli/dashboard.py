@@ -254,7 +254,7 @@ def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: s
         finally:  # the demo's cluster ends with it, and so do its flight recordings (a new one each run)
             import shutil
 
-            from monitors.flight_recorder import store_for
+            from monitors.flight_store import store_for
 
             shutil.rmtree(store_for(cfg).dir, ignore_errors=True)
 

@@ -264,7 +264,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
                 recording, story = None, []
                 if report is None and wl.status == "Failed":  # the pods are gone: a recording?
                     from monitors.diagnostics.postmortem import what_happened
-                    from monitors.flight_recorder import store_for
+                    from monitors.flight_store import store_for
 
                     recording = await load_recording(store_for(cfg), wl)
                     story = what_happened(wl, monitor.model.events_for(wl, 10_000), recording)

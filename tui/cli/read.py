@@ -206,7 +206,7 @@ async def postmortem(cfg: ClusterConfig, monitor: Monitor, wl: Any, events: list
     import dataclasses
 
     from monitors.diagnostics.postmortem import first_failure_of, what_happened
-    from monitors.flight_recorder import store_for
+    from monitors.flight_store import store_for
     from monitors.logs.first_failure import first_failure_report
 
     recording = None

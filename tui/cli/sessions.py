@@ -170,10 +170,11 @@ def resume_command(ctx: click.Context, workload: str, project: str | None, **kw:
 async def project_name(client: KubeClient, namespace: str) -> str:
     """The Run:ai project of a namespace (its runai/queue label, else runai-<project>), else the
     namespace itself."""
-    from monitors.kube import ApiProblem, seg
+    from monitors import api_paths
+    from monitors.kube import ApiProblem
 
     try:
-        ns = await client.get(f"/api/v1/namespaces/{seg(namespace)}")
+        ns = await client.get(api_paths.namespace(namespace))
     except ApiProblem:
         ns = {}
     labels = (ns.get("metadata") or {}).get("labels") or {}

@@ -15,7 +15,8 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 
-from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions, idle_sessions_of
+from monitors import api_paths
+from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions_of
 from monitors.diagnostics.leftovers import still_held_all
 from monitors.humanize import age, gpus, percent
 from monitors.model_views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
@@ -303,16 +304,9 @@ class ClusterScreen(RanksScreen):
         if self._idle_asked:
             self._idle_again = True
             return
-        data, clock, threshold = self.dashboard.data, self.dashboard.clock, self.idle_threshold
-
-        def compute() -> list[IdleSession]:
-            monitor = data.monitor
-            if monitor is None:
-                raise LookupError("not connected")
-            return idle_sessions(monitor.model, clock(), threshold)
-
         self._idle_asked = True
-        data.call(compute).add_done_callback(lambda f: self.post_message(IdleComputed(f)))
+        self.dashboard.data.idle_sessions(self.dashboard.clock, self.idle_threshold).add_done_callback(
+            lambda f: self.post_message(IdleComputed(f)))
 
     @on(IdleComputed)
     def _idle_computed(self, msg: IdleComputed) -> None:
@@ -442,7 +436,7 @@ class ClusterScreen(RanksScreen):
         if key is None or table is None:
             return
         if table is self.table:
-            self.dashboard.open_describe_path(f"node {key}", f"/api/v1/nodes/{key}")
+            self.dashboard.open_describe_path(f"node {key}", api_paths.node(str(key)))
         elif (w := self.dashboard.store.workloads.get(key)) is not None:  # type: ignore[arg-type]
             self.dashboard.open_describe(w)
 

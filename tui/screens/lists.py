@@ -13,6 +13,7 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.widgets import Input, Label, Static
 
+from monitors import api_paths
 from monitors.humanize import age, age_changes_in
 from monitors.model_views import KeyedDiff, ModelDiff, ProjectView, WorkloadView
 from monitors.sanitize import clean
@@ -484,7 +485,7 @@ class ProjectsScreen(ListScreen[ProjectView]):
         sel = self.selected()
         if sel is not None:
             ns = sel[1].namespace
-            self.dashboard.open_describe_path(f"namespace/{ns}", f"/api/v1/namespaces/{ns}")
+            self.dashboard.open_describe_path(f"namespace/{ns}", api_paths.namespace(ns))
 
     def action_all_projects(self) -> None:
         self.dashboard.open_workloads(None)

@@ -17,8 +17,9 @@ from textual.binding import BindingType
 from textual.geometry import Region
 from textual.widgets import Static, TabbedContent, TabPane
 
+from monitors.api_paths import object_path
 from monitors.humanize import age, gpus
-from monitors.logs.first_failure import FailureReport, locate_failure
+from monitors.logs.first_failure import FailureReport
 from monitors.model_views import ModelDiff, RankView, WorkloadView
 from monitors.records import EventRec
 from monitors.sanitize import clean
@@ -273,22 +274,6 @@ def _short_label(r: RankView) -> str:
         return r.role[0].upper() + (str(r.replica_index) if r.replica_index else "")
     idx = r.replica_index if r.replica_index is not None else r.rank
     return f"{r.role[:1]}{'' if idx is None else idx}"[:3]
-
-
-OBJECT_PATHS = {  # kinds an event may be about, besides pods, nodes and workloads: where to read them
-    "Job": "/apis/batch/v1/namespaces/{ns}/jobs/{name}", "Service": "/api/v1/namespaces/{ns}/services/{name}",
-    "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}",
-    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps/{name}",
-    "PodGroup": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups/{name}",
-    "Namespace": "/api/v1/namespaces/{name}",
-}
-
-
-def object_path(kind: str, namespace: str, name: str) -> str | None:
-    from urllib.parse import quote
-
-    template = OBJECT_PATHS.get(kind)
-    return None if template is None else template.format(ns=quote(namespace, safe=""), name=quote(name, safe=""))
 
 
 EVENT_FIELDS = 34  # cells before an event's object and message: age, mark, reason, count and gaps
@@ -660,17 +645,9 @@ class WorkloadScreen(RanksScreen):
         ff = wl.first_failure
         if ff is None:
             return
-        data = self.dashboard.data
-
-        async def locate() -> FailureReport | None:
-            monitor = data.monitor
-            if monitor is None:
-                raise LookupError("not connected")
-            return await locate_failure(monitor.client, wl)
-
         report: FailureReport | None = None
         try:
-            report = await asyncio.wrap_future(data.run_coroutine(locate()))
+            report = await asyncio.wrap_future(self.dashboard.data.locate_failure(wl))
             note = report.note if report is not None else ""
         except Exception as exc:
             note = f"cannot tell which instance failed: {getattr(exc, 'message', None) or exc}"
