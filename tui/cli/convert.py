@@ -18,17 +18,12 @@ import click
 
 from monitors.connection import ClusterConfig, ExitCode
 
-from .common import (
-    UserError,
-    confirm,
-    emit_structured,
-    error,
-    read_only_refusal,
-    resolve_project,
-    run,
-    user_error,
-)
+from .errors import UserError, error, user_error
+from .guards import confirm, read_only_refusal
+from .loading import resolve_project
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
+from .printers import emit_structured
+from .running import run
 
 if TYPE_CHECKING:
     from monitors.kube import KubeClient
@@ -295,7 +290,7 @@ async def convert_source(cfg: ClusterConfig, opts: dict[str, Any], client: KubeC
     from sessions.lifecycle import Target, get, target_of
     from sessions.session_history import launches_of, session_launches
 
-    from .common import locate
+    from .loading import locate
 
     try:
         monitor, wl = await locate(cfg, opts, ref, project, nodes=True, metrics=True)

@@ -23,8 +23,9 @@ import click
 from monitors.connection import ConnectionProblem, ExitCode, load_cluster_config, write_context_settings
 from monitors.sanitize import clean
 
-from .common import configure, error, fail
+from .errors import error, fail
 from .options import command, dashboard_options, global_options, group_project, impersonation, merge_globals
+from .running import configure
 
 if TYPE_CHECKING:
     from tui.settings import Settings

@@ -25,8 +25,11 @@ from monitors.connection import ClusterConfig, ExitCode
 from monitors.humanize import plural
 from monitors.sanitize import clean
 
-from .common import INTERRUPT_GRACE, colour_enabled, error, load_recording, locate, run
+from .errors import error
+from .loading import load_recording, locate
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
+from .printers import colour_enabled
+from .running import INTERRUPT_GRACE, run
 
 if TYPE_CHECKING:
     from monitors.flight_recorder import FlightRecorder, Recording
@@ -396,12 +399,12 @@ def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, 
             doc["lines"] = [{"ts": None, "line": t} for t in recorded.lines]
         if story:
             doc["what_happened"] = story
-        from .common import emit_structured
+        from .printers import emit_structured
 
         emit_structured(doc, "json")
         return
     if report is None and recorded is not None:
-        from .common import print_failure
+        from .printers import print_failure
 
         print_failure(recorded, time.time())
         for line in story or ():

@@ -15,19 +15,8 @@ import click
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.model import WORKLOAD_STATUSES
 
-from .common import (
-    UserError,
-    emit_structured,
-    error,
-    event_order,
-    load_monitor,
-    load_recording,
-    print_get,
-    print_nodes,
-    print_projects,
-    print_workloads,
-    run,
-)
+from .errors import UserError, error
+from .loading import load_monitor, load_recording
 from .options import (
     ALL,
     OUTPUT,
@@ -38,6 +27,8 @@ from .options import (
     merge_globals,
     workload_argument,
 )
+from .printers import emit_structured, event_order, print_get, print_nodes, print_projects, print_workloads
+from .running import run
 
 if TYPE_CHECKING:
     from monitors.monitor import Monitor

@@ -10,7 +10,7 @@ import click
 
 from monitors.connection import ExitCode
 
-from .common import error
+from .errors import error
 from .options import command, global_options, merge_globals, parse_request_timeout
 
 

@@ -19,18 +19,12 @@ import click
 
 from monitors.connection import ClusterConfig, ExitCode
 
-from .common import (
-    INTERRUPT_GRACE,
-    UserError,
-    confirm,
-    emit_structured,
-    error,
-    read_only_refusal,
-    resolve_project,
-    run,
-    user_error,
-)
+from .errors import UserError, error, user_error
+from .guards import confirm, read_only_refusal
+from .loading import resolve_project
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
+from .printers import emit_structured
+from .running import INTERRUPT_GRACE, run
 
 if TYPE_CHECKING:
     from monitors.kube import KubeClient

@@ -16,8 +16,9 @@ import click
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.sanitize import clean
 
-from .common import emit_structured, run
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
+from .printers import emit_structured
+from .running import run
 
 if TYPE_CHECKING:
     from monitors.diagnostics.why import Diagnosis
