@@ -15,7 +15,8 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from textual import on
 from textual.app import App, SystemCommand
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
@@ -29,17 +30,25 @@ from themes import ColourMode, ThemeSet, glyphs_for
 
 from .cells import Look
 from .dashboard_actions import DashboardActions
-from .keymap import LIST_BINDING_IDS, Keymap
+from .keymap import Keymap
 from .screens.base import Crumbs, RanksScreen, bindings
-from .screens.cluster import ClusterScreen
-from .screens.describe import DescribeScreen, HelpScreen
+from .screens.cluster import ClusterScreen, NodePodsScreen
+from .screens.describe import DescribeScreen, HelpScreen, YamlArea
 from .screens.lists import ProjectsScreen, WorkloadsScreen
 from .screens.logs import LogsScreen
 from .screens.workload import WorkloadScreen
 from .settings import Settings
 from .store import ViewStore
+from .widgets.event_list import EventList
+from .widgets.keyed_table import KeyedTable
+from .widgets.log_view import LogView
+from .widgets.picker import Picker
 
 WorkloadKey = tuple[str, str, str]
+# the screens and widgets that bind keys of the keymap (beside the app)
+BINDING_HOMES: tuple[type[DOMNode], ...] = (
+    RanksScreen, ProjectsScreen, WorkloadsScreen, WorkloadScreen, LogsScreen, ClusterScreen, NodePodsScreen,
+    DescribeScreen, YamlArea, KeyedTable, EventList, LogView, Picker)
 AGE_LAG = 0.005  # the age ticker wakes this long after an age's text changes (never just before)
 
 
@@ -359,14 +368,11 @@ class RanksApp(DashboardActions, App[int]):
 
     @staticmethod
     def bound_ids() -> set[str]:
-        """Ids of the bindings some screen (or the app) has: what the help lists."""
+        """Ids of the bindings the app, its screens or their lists and views have: what the help lists."""
         out: set[str] = set()
-        for cls in (RanksApp, ProjectsScreen, WorkloadsScreen, WorkloadScreen, LogsScreen, ClusterScreen,
-                    DescribeScreen):
-            out.update(getattr(b, "id", None) or "" for b in cls.BINDINGS)
-        out.update(("back", "filter", "tail", "wrap", "timestamps", "top", "bottom", "event_message",
-                    *LIST_BINDING_IDS))
-        return out - {""}
+        for cls in (RanksApp, *BINDING_HOMES):
+            out.update(b.id for b in cls.BINDINGS if isinstance(b, Binding) and b.id)
+        return out
 
     # -- command palette -----------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:

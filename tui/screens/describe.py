@@ -19,8 +19,7 @@ from monitors.sanitize import clean
 from ..keymap import SCOPES, Keymap
 from .base import RanksScreen, bindings
 
-SCOPE_TITLES = {"global": "Everywhere", "table": "Lists and details", "details": "Describe",
-                "logs": "Logs", "shell": "Shell"}
+SCOPE_TITLES = {"global": "Everywhere", "table": "Lists and details", "logs": "Logs"}
 
 
 def _strip(obj: Any) -> Any:
