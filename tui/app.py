@@ -98,7 +98,7 @@ class AsciiScrollBarRender(ScrollBarRender):
     HORIZONTAL_BARS: ClassVar[list[str]] = [" "] * 8
 
 
-class RanksApp(DashboardActions, App[int]):
+class RanksApp(App[int]):
     TITLE = "ranks"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = bindings(
@@ -176,6 +176,7 @@ class RanksApp(DashboardActions, App[int]):
         self.data.clock = clock
         self.data.paste_command, self.data.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
         self.data.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
+        self.actions = DashboardActions(self, self)
         self.exit_message = ""
         self._age_timer: Timer | None = None
         self.age_due: float | None = None  # when (by `clock`) the age ticker wakes next; None: asleep
@@ -370,7 +371,8 @@ class RanksApp(DashboardActions, App[int]):
     def bound_ids() -> set[str]:
         """Ids of the bindings the app, its screens or their lists and views have: what the help lists."""
         out: set[str] = set()
-        for cls in (RanksApp, *BINDING_HOMES):
+        homes: tuple[type[DOMNode], ...] = (RanksApp, *BINDING_HOMES)
+        for cls in homes:
             out.update(b.id for b in cls.BINDINGS if isinstance(b, Binding) and b.id)
         return out
 

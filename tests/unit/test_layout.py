@@ -60,3 +60,19 @@ def test_themes_use_only_textual_colour_and_theme_types() -> None:
             found += [f"{path.relative_to(ROOT)}:{node.lineno}: {n}" for n in names
                       if n.split(".")[0] == "textual" and n not in allowed]
     assert found == []
+
+
+def test_screens_and_widgets_reach_the_app_only_through_the_dashboard_protocol() -> None:
+    """A screen uses what `tui.dashboard.Dashboard` names of the app (mypy checks the members);
+    no screen or widget names the app's class or its actions' module, even for typing only."""
+    found = []
+    for package in ("screens", "widgets"):
+        for path in sorted((ROOT / "tui" / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom):
+                    module = "." * node.level + (node.module or "")
+                    if module.lstrip(".") in ("app", "dashboard_actions", "tui.app", "tui.dashboard_actions"):
+                        found.append(f"{path.relative_to(ROOT)}:{node.lineno}: from {module} import ...")
+                elif isinstance(node, ast.Name) and node.id in ("RanksApp", "DashboardActions"):
+                    found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.id}")
+    assert found == []

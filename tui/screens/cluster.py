@@ -431,7 +431,7 @@ class ClusterScreen(RanksScreen):
         if key is None or table is None:
             return
         if table is self.table:
-            self.dashboard.push_screen(NodePodsScreen(str(key)))
+            self.app.push_screen(NodePodsScreen(str(key)))
         elif key in self.dashboard.store.workloads:
             self.dashboard.open_workload(key)  # type: ignore[arg-type]
 

@@ -323,7 +323,7 @@ class ConvertScreen(RanksScreen):
             self.notify("fix the problem first", severity="error", markup=False)
             return
         delete = self.query_one("#delete", Checkbox).value
-        self.dashboard.submit_conversion(self.key, self.new, delete, self.secret)
+        self.dashboard.actions.submit_conversion(self.key, self.new, delete, self.secret)
 
     def action_back(self) -> None:
         self.dashboard.go_back()

@@ -491,7 +491,7 @@ class ProjectsScreen(ListScreen[ProjectView]):
 
     def action_new_session(self) -> None:
         sel = self.selected()
-        self.dashboard.new_session(sel[1].namespace if sel else None)
+        self.dashboard.actions.new_session(sel[1].namespace if sel else None)
 
 
 class WorkloadsScreen(ListScreen[WorkloadView]):
@@ -609,9 +609,9 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         if sel is None:
             return
         wl = sel[1]
-        {"shell": self.dashboard.shell_into, "exec_all": self.dashboard.exec_all, "delete": self.dashboard.delete_workload,
-         "suspend": self.dashboard.toggle_suspend, "convert": self.dashboard.convert_workload,
-         "debug": self.dashboard.debug_workload}[act](wl)
+        {"shell": self.dashboard.actions.shell_into, "exec_all": self.dashboard.actions.exec_all, "delete": self.dashboard.actions.delete_workload,
+         "suspend": self.dashboard.actions.toggle_suspend, "convert": self.dashboard.actions.convert_workload,
+         "debug": self.dashboard.actions.debug_workload}[act](wl)
 
     def action_shell(self) -> None:
         self._on_selected("shell")
@@ -632,5 +632,5 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         self._on_selected("debug")
 
     def action_new_session(self) -> None:
-        self.dashboard.new_session(self.namespace)
+        self.dashboard.actions.new_session(self.namespace)
 

@@ -272,7 +272,7 @@ class LogsScreen(RanksScreen):
 
     def action_previous_logs(self) -> None:
         if not self.previous:
-            self.dashboard.push_screen(LogsScreen(self.key, previous=True))
+            self.app.push_screen(LogsScreen(self.key, previous=True))
 
     def action_describe(self) -> None:
         wl = self.dashboard.store.workloads.get(self.key)

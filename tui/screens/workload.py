@@ -580,7 +580,7 @@ class WorkloadScreen(RanksScreen):
         if msg.what == "message":
             from .event_message import EventMessageScreen
 
-            self.dashboard.push_screen(EventMessageScreen(msg.event, self.dashboard.clock()))
+            self.app.push_screen(EventMessageScreen(msg.event, self.dashboard.clock()))
         else:
             self.open_event_object(msg.event)
 
@@ -599,7 +599,7 @@ class WorkloadScreen(RanksScreen):
         elif kind == "Node":
             from .cluster import NodePodsScreen
 
-            self.dashboard.push_screen(NodePodsScreen(name))
+            self.app.push_screen(NodePodsScreen(name))
         elif (ns, kind, name) in self.dashboard.store.workloads and (ns, kind, name) != self.key:
             self.dashboard.open_workload((ns, kind, name))
         elif wl is not None and (kind, name) == (wl.kind, wl.name):
@@ -687,7 +687,7 @@ class WorkloadScreen(RanksScreen):
             return
         pod = self.table.cursor_key if self.focused is self.table else None
         rank = next((r for r in wl.ranks if r.pod == pod), None)
-        self.dashboard.shell_into(wl, rank)
+        self.dashboard.actions.shell_into(wl, rank)
 
     def _live(self) -> WorkloadView | None:
         wl = self.dashboard.store.workloads.get(self.key)
@@ -697,23 +697,23 @@ class WorkloadScreen(RanksScreen):
 
     def action_exec_all(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.exec_all(wl)
+            self.dashboard.actions.exec_all(wl)
 
     def action_delete(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.delete_workload(wl)
+            self.dashboard.actions.delete_workload(wl)
 
     def action_suspend(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.toggle_suspend(wl)
+            self.dashboard.actions.toggle_suspend(wl)
 
     def action_convert(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.convert_workload(wl)
+            self.dashboard.actions.convert_workload(wl)
 
     def action_debug(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.debug_workload(wl)
+            self.dashboard.actions.debug_workload(wl)
 
     def action_back(self) -> None:
         self.dashboard.go_back()
