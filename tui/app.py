@@ -237,8 +237,11 @@ class RanksApp(App[int]):
 
     @on(DataProblem)
     def _problem(self, msg: DataProblem) -> None:
-        self.exit_message = msg.message
-        self.exit(msg.code)
+        def leave() -> None:
+            self.exit_message = msg.message
+            self.exit(msg.code)
+
+        self.actions.when_no_shell(leave)
 
     # -- ages ----------------------------------------------------------------------------------------
     def ages_shown(self, since: Iterable[float], now: float | None = None) -> None:

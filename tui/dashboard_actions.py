@@ -88,6 +88,9 @@ class DashboardActions:
     def __init__(self, app: App[Any], host: ActionsHost) -> None:
         self.app = app
         self.host = host
+        self.terminal: Callable[[], LocalTerminal] = LocalTerminal  # the shell's (stdin and stdout)
+        self.shell_open = False
+        self._after_shell: list[Callable[[], None]] = []
 
     # -- what the actions use of the dashboard -------------------------------------------------------------
     @property
@@ -174,29 +177,54 @@ class DashboardActions:
         if why is not None:
             self.notify(f"cannot open a shell yet: {why}", severity="warning", markup=False)
             return
+        self._run_shell(wl, r)
+
+    @in_worker("shell", exclusive=True)
+    async def _run_shell(self, wl: WorkloadView, r: RankView) -> None:
+        """The app suspended (the terminal is the shell's) while the UI thread goes on: it awaits the
+        session on the data loop rather than parking on it, applies the data that arrives (painted
+        once the app is back: nothing is drawn while suspended), and catches window changes by
+        SIGWINCH for the session (a handler can only be set on the main thread, the UI's)."""
         outcome: ExecOutcome | None = None
         problem = ""
+        self.shell_open = True
         try:
-            with self.app.suspend():
+            with self.app.batch_update(), self.app.suspend():
                 try:
-                    outcome, problem = self.data.run_coroutine(self._shell(wl, r)).result()
+                    terminal = self.terminal()
+                    with terminal.resizes_by_signal():
+                        outcome, problem = await asyncio.wrap_future(
+                            self.data.run_coroutine(self._shell(wl, r, terminal)))
                 except Exception as exc:  # shown after the repaint
                     problem = _message(exc)
         except SuspendNotSupported:
             self.notify("a shell needs a real terminal (this one cannot be suspended)", severity="error",
                         markup=False)
             return
+        finally:
+            self.shell_open = False
+            waiting, self._after_shell = self._after_shell, []
+            for then in waiting:
+                then()
         self.app.refresh(layout=True, repaint=True)
         if problem:
             self.notify(problem, severity="error", markup=False)
         elif outcome is not None:
             self.notify(f"shell in {r.pod} ended (exit {outcome.exit_code})", markup=False)
 
-    async def _shell(self, wl: WorkloadView, r: RankView) -> tuple[ExecOutcome, str]:
+    def when_no_shell(self, then: Callable[[], None]) -> None:
+        """`then` now, or once the shell that has the terminal ends (the app leaving meanwhile would
+        take the terminal from it)."""
+        if self.shell_open:
+            self._after_shell.append(then)
+        else:
+            then()
+
+    async def _shell(self, wl: WorkloadView, r: RankView, terminal: LocalTerminal) -> tuple[ExecOutcome, str]:
         client = self._client()
         target = await shell_target(client, wl, r)
         report(f"shell {wl.namespace}/{r.pod} container={target.container}")
-        outcome = await run_shell_session(client, target, LocalTerminal(), store=store_for(self.cfg))
+        outcome = await run_shell_session(client, target, terminal, store=store_for(self.cfg))
         return outcome, await explain_end(client, target, outcome)
 
     # -- exec on all ranks -------------------------------------------------------------------------------
@@ -225,9 +253,8 @@ class DashboardActions:
     async def _run_exec(self, screen: ExecScreen, wl: WorkloadView, argv: Sequence[str]) -> None:
         width = max(len(r.label) for r in wl.ranks)
 
-        def on_line(r: RankView, channel: int, line: bytes) -> None:
-            text = line.decode("utf-8", "replace")
-            self.app.call_from_thread(screen.add_line, r.label, width, text)
+        def on_line(r: RankView, channel: int, line: bytes) -> None:  # (on the data loop: never waits on the UI)
+            screen.add_line(r.label, width, line.decode("utf-8", "replace"))
 
         async def go() -> list[Any]:
             start = time.time()
