@@ -165,8 +165,7 @@ class RanksApp(App[int]):
             coalesce=self.settings.coalesce,
             project=self.start_project or None,
         )
-        self.data = DataLoop(cfg, opts, on_update=lambda u: self.post_message(DataArrived(u)),
-                             on_problem=lambda m, c: self.post_message(DataProblem(m, c)))
+        self.data = DataLoop(cfg, opts, on_update=self._post_update, on_problem=self._post_problem)
         from monitors.diagnostics.progress import compile_patterns
 
         from .settings import hang_thresholds
@@ -187,6 +186,12 @@ class RanksApp(App[int]):
             self.unregister_theme(name)
         self.theme = self.settings.theme
         self.set_keymap(self.keymap.textual_keymap())
+
+    def _post_update(self, update: DataUpdate) -> None:  # (on the data loop's thread)
+        self.post_message(DataArrived(update))
+
+    def _post_problem(self, message: str, code: int) -> None:  # (the same)
+        self.post_message(DataProblem(message, code))
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_mount(self) -> None:

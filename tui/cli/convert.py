@@ -54,7 +54,7 @@ if TYPE_CHECKING:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (needed without a terminal).")
 @global_options
 @click.pass_context
-def convert_command(ctx: click.Context, workload: str, project: str | None, command: str | None,
+def convert_command(ctx: click.Context, /, workload: str, project: str | None, command: str | None,
                     from_history: bool, allow_failed: bool, name: str | None, delete_interactive: bool,
                     secret_env: str | None, allow_secrets: bool, dry_run: bool, yes: bool, **kw: Any) -> None:
     """Turn the interactive session WORKLOAD into an unattended training job.
@@ -84,7 +84,7 @@ def convert_command(ctx: click.Context, workload: str, project: str | None, comm
               help="Print the manifest (--dry-run) or the created object in this format.")
 @global_options
 @click.pass_context
-def debug_command(ctx: click.Context, workload: str, project: str | None, name: str | None, same_nodes: bool,
+def debug_command(ctx: click.Context, /, workload: str, project: str | None, name: str | None, same_nodes: bool,
                   dry_run: bool, output: str | None, **kw: Any) -> None:
     """An interactive session made from the job WORKLOAD (failed or running), to fix it by hand.
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
               help="Keep the demo cluster's kubeconfig and files here (default: a temporary directory).")
 @global_options
 @click.pass_context
-def demo_command(ctx: click.Context, theme: str | None, ascii: bool, project: str | None, workdir: str | None,
+def demo_command(ctx: click.Context, /, theme: str | None, ascii: bool, project: str | None, workdir: str | None,
                  **kwargs: Any) -> None:
     """The dashboard on simcluster's demo scenario (8 GPU nodes, 8 workloads), with a real
     Prometheus scraping its GPU exporters when `prometheus` is installed."""
@@ -280,7 +280,7 @@ def _check_kubeconfig_target(path: Path) -> str | None:
     return None if clusters == ["ranks-sim"] else refusal
 
 
-async def _serve(sim_kwargs: dict, kubeconfig: Path | None) -> int:
+async def _serve(sim_kwargs: dict[str, Any], kubeconfig: Path | None) -> int:
     import asyncio
     import signal
 

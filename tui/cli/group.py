@@ -74,7 +74,7 @@ class LazyGroup(click.Group):
 @global_options
 @dashboard_options
 @click.pass_context
-def cli(ctx: click.Context, theme: str | None, ascii: bool, project: str | None, **kwargs: Any) -> None:
+def cli(ctx: click.Context, /, theme: str | None, ascii: bool, project: str | None, **kwargs: Any) -> None:
     """ranks: distributed training workloads on Kubernetes, rank by rank.
 
     Without a command, opens the dashboard on the current context.

@@ -57,7 +57,7 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: float | None) 
 @OUTPUT
 @global_options
 @click.pass_context
-def idle_command(ctx: click.Context, project: str | None, all_projects: bool, threshold: float | None,
+def idle_command(ctx: click.Context, /, project: str | None, all_projects: bool, threshold: float | None,
                  output: str, **kwargs: Any) -> None:
     """Interactive sessions holding GPUs that all read under a threshold now: since when, and the
     GPU-hours idle so far (GPUs x idle hours), most first. Training jobs are never listed; a session

@@ -56,8 +56,8 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
     from monitors.monitor import Monitor
 
     project = where if isinstance(where, str) else None
-    monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=() if project else where,
-                      pod_rows=pod_rows, unsettled=False)
+    scope = () if isinstance(where, str) else where  # (a project's namespace: once it is resolved)
+    monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=scope, pod_rows=pod_rows, unsettled=False)
     gm = None
     try:
         monitor.prefetch()
@@ -93,7 +93,7 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
             raise
         # one more round trip at most: what rows do not tell (GPUs of pods outside workloads, why
         # jobs wait), the GPU metrics and what the command reads alongside, all at once
-        after: list[Awaitable[None]] = []
+        after: list[Awaitable[object]] = []
         if pod_rows:
             after += [monitor.read_unclaimed(), *([monitor.explain_pending()] if pending_reasons else [])]
         if alongside is not None:

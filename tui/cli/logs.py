@@ -65,7 +65,7 @@ if TYPE_CHECKING:
               help="Output format (json: one object per line).")
 @global_options
 @click.pass_context
-def logs_command(ctx: click.Context, workload: str, project: str | None, **kw: Any) -> None:
+def logs_command(ctx: click.Context, /, workload: str, project: str | None, **kw: Any) -> None:
     """Merged logs of every rank of WORKLOAD, in time order, each line prefixed with its rank.
 
     WORKLOAD is a name, or KIND/NAME (pytorchjob/mnist) when names clash.
@@ -389,7 +389,7 @@ def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, 
         doc: dict[str, Any] = {"workload": wl.name, "namespace": wl.namespace, "kind": wl.kind, "failure": None}
         if report is not None:
             doc["failure"] = report.as_json()
-            lines = [{"ts": ln.iso, "line": ln.text} for ln in report.lines]
+            lines: list[dict[str, str | None]] = [{"ts": ln.iso, "line": ln.text} for ln in report.lines]
             if not lines and report.failure.message:
                 lines = [{"ts": None, "line": t} for t in report.failure.message.splitlines()]
                 doc["failure"]["source"] = "termination message"

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 @OUTPUT
 @global_options
 @click.pass_context
-def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
+def projects_command(ctx: click.Context, /, output: str, **kwargs: Any) -> None:
     """Projects (Run:ai namespaces, or plain namespaces) with GPU quota, allocation and use."""
     sys.exit(run_projects(merge_globals(ctx, kwargs), output))
 
@@ -52,7 +52,7 @@ def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
 @OUTPUT
 @global_options
 @click.pass_context
-def list_command(ctx: click.Context, project: str | None, all_projects: bool, status: str | None, mine: bool,
+def list_command(ctx: click.Context, /, project: str | None, all_projects: bool, status: str | None, mine: bool,
                  output: str, **kwargs: Any) -> None:
     """Distributed workloads of a project (default: the context's) or of all projects."""
     sys.exit(run_list(merge_globals(ctx, kwargs), group_project(ctx, project), all_projects, status, mine, output))
@@ -64,7 +64,7 @@ def list_command(ctx: click.Context, project: str | None, all_projects: bool, st
 @OUTPUT
 @global_options
 @click.pass_context
-def get_command(ctx: click.Context, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
+def get_command(ctx: click.Context, /, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
     """One workload: header, every rank with placement and GPU use, recent events.
 
     WORKLOAD is a name, or KIND/NAME (pytorchjob/mnist) when names clash.
@@ -77,7 +77,7 @@ def get_command(ctx: click.Context, workload: str, project: str | None, output: 
 @OUTPUT
 @global_options
 @click.pass_context
-def top_command(ctx: click.Context, what: str, output: str, **kwargs: Any) -> None:
+def top_command(ctx: click.Context, /, what: str, output: str, **kwargs: Any) -> None:
     """GPU allocation and utilisation per node or per project."""
     sys.exit(run_top(merge_globals(ctx, kwargs), what, output))
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from monitors.connection import ClusterConfig, ExitCode
@@ -33,7 +33,7 @@ def configure(cfg: ClusterConfig, opts: dict[str, Any]) -> ClusterConfig:
 INTERRUPT_GRACE = 5.0  # seconds a reading command may take to wind down after Ctrl-C
 
 
-def _run_interruptible(main: Awaitable[int], grace: float) -> int:
+def _run_interruptible(main: Coroutine[Any, Any, int], grace: float) -> int:
     """`main` on a new event loop, as `asyncio.run`, except that Ctrl-C is bounded: the first one
     cancels it (it winds down: streams closed, what was read printed) and, if that has not ended
     the process `grace` seconds later, it ends anyway (exit 130), as a second Ctrl-C does at once.
@@ -91,7 +91,7 @@ def threading_main() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Awaitable[int]], *,
+def run(opts: dict[str, Any], body: Callable[[ClusterConfig], Coroutine[Any, Any, int]], *,
         interrupt_grace: float | None = None) -> int:
     """`body` on the cluster of `opts` (kubeconfig, context, request timeout), in a new event
     loop: its exit code, or the failure's as one line on stderr. `interrupt_grace`: Ctrl-C ends

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
               help="Output format.")
 @global_options
 @click.pass_context
-def why_command(ctx: click.Context, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
+def why_command(ctx: click.Context, /, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
     """Why a workload is pending (gang, node fit, taints, quota, the scheduler's words), or what is
     wrong with a running one (ranks not ready, restarts, the rank that failed first, a hang, a
     straggler or a silent or idle rank).

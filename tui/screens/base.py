@@ -5,7 +5,7 @@ back resyncs from the store)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar, cast
+from typing import Any, ClassVar, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -110,7 +110,12 @@ class RanksScreen(Screen[None]):
     """Base of the dashboard's screens."""
 
     BINDINGS: ClassVar[list[BindingType]] = bindings("global", ("back",))
-    crumb: str = ""
+
+    @property
+    def crumb(self) -> str:
+        """This screen's part of the breadcrumbs (a class attribute where it never changes)."""
+        return ""
+
     focus_key: tuple[str, str, str] | None = None  # the workload this screen is about
 
     @property
@@ -157,7 +162,7 @@ class RanksScreen(Screen[None]):
         return None
 
     # -- sorting a table that sorts itself (`o` next column, `O` the other way; a header click) ----
-    def sort_table(self, table: KeyedTable | None, *, reverse: bool = False) -> None:
+    def sort_table(self, table: KeyedTable[Any] | None, *, reverse: bool = False) -> None:
         if table is None or not table.row_count:
             return
         if reverse:

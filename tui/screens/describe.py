@@ -67,7 +67,7 @@ class DescribeScreen(RanksScreen):
         self.loaded: Any = None
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return f"describe {self.title_text}"
 
     def body(self) -> ComposeResult:
@@ -149,5 +149,5 @@ class HelpScreen(ModalScreen[None]):
                  "or change the theme.\n", style="dim")
         return t
 
-    def action_dismiss(self) -> None:  # type: ignore[override]
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

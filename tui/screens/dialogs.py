@@ -178,7 +178,7 @@ class ExecScreen(RanksScreen):
         self._posted = False
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return f"exec {clean(' '.join(self.command), limit=40)}"
 
     def body(self) -> ComposeResult:
@@ -278,7 +278,7 @@ class ConvertScreen(RanksScreen):
                 f"{last.outcome()}); tick the box below to pick one anyway")
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return f"convert {self.key[2]}"
 
     def body(self) -> ComposeResult:

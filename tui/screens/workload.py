@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Hashable
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
@@ -363,7 +362,7 @@ class WorkloadScreen(RanksScreen):
         self._diag_shown: tuple[Any, Any] = (None, None)
         self._progress_shown: tuple[Any, Any] = (None, None)
         self.gone = False
-        self._cells: dict[Hashable, Cells] = {}
+        self._cells: dict[str, Cells] = {}
         self.narrow = False
         self._hist_shown: dict[str, tuple[float, ...]] = {}
         self._pending_shown: Text | None = None
@@ -374,7 +373,7 @@ class WorkloadScreen(RanksScreen):
         self._event_ages: list[str] = []  # as shown, top to bottom
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return self.key[2]
 
     def body(self) -> ComposeResult:
@@ -390,7 +389,7 @@ class WorkloadScreen(RanksScreen):
                 yield EventList(id="event-list", static_id="events")
 
     @property
-    def table(self) -> KeyedTable:
+    def table(self) -> KeyedTable[str]:  # (its rows: the ranks' pods)
         return self.query_one("#ranks", KeyedTable)
 
     def on_mount(self) -> None:
