@@ -7,10 +7,10 @@ changed so the visible screen can update only those rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from monitors.dataloop import DataStatus, DataUpdate, Progress
-from monitors.model_views import ModelDiff, NodeView, ProjectView, WorkloadView
+from monitors.model_views import KeyedDiff, ModelDiff, NodeView, ProjectView, WorkloadView
 from monitors.records import EventRec
 
 if TYPE_CHECKING:
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
     from monitors.flight_records import RecordedFailure
 
 WorkloadKey = tuple[str, str, str]
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass
@@ -51,11 +53,9 @@ class ViewStore:
             self.synced = False
         if update.synced:
             self.synced = True
-        for target, kd in ((self.workloads, d.workloads), (self.projects, d.projects), (self.nodes, d.nodes)):
-            for k in kd.removed:
-                target.pop(k, None)  # type: ignore[call-overload]
-            target.update(kd.added)  # type: ignore[arg-type]
-            target.update(kd.changed)  # type: ignore[arg-type]
+        _apply(self.workloads, d.workloads)
+        _apply(self.projects, d.projects)
+        _apply(self.nodes, d.nodes)
         self.status = update.status
         self.histories = dict(update.histories)
         self.last_logs = dict(update.last_logs)
@@ -80,3 +80,10 @@ class ViewStore:
     def find_project(self, name: str) -> ProjectView | None:
         """A project by name (team-a) or namespace (runai-team-a)."""
         return self.projects.get(name) or self.project_of_namespace(name) or self.projects.get(f"runai-{name}")
+
+
+def _apply(target: dict[K, V], kd: KeyedDiff[K, V]) -> None:
+    for k in kd.removed:
+        target.pop(k, None)
+    target.update(kd.added)
+    target.update(kd.changed)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r'''
 import asyncio, sys
-from tui.cli.common import _run_interruptible
+from tui.cli.running import _run_interruptible
 
 async def main(stuck):
     print("ready", flush=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitors.connection import ExitCode
 
-from .common import UserError
+from .errors import UserError
 
 if TYPE_CHECKING:
     from monitors.diagnostics.hangs import JobHealth, Thresholds
@@ -113,11 +113,11 @@ def judge(monitor: Monitor, wl: WorkloadView, diag: RankDiagnostics) -> RankDiag
 async def located_with_tails(cfg: Any, opts: dict[str, Any], ref: str, project: str | None, *,
                              events: bool = False, nodes: bool = False
                              ) -> tuple[Monitor, WorkloadView, RankDiagnostics]:
-    """`common.locate` (with GPU metrics), the workload's rank tails read alongside the metrics,
+    """`loading.locate` (with GPU metrics), the workload's rank tails read alongside the metrics,
     then judged: one round trip more than listing alone, none more than `ranks get` always took."""
     from sessions.locate import pick_workload
 
-    from .common import locate
+    from .loading import locate
 
     found: dict[str, RankDiagnostics] = {}
 

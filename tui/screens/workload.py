@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Hashable
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
@@ -348,7 +347,7 @@ class WorkloadScreen(RanksScreen):
         self._diag_shown: tuple[Any, Any] = (None, None)
         self._progress_shown: tuple[Any, Any] = (None, None)
         self.gone = False
-        self._cells: dict[Hashable, Cells] = {}
+        self._cells: dict[str, Cells] = {}
         self.narrow = False
         self._hist_shown: dict[str, tuple[float, ...]] = {}
         self._pending_shown: Text | None = None
@@ -359,7 +358,7 @@ class WorkloadScreen(RanksScreen):
         self._event_ages: list[str] = []  # as shown, top to bottom
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return self.key[2]
 
     def body(self) -> ComposeResult:
@@ -375,7 +374,7 @@ class WorkloadScreen(RanksScreen):
                 yield EventList(id="event-list", static_id="events")
 
     @property
-    def table(self) -> KeyedTable:
+    def table(self) -> KeyedTable[str]:  # (its rows: the ranks' pods)
         return self.query_one("#ranks", KeyedTable)
 
     def on_mount(self) -> None:
@@ -565,7 +564,7 @@ class WorkloadScreen(RanksScreen):
         if msg.what == "message":
             from .event_message import EventMessageScreen
 
-            self.dashboard.push_screen(EventMessageScreen(msg.event, self.dashboard.clock()))
+            self.app.push_screen(EventMessageScreen(msg.event, self.dashboard.clock()))
         else:
             self.open_event_object(msg.event)
 
@@ -584,7 +583,7 @@ class WorkloadScreen(RanksScreen):
         elif kind == "Node":
             from .cluster import NodePodsScreen
 
-            self.dashboard.push_screen(NodePodsScreen(name))
+            self.app.push_screen(NodePodsScreen(name))
         elif (ns, kind, name) in self.dashboard.store.workloads and (ns, kind, name) != self.key:
             self.dashboard.open_workload((ns, kind, name))
         elif wl is not None and (kind, name) == (wl.kind, wl.name):
@@ -664,7 +663,7 @@ class WorkloadScreen(RanksScreen):
             return
         pod = self.table.cursor_key if self.focused is self.table else None
         rank = next((r for r in wl.ranks if r.pod == pod), None)
-        self.dashboard.shell_into(wl, rank)
+        self.dashboard.actions.shell_into(wl, rank)
 
     def _live(self) -> WorkloadView | None:
         wl = self.dashboard.store.workloads.get(self.key)
@@ -674,23 +673,23 @@ class WorkloadScreen(RanksScreen):
 
     def action_exec_all(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.exec_all(wl)
+            self.dashboard.actions.exec_all(wl)
 
     def action_delete(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.delete_workload(wl)
+            self.dashboard.actions.delete_workload(wl)
 
     def action_suspend(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.toggle_suspend(wl)
+            self.dashboard.actions.toggle_suspend(wl)
 
     def action_convert(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.convert_workload(wl)
+            self.dashboard.actions.convert_workload(wl)
 
     def action_debug(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.debug_workload(wl)
+            self.dashboard.actions.debug_workload(wl)
 
     def action_back(self) -> None:
         self.dashboard.go_back()
