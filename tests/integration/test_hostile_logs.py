@@ -54,7 +54,7 @@ from textual.widgets import TabbedContent, TextArea
 
 from monitors.logs.terminal_text import sanitize_line
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
-from tests.integration.test_dashboard import make_app, move_to, synced, table, wait_screen
+from tests.dashboard_kit import make_app, move_to, synced, table, wait_screen
 from tests.integration.test_logs import NODE, NS, PY, ROOT, TK, kf_pod, phase_of, seed
 from tests.kubeflow_objects import pod
 from tests.tmux_driver import Tmux
