@@ -202,23 +202,18 @@ def test_placement_hostfile_and_targets(tmp_path: Path) -> None:
     assert t("localhost", "default", "x").local and t("127.0.0.1", "default", "x").local
 
 
-def test_wrappers_run_the_launchers_fast(tmp_path: Path) -> None:
-    import statistics
+def test_wrappers_run_the_launchers(tmp_path: Path) -> None:
+    """Every launcher is installed and runs (how fast it starts: tests/perf/test_bench_sim_parts.py)."""
     import subprocess
 
     bin_dir = launchers.install(tmp_path / "bin")
     assert sorted(p.name for p in bin_dir.iterdir()) == sorted(launchers.COMMANDS)
-    out = subprocess.run([str(bin_dir / "mpirun"), "--version"], capture_output=True, text=True, timeout=10)
+    out = subprocess.run([str(bin_dir / "mpirun"), "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("mpirun (Open MPI) 4.1.5")
-    out = subprocess.run([str(bin_dir / "mpiexec"), "--bogus", "x"], capture_output=True, text=True, timeout=10)
+    out = subprocess.run([str(bin_dir / "mpiexec"), "--bogus", "x"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and 'mpiexec: Error: unknown option "--bogus"' in out.stderr
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        subprocess.run([str(bin_dir / "horovodrun"), "--version"], capture_output=True, timeout=10, check=True)
-        times.append(time.perf_counter() - t0)
-    print(f"launcher start-up (horovodrun --version): p50 {statistics.median(times) * 1000:.0f} ms")
-    assert statistics.median(times) < 0.5
+    out = subprocess.run([str(bin_dir / "horovodrun"), "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip(), out
 
 
 @pytest.mark.simcluster(components=())
