@@ -68,18 +68,23 @@ def cluster_config(where: Any) -> ClusterConfig:
 
 def make_app(where: Any, settings: Settings | None = None, *, metrics: bool = True,
              clock: Callable[[], float] | None = None, colour_mode: ColourMode = ColourMode.TRUECOLOR,
-             still: bool = False, connect: bool = True, **settings_kw: Any) -> RanksApp:
+             still: bool = False, connect: bool = True, start_project: str | None = None,
+             data_options: DataOptions | None = None, **settings_kw: Any) -> RanksApp:
     """The dashboard on `where` (see `cluster_config`) with `settings` (or `Settings(**settings_kw)`),
     the bundled themes and `colour_mode`. `metrics=False`: no GPU metrics are polled (the data
-    options are then the defaults, not the settings'); `clock`: what ages are measured from;
-    `still`: no animation (what is painted is final at once); `connect=False`: see `fed_app`."""
+    options are then the defaults, not the settings'; `data_options` gives them all); `clock`: what
+    ages are measured from; `still`: no animation (what is painted is final at once); `start_project`:
+    as `-p`; `connect=False`: see `fed_app`."""
+    if settings is not None and settings_kw:
+        raise TypeError(f"settings given twice: {settings!r} and {settings_kw!r}")
     extra: dict[str, Any] = {}
-    if not metrics:
-        extra["data_options"] = DataOptions(metrics=False)
+    if data_options is not None or not metrics:
+        extra["data_options"] = data_options or DataOptions(metrics=False)
     if clock is not None:
         extra["clock"] = clock
     app = RanksApp(cluster_config(where), settings if settings is not None else Settings(**settings_kw),
-                   themes=load_themes(None), colour_mode=colour_mode, connect=connect, **extra)
+                   themes=load_themes(None), colour_mode=colour_mode, connect=connect,
+                   start_project=start_project, **extra)
     if still:
         app.animation_level = "none"
     return app

@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests.dashboard_kit import make_app
 from tests.prometheus_server import prometheus_server
 from tests.waiting import wait_for
 
@@ -229,10 +230,7 @@ async def test_dashboard_cluster_load_lists_the_same_sessions(demo: ThreadedSimC
     from textual.geometry import Region
     from textual.widgets import Static, TabbedContent
 
-    from monitors.connection import load_cluster_config
     from tests.waiting import pilot_wait
-    from themes import load_themes
-    from tui.app import RanksApp
     from tui.screens.cluster import ClusterScreen
     from tui.screens.workload import WorkloadScreen
     from tui.settings import Settings
@@ -242,8 +240,7 @@ async def test_dashboard_cluster_load_lists_the_same_sessions(demo: ThreadedSimC
         w, h = widget.size
         return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, w, h)))
 
-    app = RanksApp(load_cluster_config(str(demo.sim.kubeconfig_path), None),
-                   Settings(refresh_interval=1, idle_threshold_percent=4), themes=load_themes(None))
+    app = make_app(demo.sim.kubeconfig_path, Settings(refresh_interval=1, idle_threshold_percent=4))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot_wait(pilot, lambda: app.store.synced and len(app.store.workloads) >= 4, timeout=60,
                          what="first sync")
