@@ -159,7 +159,7 @@ class ExecSession:
     async def bridge(self, source: ByteSource | None, sink: Sink,
                      resizes: AsyncIterator[tuple[int, int]] | None = None) -> ExecOutcome:
         """Copy `source` to stdin and resizes to channel 4 while output goes to `sink`."""
-        tasks: list[asyncio.Task[Any]] = []
+        tasks: list[asyncio.Future[Any]] = []
         if source is not None:
             tasks.append(asyncio.ensure_future(self._pump_in(source)))
         if resizes is not None:

@@ -219,7 +219,7 @@ def pick_rank(wl: WorkloadView, *, rank: str | None = None, pod: str | None = No
 
 
 def default_container(pod: dict[str, Any], wanted: str | None = None) -> str:
-    containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+    containers: list[str] = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
     if wanted:
         if wanted not in containers:
             raise ExecError(f'container "{wanted}" is not in pod "{pod["metadata"]["name"]}" '

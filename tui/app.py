@@ -139,9 +139,13 @@ class RanksApp(App[int]):
         data_options: DataOptions | None = None,
         clock: Callable[[], float] = time.time,
         read_only_why: str = "",
+        connect: bool = True,
     ) -> None:
         super().__init__()
         self.cfg = cfg
+        # False: the data loop is never started (no cluster is asked anything); the app shows only the
+        # updates posted to it as `DataArrived` (tests feed it: tests/dashboard_kit.py)
+        self.connect = connect
         self.clock = clock  # for ages (tests fix it)
         self.settings = settings or Settings()
         self.keymap: Keymap = self.settings.key_map
@@ -202,7 +206,8 @@ class RanksApp(App[int]):
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(ProjectsScreen())
         self.push_screen(WorkloadsScreen(self._start_namespace()))
-        self.data.start()
+        if self.connect:
+            self.data.start()
 
     def _start_namespace(self) -> str | None:
         p = self.start_project
