@@ -51,6 +51,9 @@ def newest_per_rank(lines: list[LogLine], n: int) -> list[LogLine]:
     return kept
 
 
+REDIAGNOSE = 5.0  # s: a waiting or running workload's diagnosis is made again at least this often
+
+
 class FocusedWorkload:
     def __init__(self, host: FocusHost, judging: Judging, engines: LogEngines, me: str,
                  logs_read: Callable[[], None]) -> None:
@@ -66,6 +69,7 @@ class FocusedWorkload:
         self._board_key: WorkloadKey | None = None
         self._dirty = False
         self._pushed = 0.0
+        self._diagnosed_at: float | None = None  # (by the judging clock) when its diagnosis was last made
         self._lock: asyncio.Lock | None = None  # (made on the data loop)
 
     # -- its logs, for its progress (on the data loop) -------------------------------------------------
@@ -177,19 +181,23 @@ class FocusedWorkload:
 
     def diagnostics(self, d: ModelDiff, refocus: bool, events_changed: bool, recorder: FlightRecorder | None
                     ) -> tuple[Diagnosis | None, Postmortem | None]:
-        """Why it waits or what is wrong with it, again when it or its events changed; and, once it
-        finished with its pods gone, its recorded first failure and what happened (a small file
-        read: on the data loop, never the UI's)."""
+        """Why it waits or what is wrong with it, again when it or its events changed or its last
+        one is `REDIAGNOSE` seconds old (what holds its GPUs, their idle time and ages move on while
+        it waits unchanged); and, once it finished with its pods gone, its recorded first failure
+        and what happened (a small file read: on the data loop, never the UI's)."""
         monitor, key = self.host.monitor, self.key
         if monitor is None or key is None:
             return None, None
         wl = monitor.model.workloads.get(key)
-        if wl is None or not (refocus or events_changed or key in d.workloads.added or key in d.workloads.changed):
+        j = self.judging
+        stale = self._diagnosed_at is None or j.clock() - self._diagnosed_at >= REDIAGNOSE
+        if wl is None or not (refocus or events_changed or key in d.workloads.added or key in d.workloads.changed
+                              or (stale and wl.status in ("Pending", "Running"))):
             return None, None
         from ..diagnostics.postmortem import first_failure_of, what_happened
         from ..diagnostics.why import explain
 
-        j = self.judging
+        self._diagnosed_at = j.clock()
         try:
             diagnosis: Diagnosis | None = explain(
                 monitor.model, key, cluster_pods=monitor.status.cluster_wide, now=j.clock(), command=j.paste_command,
