@@ -466,7 +466,7 @@ def test_kubectl_exec_interactive_tty(simcluster, core, kubectl):
         term.send(b"\x15")  # ^U: drop the typed line
         term.send(f"{sleep} &\r".encode())
         term.expect(b"# ")
-        assert processes_matching(sleep)
+        wait_for(lambda: processes_matching(sleep), timeout=30, what="the background job started")  # (sh forks first)
         term.send(b"exit 4\r")
         assert term.proc.wait(15) == 4
     finally:

@@ -307,7 +307,8 @@ async def synced(pilot: Pilot[Any], workloads: int = 7, nodes: int = 6, projects
     assert isinstance(app, RanksApp)
     await settled(pilot, lambda: app.store.synced and app.store.status.phase == "live", what="the first sync")
     await settled(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and len(app.store.workloads) == workloads
-                  and app.screen.table.row_count == workloads and len(app.store.nodes) == nodes
+                  and app.screen.table.row_count == workloads and app.screen.table.has_focus
+                  and len(app.store.nodes) == nodes
                   and len(app.store.projects) == projects, what="the workloads table")
     return app
 
@@ -316,9 +317,17 @@ async def open_workload(pilot: Pilot[Any], name: str) -> WorkloadScreen:
     app = await synced(pilot)
     screen = app.screen
     assert isinstance(screen, WorkloadsScreen)
-    row = next(i for i, k in enumerate(screen.table.order) if isinstance(k, tuple) and k[2] == name)
-    for _ in range(row - screen.table.cursor_row):
-        await pilot.press("down")
+    def at() -> int:
+        """How many rows the cursor is above `name`'s (negative: below)."""
+        row = next(i for i, k in enumerate(screen.table.order) if isinstance(k, tuple) and k[2] == name)
+        return row - screen.table.cursor_row
+
+    for _ in range(40):  # (key by key, looking again after each: a row that moves is followed)
+        if (off := at()) == 0:
+            break
+        await pilot.press("down" if off > 0 else "up")
+        await pilot.pause()
+    assert at() == 0, f"the cursor never reached {name}"
     await pilot.press("enter")
     await settled(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.last is not None
                   and app.screen.table.row_count == len(app.screen.last.ranks), what=f"the {name} screen")
