@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from .records import Exit, PodRec
 
 SEEN_LIMIT = 20_000  # failures remembered as recorded (pod uid, container, finish time)
+READS_AT_ONCE = 16  # failed ranks' logs read at once (a churning cluster fails hundreds at a time: the rest wait)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class FlightRecorder:
     refused: str = ""
     _seen: dict[tuple[str, str, float | None], None] = field(default_factory=dict)  # (ordered: oldest first)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _reads: asyncio.Semaphore | None = None  # (made on the loop) log reads at once: READS_AT_ONCE
 
     PRIME_LIMIT = 50  # failures recorded from the first sync (statuses only, no log read)
 
@@ -152,6 +154,12 @@ class FlightRecorder:
     async def _read_log(self, p: PodRec, ex: Exit) -> list[str]:
         """The failed instance's last lines, read once: the current container when it has not
         restarted since, else the previous one. Nothing when the pod is gone already."""
+        if self._reads is None:
+            self._reads = asyncio.Semaphore(READS_AT_ONCE)
+        async with self._reads:
+            return await self._read_tail(p, ex)
+
+    async def _read_tail(self, p: PodRec, ex: Exit) -> list[str]:
         base = [("container", ex.container), ("tailLines", str(self.lines))]
         tries = [[*base, ("previous", "true")], base] if p.restarts else [base, [*base, ("previous", "true")]]
         for params in tries:
