@@ -32,11 +32,12 @@ demo: $(DEMO_STAMP)
 system-deps:
 	./scripts/system-deps.sh
 
+# 3 workers on a 2-core machine: most tests wait on a cluster or a terminal (with 2, the CPUs were 40% busy)
 test: $(TEST_STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not perf and not soak" tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not perf and not soak" tests
 
 # every benchmark (fresh records in bench-results.jsonl), then the report even if one failed:
 # bench-results.json, docs/performance.md and its chart; the exit status is non-zero if either failed
