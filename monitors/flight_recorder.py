@@ -17,6 +17,7 @@ and when it was made. This module is the recording itself: it hears the model an
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +41,9 @@ if TYPE_CHECKING:
     from .records import Exit, PodRec
 
 SEEN_LIMIT = 20_000  # failures remembered as recorded (pod uid, container, finish time)
-READS_AT_ONCE = 16  # failed ranks' logs read at once (a churning cluster fails hundreds at a time: the rest wait)
+# failed ranks' logs read at once: past it (a churning cluster fails hundreds at a time) a failure is
+# recorded from its status alone (exit, reason, termination message), with no request and no wait
+READS_AT_ONCE = 32
 
 
 @dataclass
@@ -58,7 +61,7 @@ class FlightRecorder:
     refused: str = ""
     _seen: dict[tuple[str, str, float | None], None] = field(default_factory=dict)  # (ordered: oldest first)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    _reads: asyncio.Semaphore | None = None  # (made on the loop) log reads at once: READS_AT_ONCE
+    _reading: int = 0  # captures reading a log now (at most READS_AT_ONCE)
 
     PRIME_LIMIT = 50  # failures recorded from the first sync (statuses only, no log read)
 
@@ -111,9 +114,17 @@ class FlightRecorder:
         self._seen[mark] = None
 
     def _spawn(self, key: Any, wl: WorkloadView, p: PodRec, ex: Exit, *, read: bool) -> None:
+        read = read and self._reading < READS_AT_ONCE
+        if read:
+            self._reading += 1
         task = asyncio.get_running_loop().create_task(self._capture(key, wl, p, ex, read))
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(functools.partial(self._done, read))
+
+    def _done(self, read: bool, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if read:
+            self._reading -= 1
 
     async def _capture(self, key: Any, wl: WorkloadView, p: PodRec, ex: Exit, read: bool = True) -> None:
         rank = next((r for r in wl.ranks if r.pod == p.name), None)
@@ -154,12 +165,6 @@ class FlightRecorder:
     async def _read_log(self, p: PodRec, ex: Exit) -> list[str]:
         """The failed instance's last lines, read once: the current container when it has not
         restarted since, else the previous one. Nothing when the pod is gone already."""
-        if self._reads is None:
-            self._reads = asyncio.Semaphore(READS_AT_ONCE)
-        async with self._reads:
-            return await self._read_tail(p, ex)
-
-    async def _read_tail(self, p: PodRec, ex: Exit) -> list[str]:
         base = [("container", ex.container), ("tailLines", str(self.lines))]
         tries = [[*base, ("previous", "true")], base] if p.restarts else [base, [*base, ("previous", "true")]]
         for params in tries:

@@ -1,5 +1,6 @@
 """The flight recorder reads failed ranks' logs a few at a time (a churning cluster fails hundreds
-at once: each read is a request to the API server and its buffers in the dashboard)."""
+at once: each read is a request to the API server, and its buffers and its task in the dashboard);
+past the limit a failure is recorded from its status alone, at once, with no request."""
 
 from __future__ import annotations
 
@@ -26,21 +27,33 @@ class HeldClient:
         self.most = max(self.most, self.now)
         try:
             await self.go.wait()
-            return b"last line\n"
+            return b"the last line\n"
         finally:
             self.now -= 1
 
 
-async def test_failed_ranks_logs_are_read_at_most_reads_at_once_together(tmp_path: Path) -> None:
+async def test_past_reads_at_once_a_failure_is_recorded_from_its_status_without_a_request(tmp_path: Path) -> None:
     client = HeldClient()
-    recorder = FlightRecorder(FlightStore("ctx", root=tmp_path), client)  # type: ignore[arg-type]
-    ex = Exit("c", 1, "Error", 1.0)
-    pods = [SimpleNamespace(namespace="ns", name=f"p{i}", restarts=0) for i in range(5 * READS_AT_ONCE)]
-    reads = [asyncio.create_task(recorder._read_log(p, ex)) for p in pods]  # type: ignore[arg-type]
-    while client.asked < READS_AT_ONCE:
-        await asyncio.sleep(0.01)
-    await asyncio.sleep(0.1)  # (more would have started by now, were they not held back)
-    assert client.now == client.most == READS_AT_ONCE
+    store = FlightStore("ctx", root=tmp_path, max_workloads=1000)
+    recorder = FlightRecorder(store, client)  # type: ignore[arg-type]
+    n = 3 * READS_AT_ONCE
+    for i in range(n):
+        wl = SimpleNamespace(namespace="ns", kind="PyTorchJob", name=f"job{i}", uid=f"u{i}", ranks=[])
+        pod = SimpleNamespace(namespace="ns", name=f"job{i}-worker-0", restarts=0, node="n1")
+        recorder._spawn(("ns", "PyTorchJob", wl.name), wl, pod,  # type: ignore[arg-type]
+                        Exit("pytorch", 1, "Error", 1.0, message="Traceback: boom"), read=True)
+
+    def recorded() -> list[Any]:
+        return [r for i in range(n) if (r := store.load("ns", "PyTorchJob", f"job{i}", f"u{i}")) is not None]
+
+    for _ in range(3000):  # the ones past the limit: done, while the reads are still held
+        if len(recorded()) >= n - READS_AT_ONCE:
+            break
+        await asyncio.sleep(0.02)
+    assert len(recorded()) == n - READS_AT_ONCE, f"{len(recorded())} recorded while {client.now} reads are held"
+    assert client.now == client.most == client.asked == READS_AT_ONCE
+    assert {r.failures[0].source for r in recorded()} == {"termination message"}
     client.go.set()
-    assert await asyncio.gather(*reads) == [["last line"]] * len(pods)
-    assert client.most == READS_AT_ONCE and client.asked == len(pods)
+    await recorder.drain(30)
+    assert len(recorded()) == n and client.most == client.asked == READS_AT_ONCE
+    assert sum(r.failures[0].source == "log" for r in recorded()) == READS_AT_ONCE
