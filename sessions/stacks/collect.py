@@ -103,11 +103,12 @@ async def _run(client: KubeClient, ns: str, pod: str, command: Sequence[str], co
 
 def _why_dump_failed(run: _Run) -> str:
     """One line: what py-spy (or the shell) said, as a fix where the cause is known."""
-    said = clean(run.err.decode("utf-8", "replace").strip().splitlines()[0] if run.err.strip() else run.message,
-                 limit=200)
-    lower = said.lower()
+    whole = clean(run.err.decode("utf-8", "replace").strip().splitlines()[0] if run.err.strip() else run.message,
+                  limit=2000)
+    said, lower = clean(whole, limit=200), whole.lower()
+    # (a shell's 127, or the runtime's `exec: "py-spy": executable file not found in $PATH`)
     if run.code == NOT_FOUND or ("not found" in lower and "py-spy" in lower):
-        return "py-spy is not in the image (pip install py-spy in the image)"
+        return "py-spy is not in the image (add it: pip install py-spy)"
     if "permission denied" in lower or "operation not permitted" in lower:
         return ("the kernel refused py-spy's ptrace (the container needs the SYS_PTRACE capability: "
                 "securityContext.capabilities.add)")
@@ -126,7 +127,7 @@ async def dump(client: KubeClient, ns: str, pod: str, pid: int, opts: Options) -
         as_json = False
     if run.code != 0:
         raise DumpError(_why_dump_failed(run))
-    return chosen(parse(run.out, as_json=as_json), opts.all_threads)
+    return chosen(parse(run.out, as_json=as_json), opts.all_threads, pid)
 
 
 def running_ranks(wl: WorkloadView) -> list[RankView]:
@@ -188,6 +189,6 @@ async def autopsy(client: KubeClient, wl: WorkloadView, pods: Sequence[RankView]
     result.others.sort(key=lambda o: (o[0], o[1].pid))
     for why, labels in problems.items():
         if len(labels) > 1 or why.startswith(("py-spy is not", "the kernel")):
-            result.problems.append(f"{why}: {', '.join(sorted(labels))}")
+            result.problems.append(f"{', '.join(sorted(labels))}: {why}")
     result.seconds = time.monotonic() - started
     return result

@@ -122,8 +122,14 @@ def parse(data: bytes, *, as_json: bool) -> list[ThreadStack]:
     return parse_text(data.decode("utf-8", "replace"))
 
 
-def chosen(threads: list[ThreadStack], all_threads: bool) -> list[ThreadStack]:
-    """Every thread (`--all-threads`), else the main thread (the first one when none is named so)."""
+def chosen(threads: list[ThreadStack], all_threads: bool, pid: int | None = None) -> list[ThreadStack]:
+    """Every thread (`--all-threads`), else the main thread: the one named so, else the one whose id
+    is the process's (py-spy does not always learn the names), else the first. An unnamed main
+    thread is named MainThread, so that it merges with the others' across ranks."""
+    import dataclasses
+
+    threads = [dataclasses.replace(t, thread="MainThread")
+               if pid is not None and t.native_id == pid and t.thread.startswith("thread ") else t for t in threads]
     if all_threads or not threads:
         return threads
     main = [t for t in threads if t.main]

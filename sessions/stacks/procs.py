@@ -1,7 +1,8 @@
 """Which process in a pod is which rank, from each process's own environment, read in the pod.
 
 `LIST_SCRIPT` runs in the container (`sh -c`, through pods/exec; `tr`, `grep` and `readlink`, as
-busybox and coreutils have them) and prints, per process of the container's mount namespace: its
+busybox and coreutils have them) and prints, per process of the container's mount namespace (told
+by the shell's `-ef`, without a program started for the processes of others): its
 pid and parent, its command line, its mount namespace and only the variables that say a rank
 (`RANK_VARS`, and `HOSTNAME`): nothing else of its environment (secrets) leaves the pod.
 `classify` then tells ranks from the rest:
@@ -31,17 +32,18 @@ MAX_PROCESSES = 4096
 # (each record: `P pid ppid`, `N mount namespace`, `C command line`, `E VAR=value` lines; the
 # script's own processes, its children included, are left out)
 LIST_SCRIPT = r"""me=$$
-mine=$(readlink /proc/self/ns/mnt 2>/dev/null)
+mine=$(readlink /proc/$me/ns/mnt 2>/dev/null)
 echo "H $(cat /proc/sys/kernel/hostname 2>/dev/null)"
 echo "M $mine"
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   [ "$p" = "$me" ] && continue
+  [ -z "$mine" ] || [ "$d/ns/mnt" -ef "/proc/$me/ns/mnt" ] || continue
   pp=
   while read -r k v; do [ "$k" = PPid: ] && { pp=$v; break; }; done 2>/dev/null < "$d/status" || continue
   [ -n "$pp" ] && [ "$pp" != "$me" ] || continue
   echo "P $p $pp"
-  echo "N $(readlink "$d/ns/mnt" 2>/dev/null)"
+  echo "N $mine"
   printf 'C '; tr '\000\n' '  ' 2>/dev/null < "$d/cmdline"; echo
   tr '\000' '\n' 2>/dev/null < "$d/environ" | grep -E '^(VARS)=' | while read -r e; do echo "E $e"; done
 done

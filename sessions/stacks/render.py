@@ -86,9 +86,8 @@ def text(a: Autopsy, info: dict[str, PodInfo], now: float) -> str:
     out = [f"{a.workload} ({a.namespace}): {count_ranks(read)} read in {a.seconds:.1f}s, "
            f"{len(views)} group{'s' if len(views) != 1 else ''}"]
     rows = lines(root)
-    width = max((len(_ranges(n.ranks)) for _, n in rows), default=0)
-    for depth, node in rows:
-        odd = any(len(s.ranks) > len(node.ranks) for s in _siblings(root, node))
+    width = max((len(_ranges(n.ranks)) for _, n, _ in rows), default=0)
+    for depth, node, odd in rows:
         out.append(f"{'!' if odd else ' '}{len(node.ranks):>4} {_ranges(node.ranks):<{width}}  "
                    f"{'  ' * depth}{frame_text(node.frame)}")
     if views:
@@ -101,16 +100,6 @@ def text(a: Autopsy, info: dict[str, PodInfo], now: float) -> str:
         out.append(f"Not read: {who}: {u.why}")
     out.extend(f"Missing: {p}" for p in a.problems)
     return "\n".join(out)
-
-
-def _siblings(root: Node, node: Node) -> list[Node]:
-    todo = [root]
-    while todo:
-        n = todo.pop()
-        if any(c is node for c in n.children):
-            return [c for c in n.children if c is not node]
-        todo.extend(n.children)
-    return []
 
 
 def _frame_json(f: Frame) -> dict[str, Any]:

@@ -107,14 +107,18 @@ def groups(root: Node) -> list[Group]:
     return sorted(out, key=lambda g: (len(g.ranks), g.ranks))
 
 
-def lines(root: Node) -> list[tuple[int, Node]]:
-    """(depth, node) of every frame, depth first, the smaller branches first."""
-    out: list[tuple[int, Node]] = []
+def lines(root: Node) -> list[tuple[int, Node, bool]]:
+    """(depth, node, odd) of every frame, depth first, the smaller branches first; `odd`: the node
+    or one above it has a sibling through which more ranks pass (an odd one out's branch)."""
+    out: list[tuple[int, Node, bool]] = []
 
-    def walk(node: Node, depth: int) -> None:
-        for c in node.ordered():
-            out.append((depth, c))
-            walk(c, depth + 1)
+    def walk(node: Node, depth: int, odd: bool) -> None:
+        kids = node.ordered()
+        most = max((len(c.ranks) for c in kids), default=0)
+        for c in kids:
+            mine = odd or len(c.ranks) < most
+            out.append((depth, c, mine))
+            walk(c, depth + 1, mine)
 
-    walk(root, 0)
+    walk(root, 0, False)
     return out

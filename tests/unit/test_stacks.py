@@ -35,6 +35,9 @@ def test_text_dump_parsed_outermost_first_threads_named():
     assert threads[1].frames[-1] == Frame("clock_nanosleep", "libc.so.6", None)
     assert chosen(threads, all_threads=False) == [main]
     assert chosen(threads, all_threads=True) == threads
+    unnamed = parse_text(TEXT_DUMP.replace(': "MainThread"', ""))
+    assert unnamed[0].thread == "thread 3362" and chosen(unnamed, False) == [unnamed[0]]
+    assert chosen(unnamed[::-1], False, pid=3362)[0].thread == "MainThread"  # (its id is the process's)
 
 
 def test_json_dump_parsed_and_bad_fields_left_out():
@@ -87,11 +90,11 @@ def test_tree_merges_common_frames_and_puts_the_odd_rank_first():
     stacks = {r: _stack("<module>", "main", "all_reduce", "wait") for r in range(64) if r != 17}
     stacks[17] = _stack("<module>", "main", "load_batch", "read_shard")
     root = merge(stacks)
-    shown = [(d, n.frame.name, rank_ranges(n.ranks)) for d, n in lines(root)]
+    shown = [(d, n.frame.name, rank_ranges(n.ranks), odd) for d, n, odd in lines(root)]
     assert shown == [
-        (0, "<module>", "[0-63]"), (1, "main", "[0-63]"),
-        (2, "load_batch", "[17]"), (3, "read_shard", "[17]"),  # the smaller branch first
-        (2, "all_reduce", "[0-16,18-63]"), (3, "wait", "[0-16,18-63]")]
+        (0, "<module>", "[0-63]", False), (1, "main", "[0-63]", False),
+        (2, "load_batch", "[17]", True), (3, "read_shard", "[17]", True),  # the smaller branch first
+        (2, "all_reduce", "[0-16,18-63]", False), (3, "wait", "[0-16,18-63]", False)]
     gs = groups(root)
     assert [g.ranks for g in gs] == [(17,), tuple(r for r in range(64) if r != 17)]
     assert gs[0].where == Frame("read_shard", "train.py", 4)

@@ -1,0 +1,155 @@
+"""`ranks stacks` (#28) on simcluster, as a user runs it: a 16-rank PyTorchJob whose rank 5 hangs in
+a function of its own (train.py `--hang-rank 5 --hang-in checkpoint`) while the other 15 wait in the
+step's all-reduce; py-spy (the simulated image's) read through pods/exec, the ranks told from each
+process's own RANK. Text shows 15 ranks in the collective's frame and 1 apart, JSON `groups` with
+`ranks` and `frames`; an image without py-spy is one line saying so; a py-spy that never answers
+is abandoned after --request-timeout, the rank not read named; bad input is one line and a code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from simcluster.scenarios.demo import namespace
+from simcluster.scenarios.nodes import gpu_nodes
+from tests.waiting import one_line_error, wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+NS = "stacks-team"
+TRAIN = ["python", "-u", "train.py", "--steps", "100000", "--step-seconds", "0.3", "--busy", "0.05"]
+HANG = ["--hang-rank", "5", "--hang-in", "checkpoint", "--hang-step", "2"]
+
+
+def pytorchjob(name: str, workers: int, command: list[str], env: dict[str, str] | None = None,
+               worker_env: dict[str, str] | None = None) -> dict[str, Any]:
+    def replica(n: int, extra: dict[str, str] | None) -> dict[str, Any]:
+        c: dict[str, Any] = {"name": "pytorch", "image": "nvcr.io/nvidia/pytorch:24.10-py3", "command": command,
+                             "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+        merged = {**(env or {}), **(extra or {})}
+        if merged:
+            c["env"] = [{"name": k, "value": v} for k, v in merged.items()]
+        return {"replicas": n, "restartPolicy": "Never",
+                "template": {"spec": {"containers": [c], "terminationGracePeriodSeconds": 1}}}
+
+    specs = {"Master": replica(1, None), **({"Worker": replica(workers, worker_env)} if workers else {})}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name, "namespace": NS},
+            "spec": {"pytorchReplicaSpecs": specs, "runPolicy": {"cleanPodPolicy": "None"}}}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
+    fake = tmp_path_factory.mktemp("fake-pyspy")
+    (fake / "py-spy").write_text("#!/bin/sh\nexec sleep 300\n")  # a py-spy that never answers
+    (fake / "py-spy").chmod(0o755)
+    host_python = str(Path(sys.executable).parent)
+    with sim_in_thread(scenario="empty", components=("operators", "scheduler", "kubelet", "exec"),
+                       workdir=tmp_path_factory.mktemp("stacks")) as t:
+        def setup(sim: Any) -> None:
+            for node in gpu_nodes(4, 5):
+                sim.apply(node)
+            sim.apply(namespace(NS))
+            sim.apply(pytorchjob("hangs", 15, [*TRAIN, *HANG]))
+            # no py-spy on its PATH: only the system's directories (and the interpreter, by its path)
+            sim.apply(pytorchjob("bare", 0, [sys.executable, "-u", "train.py", "--steps", "100000"],
+                                 env={"PATH": "/usr/bin:/bin"}))
+            # its worker's py-spy never answers
+            sim.apply(pytorchjob("stuck", 1, TRAIN, worker_env={
+                "PATH": f"{fake}:/opt/venv/bin:/usr/local/bin:/usr/bin:/bin:{host_python}"}))
+        t.call(setup, t.sim)
+        yield t
+
+
+def ranks(t: ThreadedSimCluster, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_"))}
+    env.update(RANKS_CONFIG="", NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args, "--kubeconfig", str(t.sim.kubeconfig_path)],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env,
+                          stdin=subprocess.DEVNULL)
+
+
+def settled(t: ThreadedSimCluster) -> dict[str, Any]:
+    """The JSON autopsy once all 16 ranks are read and rank 5 has stopped apart."""
+    def ready() -> dict[str, Any] | None:
+        r = ranks(t, "stacks", "hangs", "-p", NS, "-o", "json")
+        if r.returncode != 0:
+            return None
+        data = json.loads(r.stdout)
+        if len(data["ranks_read"]) == 16 and [g["ranks"] for g in data["groups"]][:1] == [[5]] and len(
+                data["groups"]) == 2:
+            return data
+        return None
+
+    return wait_for(ready, 240, "16 ranks read, rank 5 apart", interval=2)
+
+
+def test_json_groups_fifteen_in_the_collective_one_apart(cluster: ThreadedSimCluster) -> None:
+    data = settled(cluster)
+    apart, rest = data["groups"]
+    assert apart["odd"] and not rest["odd"]
+    assert rest["ranks"] == [r for r in range(16) if r != 5]
+    names = [f["name"] for f in apart["frames"]]
+    assert names[-2:] == ["save_checkpoint", "write_shard"] and names[0] == "<module>", names
+    assert [f["name"] for f in rest["frames"]][-2:] == ["all_reduce", "wait_for_peers"]
+    assert all(f["file"].endswith("train.py") and isinstance(f["line"], int) for f in rest["frames"])
+    assert apart["pods"] == ["worker-4"] and apart["last_log"] and "rank 5/16" in apart["last_log"]
+    assert apart["seconds_since_log"] is not None and apart["seconds_since_log"] >= 0
+    assert data["tree"][0]["count"] == 16 and data["unread"] == []
+    assert {p["rank"]: p["pod"] for p in data["processes"]}[0] == "master-0"
+
+
+def test_text_shows_the_tree_and_the_odd_rank_first(cluster: ThreadedSimCluster) -> None:
+    settled(cluster)
+    r = ranks(cluster, "stacks", "hangs", "-p", NS)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    out = r.stdout.splitlines()
+    assert out[0].startswith(f"hangs ({NS}): 16 ranks read in ") and out[0].endswith(", 2 groups")
+    frames = [line for line in out[1:] if line[:1] in (" ", "!") and "train.py:" in line]
+    assert any(line.startswith("!   1 [5]") and "write_shard  train.py:" in line for line in frames), out
+    assert any(line.startswith("   15 [0-4,6-15]") and "wait_for_peers  train.py:" in line for line in frames), out
+    # the odd branch comes before the collective's
+    assert next(i for i, s in enumerate(frames) if "save_checkpoint" in s) < next(
+        i for i, s in enumerate(frames) if "all_reduce" in s)
+    groups = out[out.index("Groups, smallest first (! an odd one out):") + 1:]
+    assert groups[0].startswith("! 1 rank [5] in write_shard (train.py:"), groups
+    assert groups[1].startswith("  15 ranks [0-4,6-15] in wait_for_peers (train.py:"), groups
+    assert "last log " in groups[0] and "GPU " in groups[0]
+
+
+def test_chosen_ranks_only(cluster: ThreadedSimCluster) -> None:
+    settled(cluster)
+    r = ranks(cluster, "stacks", "hangs", "-p", NS, "--rank", "5,6", "--rank", "0", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ranks_read"] == [0, 5, 6]
+
+
+def test_an_image_without_py_spy_is_one_line(cluster: ThreadedSimCluster) -> None:
+    def refused() -> subprocess.CompletedProcess[str] | None:
+        r = ranks(cluster, "stacks", "bare", "-p", NS)
+        return r if "py-spy is not in the image" in r.stderr else None
+
+    r = wait_for(refused, 120, "bare's refusal", interval=2)
+    one_line_error(r, 1, "py-spy is not in the image", "master-0")
+
+
+def test_a_py_spy_that_never_answers_is_abandoned_and_named(cluster: ThreadedSimCluster) -> None:
+    def read() -> subprocess.CompletedProcess[str] | None:
+        r = ranks(cluster, "stacks", "stuck", "-p", NS, "--request-timeout", "3s")
+        return r if r.returncode == 0 and "Not read" in r.stdout else None
+
+    r = wait_for(read, 120, "stuck's autopsy", interval=2)
+    assert "1 rank read in" in r.stdout.splitlines()[0]
+    assert "Not read: rank 1 (worker-0): py-spy did not answer within 3s" in r.stdout
+
+
+def test_bad_input_is_one_line(cluster: ThreadedSimCluster) -> None:
+    one_line_error(ranks(cluster, "stacks", "hangs", "-p", NS, "--rank", "x"), 2, "--rank takes rank numbers")
+    one_line_error(ranks(cluster, "stacks", "nothing-here", "-p", NS), 8)
+    one_line_error(ranks(cluster, "stacks", "hangs", "-p", NS, "-o", "yaml"), 2)
