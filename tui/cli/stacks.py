@@ -99,6 +99,21 @@ def refusal(a: Autopsy) -> UserError | None:
     return UserError("no rank's stack could be read: " + "; ".join(reasons[:3]), ExitCode.ERROR)
 
 
+async def keep(cfg: ClusterConfig, wl: WorkloadView, lines: list[str], at: float) -> None:
+    """The autopsy's short form (a line a group) kept with the workload's flight recording, where
+    `ranks why` shows it."""
+    import asyncio
+
+    from monitors.flight_store import store_for
+    from monitors.sanitize import clean
+    from monitors.state_dir import PrivateDirError
+
+    try:
+        await asyncio.to_thread(store_for(cfg).add_autopsy, wl.namespace, wl.kind, wl.name, wl.uid, tuple(lines), at)
+    except (OSError, PrivateDirError) as exc:
+        print(f"ranks: note: the autopsy is not kept: {clean(str(exc), limit=300)}", file=sys.stderr)
+
+
 def run_stacks(opts: dict[str, Any], ref: str, project: str | None, wanted: frozenset[int] | None, *,
                native: bool, all_threads: bool, output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
@@ -127,6 +142,7 @@ def run_stacks(opts: dict[str, Any], ref: str, project: str | None, wanted: froz
                 if missing:
                     print(f"ranks: warning: no process says rank {', '.join(map(str, missing))}", file=sys.stderr)
             info, now = pod_info(wl, diag), time.time()
+            await keep(cfg, wl, [render.group_line(v, now) for v in render.annotate(a, info)[1]], a.taken_at)
             if output == "json":
                 import orjson
 
