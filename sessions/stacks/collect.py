@@ -1,6 +1,8 @@
 """Every rank's stack, read in its pod through pods/exec: one listing per pod (`procs`), then one
-`py-spy dump` per rank process, in parallel (at most `parallel` execs at once), each abandoned
-after `timeout` seconds (`--request-timeout`): the ranks read are kept, the others named.
+exec per pod running `py-spy dump` for each of its rank processes in turn (`DUMP_SCRIPT`), the pods
+in parallel (at most `parallel` execs at once). An exec silent for `timeout` seconds
+(`--request-timeout`) is abandoned: the dumps it finished are kept, the rank py-spy hung on and
+those after it named.
 
 py-spy is asked for JSON (`--json`); a py-spy too old for it is asked again for its text. What it
 prints is parsed as data (`dumps`), never evaluated.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,7 +25,7 @@ from ..exec_bridge import ExecError, ExecSession
 from .dumps import DumpError, ThreadStack, chosen, parse
 from .procs import LIST_SCRIPT, OtherProc, RankProc, classify, parse_listing, pod_processes
 
-OUTPUT_LIMIT = 8 << 20  # bytes kept of one exec's output
+OUTPUT_LIMIT = 32 << 20  # bytes kept of one exec's output (a pod's dumps)
 NOT_FOUND = 127  # the shell's status for a command it cannot find
 
 
@@ -81,11 +84,15 @@ class _Run:
 
 
 async def _run(client: KubeClient, ns: str, pod: str, command: Sequence[str], container: str | None,
-               timeout: float | None) -> _Run:
-    """`command` in the pod; raises ExecError (could not start) or TimeoutError (no end in time)."""
-    out, err = bytearray(), bytearray()
+               timeout: float | None, out: bytearray | None = None, err: bytearray | None = None) -> _Run:
+    """`command` in the pod; raises ExecError (could not start) or TimeoutError when it stays silent
+    for `timeout` seconds (what it wrote until then stays in `out` and `err`)."""
+    out = bytearray() if out is None else out
+    err = bytearray() if err is None else err
+    last = [time.monotonic()]
 
     def sink(channel: int, data: bytes) -> None:
+        last[0] = time.monotonic()
         buf = out if channel == 1 else err
         if len(buf) < OUTPUT_LIMIT:
             buf.extend(data[: OUTPUT_LIMIT - len(buf)])
@@ -98,36 +105,112 @@ async def _run(client: KubeClient, ns: str, pod: str, command: Sequence[str], co
             await session.close()
         return _Run(outcome.exit_code, bytes(out), bytes(err), outcome.message)
 
-    return await asyncio.wait_for(go(), timeout)
+    task = asyncio.ensure_future(go())
+    try:
+        while True:
+            wait = None if timeout is None else max(0.0, last[0] + timeout - time.monotonic())
+            done, _ = await asyncio.wait({task}, timeout=wait)
+            if done:
+                return task.result()
+            if timeout is not None and time.monotonic() - last[0] >= timeout:
+                raise TimeoutError
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
 
 
-def _why_dump_failed(run: _Run) -> str:
+def why_dump_failed(code: int, said_raw: str) -> str:
     """One line: what py-spy (or the shell) said, as a fix where the cause is known."""
-    whole = clean(run.err.decode("utf-8", "replace").strip().splitlines()[0] if run.err.strip() else run.message,
-                  limit=2000)
+    lines = [ln for ln in said_raw.strip().splitlines() if ln.strip()]
+    whole = clean(lines[0] if lines else "", limit=2000)
     said, lower = clean(whole, limit=200), whole.lower()
-    # (a shell's 127, or the runtime's `exec: "py-spy": executable file not found in $PATH`)
-    if run.code == NOT_FOUND or ("not found" in lower and "py-spy" in lower):
+    # (the shell's 127 and `py-spy: not found`, or the runtime's `exec: "py-spy": executable file not found`)
+    if code == NOT_FOUND or ("not found" in lower and "py-spy" in lower):
         return "py-spy is not in the image (add it: pip install py-spy)"
     if "permission denied" in lower or "operation not permitted" in lower:
         return ("the kernel refused py-spy's ptrace (the container needs the SYS_PTRACE capability: "
                 "securityContext.capabilities.add)")
     if "no such process" in lower or ("failed to find python" in lower and "process" in lower):
         return f"the process could not be read ({said})"
-    return said or f"py-spy exited with {run.code}"
+    return said or f"py-spy exited with {code}"
 
 
-async def dump(client: KubeClient, ns: str, pod: str, pid: int, opts: Options) -> list[ThreadStack]:
-    """One process's threads (as `opts` chooses them); ExecError, TimeoutError or DumpError otherwise."""
-    base = ["py-spy", "dump", "--pid", str(pid)] + (["--native"] if opts.native else [])
-    run = await _run(client, ns, pod, [*base, "--json"], opts.container, opts.timeout)
-    as_json = True
-    if run.code != 0 and b"--json" in run.err:  # (a py-spy before --json: its text, then)
-        run = await _run(client, ns, pod, base, opts.container, opts.timeout)
-        as_json = False
-    if run.code != 0:
-        raise DumpError(_why_dump_failed(run))
-    return chosen(parse(run.out, as_json=as_json), opts.all_threads, pid)
+# one exec per pod: each rank process's dump in turn, between lines of a marker no dump can hold,
+# on stdout and on stderr (where py-spy says why it could not)
+DUMP_SCRIPT = r"""m=$1; shift; a=$1; shift
+for p in "$@"; do
+  echo "$m start $p"; echo "$m start $p" >&2
+  py-spy dump --pid "$p" $a
+  s=$?
+  echo "$m end $p $s"; echo "$m end $p $s" >&2
+done
+"""
+
+
+@dataclass
+class Sections:
+    done: dict[int, tuple[int, bytes]] = field(default_factory=dict)  # pid -> (exit status, what it printed)
+    started: int | None = None  # the pid whose dump began and did not end
+
+
+def split_sections(out: bytes, marker: str) -> Sections:
+    """What `DUMP_SCRIPT` printed, per process; a dump cut short (the exec abandoned) is `started`."""
+    result = Sections()
+    start, end = f"{marker} start ".encode(), f"{marker} end ".encode()
+    body: list[bytes] = []
+    for line in out.split(b"\n"):
+        if line.startswith(start):
+            pid = line[len(start):].strip()
+            result.started = int(pid) if pid.isdigit() else None
+            body = []
+        elif line.startswith(end) and result.started is not None:
+            words = line[len(end):].split()
+            if len(words) == 2 and words[1].isdigit():
+                result.done[result.started] = (int(words[1]), b"\n".join(body))
+            result.started = None
+        elif result.started is not None:
+            body.append(line)
+    return result
+
+
+async def dump_pod(client: KubeClient, ns: str, pod: str, pids: Sequence[int], opts: Options, *,
+                   as_json: bool = True) -> tuple[dict[int, list[ThreadStack] | str], int | None, bool]:
+    """The dumps of `pids` in one exec: (pid -> its threads, or why not; the pid py-spy hung on when
+    the exec went silent for `opts.timeout`, the rest after it not reached; whether it timed out).
+    ExecError when the exec cannot start. A py-spy too old for `--json` is asked again for text."""
+    marker = f"@@ranks-{secrets.token_hex(8)}"
+    args = " ".join((["--json"] if as_json else []) + (["--native"] if opts.native else []))
+    out, err = bytearray(), bytearray()
+    timed_out = False
+    try:
+        await _run(client, ns, pod, ["sh", "-c", DUMP_SCRIPT, "sh", marker, args, *map(str, pids)],
+                   opts.container, opts.timeout, out, err)
+    except TimeoutError:
+        timed_out = True
+    sections, said = split_sections(bytes(out), marker), split_sections(bytes(err), marker).done
+    got: dict[int, list[ThreadStack] | str] = {}
+
+    def error_of(pid: int) -> bytes:
+        return said.get(pid, (0, b""))[1] or sections.done[pid][1]
+
+    old = [pid for pid, (code, _) in sections.done.items() if code != 0 and as_json and b"--json" in error_of(pid)]
+    for pid, (code, body) in sections.done.items():
+        if pid in old:
+            continue
+        if code != 0:
+            got[pid] = why_dump_failed(code, error_of(pid).decode("utf-8", "replace"))
+            continue
+        try:
+            got[pid] = chosen(parse(body, as_json=as_json), opts.all_threads, pid)
+        except DumpError as exc:
+            got[pid] = str(exc)
+    if old:  # (a py-spy before --json: its text, then)
+        again, hung, more = await dump_pod(client, ns, pod, old, opts, as_json=False)
+        got.update(again)
+        return got, hung, more
+    return got, sections.started if timed_out else None, timed_out
 
 
 def running_ranks(wl: WorkloadView) -> list[RankView]:
@@ -144,19 +227,29 @@ async def autopsy(client: KubeClient, wl: WorkloadView, pods: Sequence[RankView]
     def waited(what: str) -> str:
         return f"{what} did not answer within {opts.timeout:g}s" if opts.timeout else f"{what} did not answer"
 
-    async def one_rank(r: RankView, proc: RankProc) -> None:
+    async def dumps(r: RankView, procs: list[RankProc]) -> None:
         try:
             async with gate:
-                threads = await dump(client, wl.namespace, r.pod, proc.pid, opts)
-        except TimeoutError:
-            result.unread.append(Unread(r.pod, r.label, waited("py-spy"), proc.rank))
+                got, hung, timed_out = await dump_pod(client, wl.namespace, r.pod, [p.pid for p in procs], opts)
+        except ExecError as exc:
+            problems.setdefault(exc.message, set()).add(r.label)
+            result.unread.extend(Unread(r.pod, r.label, exc.message, p.rank) for p in procs)
             return
-        except (ExecError, DumpError) as exc:
-            why = exc.message if isinstance(exc, ExecError) else str(exc)
-            problems.setdefault(why, set()).add(r.label)
+        hung_rank = next((p.rank for p in procs if p.pid == hung), None)
+        for proc in procs:
+            threads = got.get(proc.pid)
+            if isinstance(threads, list):
+                result.stacks.append(RankStack(proc.rank, proc.local_rank, r.pod, r.label, proc.pid, proc.name,
+                                               threads))
+                continue
+            if threads is None:
+                why = waited("py-spy") if proc.pid == hung or (hung_rank is None and timed_out) else (
+                    f"not reached: py-spy did not answer for rank {hung_rank} before it" if timed_out
+                    else "py-spy's output ended before its dump")
+            else:
+                why = threads
+                problems.setdefault(why, set()).add(r.label)
             result.unread.append(Unread(r.pod, r.label, why, proc.rank))
-            return
-        result.stacks.append(RankStack(proc.rank, proc.local_rank, r.pod, r.label, proc.pid, proc.name, threads))
 
     async def one_pod(r: RankView) -> None:
         try:
@@ -173,7 +266,8 @@ async def autopsy(client: KubeClient, wl: WorkloadView, pods: Sequence[RankView]
         wanted = [p for p in found.ranks if opts.ranks is None or p.rank in opts.ranks]
         if not found.ranks:
             result.unread.append(Unread(r.pod, r.label, "no process in it says a rank (RANK, OMPI_COMM_WORLD_RANK...)"))
-        await asyncio.gather(*(one_rank(r, p) for p in wanted))
+        if wanted:
+            await dumps(r, wanted)
 
     tasks = [asyncio.ensure_future(one_pod(r)) for r in pods]
     try:

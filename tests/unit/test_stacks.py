@@ -222,3 +222,19 @@ def test_json_has_groups_with_ranks_and_frames():
     assert data["tree"][0]["count"] == 16 and data["unread"] == [
         {"pod": "worker-16", "rank": 16, "why": "py-spy did not answer within 5s"}]
     orjson.dumps(data)
+
+
+def test_a_pods_dumps_are_split_by_their_marker_and_a_cut_one_is_named():
+    from sessions.stacks.collect import split_sections, why_dump_failed
+
+    m = "@@ranks-00ff"
+    out = (f"{m} start 10\n[{{\"thread_name\": \"MainThread\", \"frames\": []}}]\n{m} end 10 0\n"
+           f"{m} start 11\n@@ranks-other end 11 0\n{m} end 11 1\n"  # (a marker of another run is body)
+           f"{m} start 12\n[{{\"thread").encode()
+    s = split_sections(out, m)
+    assert s.done[10][0] == 0 and s.done[10][1].startswith(b"[")
+    assert s.done[11] == (1, b"@@ranks-other end 11 0")
+    assert s.started == 12 and 12 not in s.done
+    assert why_dump_failed(127, "sh: 1: py-spy: not found").startswith("py-spy is not in the image")
+    assert "SYS_PTRACE" in why_dump_failed(1, "Error: Permission Denied (os error 13)\nmore")
+    assert why_dump_failed(1, "Error: \x1b[31mboom") == "Error: boom"
