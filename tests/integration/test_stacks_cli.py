@@ -153,3 +153,15 @@ def test_bad_input_is_one_line(cluster: ThreadedSimCluster) -> None:
     one_line_error(ranks(cluster, "stacks", "hangs", "-p", NS, "--rank", "x"), 2, "--rank takes rank numbers")
     one_line_error(ranks(cluster, "stacks", "nothing-here", "-p", NS), 8)
     one_line_error(ranks(cluster, "stacks", "hangs", "-p", NS, "-o", "yaml"), 2)
+
+
+def test_all_threads_and_native_frames(cluster: ThreadedSimCluster) -> None:
+    settled(cluster)
+    r = ranks(cluster, "stacks", "hangs", "-p", NS, "--rank", "5,6", "--all-threads", "--native", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["ranks_read"] == [5, 6]
+    assert {g["thread"] for g in data["groups"]} >= {"MainThread"}
+    apart = next(g for g in data["groups"] if g["ranks"] == [5])
+    names = [f["name"] for f in apart["frames"]]
+    assert "write_shard" in names and apart["frames"][-1]["line"] is None, names  # (a native frame innermost)
