@@ -153,6 +153,8 @@ def test_bad_input_is_one_line(cluster: ThreadedSimCluster) -> None:
     one_line_error(ranks(cluster, "stacks", "hangs", "-p", NS, "--rank", "x"), 2, "--rank takes rank numbers")
     one_line_error(ranks(cluster, "stacks", "nothing-here", "-p", NS), 8)
     one_line_error(ranks(cluster, "stacks", "hangs", "-p", NS, "-o", "yaml"), 2)
+    settled(cluster)
+    one_line_error(ranks(cluster, "stacks", "hangs", "-p", NS, "--rank", "99"), 8, "no process in its pods says")
 
 
 def test_all_threads_and_native_frames(cluster: ThreadedSimCluster) -> None:
@@ -165,3 +167,16 @@ def test_all_threads_and_native_frames(cluster: ThreadedSimCluster) -> None:
     apart = next(g for g in data["groups"] if g["ranks"] == [5])
     names = [f["name"] for f in apart["frames"]]
     assert "write_shard" in names and apart["frames"][-1]["line"] is None, names  # (a native frame innermost)
+
+
+def test_without_rbac_for_pods_exec_one_line_and_7(cluster: ThreadedSimCluster, tmp_path: Path) -> None:
+    """A user who may read the project but not create pods/exec: one line naming who, what and where."""
+    settled(cluster)
+    cluster.call(cluster.sim.add_namespace_reader, "viewer", [NS])
+    kubeconfig = cluster.call(cluster.sim.write_kubeconfig, tmp_path / "viewer.yaml", "viewer")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_"))}
+    env.update(RANKS_CONFIG="", NO_COLOR="1")
+    r = subprocess.run([sys.executable, "-m", "tui.cli", "stacks", "hangs", "-p", NS, "--kubeconfig", str(kubeconfig)],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+    line = one_line_error(r, 7, "forbidden")
+    assert "viewer" in line and "pods/exec" in line and NS in line, line

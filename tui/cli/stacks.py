@@ -93,6 +93,8 @@ def refusal(a: Autopsy) -> UserError | None:
     if a.problems:
         return UserError(a.problems[0], ExitCode.ERROR)
     reasons = sorted({u.why for u in a.unread})
+    if not reasons:  # (every pod listed, no process of the ranks asked for in them)
+        return UserError("no process in its pods says one of the ranks asked for (--rank)", ExitCode.NOT_FOUND)
     if len(reasons) == 1:
         code = ExitCode.FORBIDDEN if reasons[0].startswith("forbidden") else ExitCode.ERROR
         return UserError(f"no rank's stack could be read: {reasons[0]}", code)
