@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import secrets
 import time
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ from .procs import LIST_SCRIPT, OtherProc, RankProc, classify, parse_listing, po
 
 OUTPUT_LIMIT = 32 << 20  # bytes kept of one exec's output (a pod's dumps)
 NOT_FOUND = 127  # the shell's status for a command it cannot find
+NO_PY_SPY = "py-spy is not in the image (add it: pip install py-spy; or give --image, a debug image with it)"
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ class Options:
     parallel: int = 16
     ranks: frozenset[int] | None = None  # only these ranks (None: every one)
     container: str | None = None
+    image: str | None = None  # a debug image with py-spy, for pods whose image lacks it
+    read_only: bool = False  # (then no debug container: it changes the pod)
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Autopsy:
     taken_at: float = 0.0
     seconds: float = 0.0  # how long reading took
     all_threads: bool = False
+    debug_containers: list[tuple[str, str]] = field(default_factory=list)  # (pod label, container) added
 
     @property
     def by_rank(self) -> dict[int, list[ThreadStack]]:
@@ -128,7 +133,7 @@ def why_dump_failed(code: int, said_raw: str) -> str:
     said, lower = clean(whole, limit=200), whole.lower()
     # (the shell's 127 and `py-spy: not found`, or the runtime's `exec: "py-spy": executable file not found`)
     if code == NOT_FOUND or ("not found" in lower and "py-spy" in lower):
-        return "py-spy is not in the image (add it: pip install py-spy)"
+        return NO_PY_SPY
     if "permission denied" in lower or "operation not permitted" in lower:
         return ("the kernel refused py-spy's ptrace (the container needs the SYS_PTRACE capability: "
                 "securityContext.capabilities.add)")
@@ -217,30 +222,42 @@ def running_ranks(wl: WorkloadView) -> list[RankView]:
     return [r for r in wl.ranks if r.phase == "Running" and r.node and not r.deleting]
 
 
+@dataclass
+class _PodRead:
+    stacks: list[RankStack] = field(default_factory=list)
+    unread: list[Unread] = field(default_factory=list)
+    others: list[tuple[str, OtherProc]] = field(default_factory=list)
+    problems: list[tuple[str, str]] = field(default_factory=list)  # (why, pod label)
+
+    @property
+    def lacks_py_spy(self) -> bool:
+        return bool(self.unread) and not self.stacks and all(u.why == NO_PY_SPY for u in self.unread)
+
+
 async def autopsy(client: KubeClient, wl: WorkloadView, pods: Sequence[RankView], opts: Options) -> Autopsy:
-    """Every rank process's stack in `pods`, read in parallel, bounded; see the module docstring."""
+    """Every rank process's stack in `pods`, read in parallel, bounded; see the module docstring.
+    A pod whose image lacks py-spy is read again from a debug container of `opts.image`
+    (`debug_container`), unless `opts.read_only`."""
     started = time.monotonic()
     result = Autopsy(wl.name, wl.namespace, taken_at=time.time(), all_threads=opts.all_threads)
     gate = asyncio.Semaphore(max(1, opts.parallel))
-    problems: dict[str, set[str]] = {}  # problem -> pods
 
     def waited(what: str) -> str:
         return f"{what} did not answer within {opts.timeout:g}s" if opts.timeout else f"{what} did not answer"
 
-    async def dumps(r: RankView, procs: list[RankProc]) -> None:
+    async def dumps(r: RankView, procs: list[RankProc], o: Options, out: _PodRead) -> None:
         try:
             async with gate:
-                got, hung, timed_out = await dump_pod(client, wl.namespace, r.pod, [p.pid for p in procs], opts)
+                got, hung, timed_out = await dump_pod(client, wl.namespace, r.pod, [p.pid for p in procs], o)
         except ExecError as exc:
-            problems.setdefault(exc.message, set()).add(r.label)
-            result.unread.extend(Unread(r.pod, r.label, exc.message, p.rank) for p in procs)
+            out.problems.append((exc.message, r.label))
+            out.unread.extend(Unread(r.pod, r.label, exc.message, p.rank) for p in procs)
             return
         hung_rank = next((p.rank for p in procs if p.pid == hung), None)
         for proc in procs:
             threads = got.get(proc.pid)
             if isinstance(threads, list):
-                result.stacks.append(RankStack(proc.rank, proc.local_rank, r.pod, r.label, proc.pid, proc.name,
-                                               threads))
+                out.stacks.append(RankStack(proc.rank, proc.local_rank, r.pod, r.label, proc.pid, proc.name, threads))
                 continue
             if threads is None:
                 why = waited("py-spy") if proc.pid == hung or (hung_rank is None and timed_out) else (
@@ -248,27 +265,55 @@ async def autopsy(client: KubeClient, wl: WorkloadView, pods: Sequence[RankView]
                     else "py-spy's output ended before its dump")
             else:
                 why = threads
-                problems.setdefault(why, set()).add(r.label)
-            result.unread.append(Unread(r.pod, r.label, why, proc.rank))
+                out.problems.append((why, r.label))
+            out.unread.append(Unread(r.pod, r.label, why, proc.rank))
 
-    async def one_pod(r: RankView) -> None:
+    async def read(r: RankView, o: Options, beside: bool) -> _PodRead:
+        """The pod's ranks through `o.container`; `beside`: a debug container, whose own mount
+        namespace is not the target's (the processes it shares are the target's)."""
+        out = _PodRead()
+        script = ["sh", "-c", LIST_SCRIPT, "sh", *(["beside"] if beside else [])]
         try:
             async with gate:
-                run = await _run(client, wl.namespace, r.pod, ["sh", "-c", LIST_SCRIPT], opts.container, opts.timeout)
+                run = await _run(client, wl.namespace, r.pod, script, o.container, o.timeout)
         except TimeoutError:
-            result.unread.append(Unread(r.pod, r.label, waited("listing its processes")))
-            return
+            out.unread.append(Unread(r.pod, r.label, waited("listing its processes")))
+            return out
         except ExecError as exc:
-            result.unread.append(Unread(r.pod, r.label, exc.message))
-            return
+            out.unread.append(Unread(r.pod, r.label, exc.message))
+            return out
         found = classify(pod_processes(parse_listing(run.out.decode("utf-8", "replace"))))
-        result.others.extend((r.label, o) for o in found.others)
-        wanted = [p for p in found.ranks if opts.ranks is None or p.rank in opts.ranks]
+        out.others.extend((r.label, p) for p in found.others)
+        wanted = [p for p in found.ranks if o.ranks is None or p.rank in o.ranks]
         if not found.ranks:
-            result.unread.append(Unread(r.pod, r.label, "no process in it says a rank (RANK, OMPI_COMM_WORLD_RANK...)"))
+            out.unread.append(Unread(r.pod, r.label, "no process in it says a rank (RANK, OMPI_COMM_WORLD_RANK...)"))
         if wanted:
-            await dumps(r, wanted)
+            await dumps(r, wanted, o, out)
+        return out
 
+    async def one_pod(r: RankView) -> None:
+        got = await read(r, opts, False)
+        if got.lacks_py_spy and opts.image and opts.read_only:
+            got.problems = [(f"{NO_PY_SPY[:-1]}; a debug container (--image) would change the pod, which "
+                             "read-only mode refuses)", r.label)]
+        elif got.lacks_py_spy and opts.image:
+            from .debug_container import add
+
+            try:
+                name = await add(client, wl.namespace, r.pod, opts.image, opts.timeout)
+            except ExecError as exc:
+                got.problems = [(exc.message, r.label)]
+                got.unread = [dataclasses.replace(u, why=exc.message) for u in got.unread]
+            else:
+                got = await read(r, dataclasses.replace(opts, container=name), True)
+                result.debug_containers.append((r.label, name))
+        result.stacks.extend(got.stacks)
+        result.unread.extend(got.unread)
+        result.others.extend(got.others)
+        for why, label in got.problems:
+            problems.setdefault(why, set()).add(label)
+
+    problems: dict[str, set[str]] = {}  # problem -> pods
     tasks = [asyncio.ensure_future(one_pod(r)) for r in pods]
     try:
         await asyncio.gather(*tasks)
@@ -282,7 +327,8 @@ async def autopsy(client: KubeClient, wl: WorkloadView, pods: Sequence[RankView]
     result.unread.sort(key=lambda u: (u.rank is None, u.rank or 0, u.label))
     result.others.sort(key=lambda o: (o[0], o[1].pid))
     for why, labels in problems.items():
-        if len(labels) > 1 or why.startswith(("py-spy is not", "the kernel")):
+        if len(labels) > 1 or why.startswith(("py-spy is not", "the kernel", "forbidden", "the namespace's",
+                                              "the debug container", "this cluster")):
             result.problems.append(f"{', '.join(sorted(labels))}: {why}")
     result.seconds = time.monotonic() - started
     return result

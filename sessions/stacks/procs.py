@@ -34,11 +34,12 @@ MAX_PROCESSES = 4096
 LIST_SCRIPT = r"""me=$$
 mine=$(readlink /proc/$me/ns/mnt 2>/dev/null)
 echo "H $(cat /proc/sys/kernel/hostname 2>/dev/null)"
+[ -n "$1" ] && mine=
 echo "M $mine"
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   [ "$p" = "$me" ] && continue
-  [ -z "$mine" ] || [ "$d/ns/mnt" -ef "/proc/$me/ns/mnt" ] || continue
+  [ -n "$1" ] || [ -z "$mine" ] || [ "$d/ns/mnt" -ef "/proc/$me/ns/mnt" ] || continue
   pp=
   while read -r k v; do [ "$k" = PPid: ] && { pp=$v; break; }; done 2>/dev/null < "$d/status" || continue
   [ -n "$pp" ] && [ "$pp" != "$me" ] || continue

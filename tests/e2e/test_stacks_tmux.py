@@ -1,4 +1,4 @@
-"""#28 end to end in a real terminal (tmux, 80x24): `ranks demo`, gpt-hung marked hung, its detail's
+"""#28 end to end in a real terminal (tmux, 80x24 and 120x40): `ranks demo`, gpt-hung marked hung, its detail's
 banner offers `S: stacks` first, `S` opens the Stacks view: rank 1 stuck loading a batch (read_shard),
 rank 0 waiting in the all-reduce (wait_for_peers), read in the demo's pods with py-spy; Escape goes
 back and `q` leaves the terminal as it was."""
@@ -13,8 +13,9 @@ from tests.e2e.test_demo_tmux import crumbs, demo_in_tmux, quit_and_check_restor
 
 
 @pytest.mark.timeout(420)
-def test_the_stacks_view_at_80x24(tmp_path: Path) -> None:
-    with demo_in_tmux(tmp_path, 80, 24) as demo:
+@pytest.mark.parametrize("width,height", [(80, 24), (120, 40)])
+def test_the_stacks_view(tmp_path: Path, width: int, height: int) -> None:
+    with demo_in_tmux(tmp_path, width, height) as demo:
         tmux = demo.tmux
         workloads_listed(demo)
         tmux.keys("/")
@@ -32,7 +33,8 @@ def test_the_stacks_view_at_80x24(tmp_path: Path) -> None:
         lines = screen.splitlines()
         assert any("1 rank [1] in read_shard (train.py:" in line for line in lines), screen
         assert any("1 rank [0] in wait_for_peers (train.py:" in line for line in lines), screen
-        assert all(len(line) <= 80 for line in lines)
+        assert all(len(line) <= width for line in lines)
+        print(screen)
         tmux.keys("Escape")
         tmux.wait_for(lambda s: crumbs(s)[-1] == "gpt-hung", timeout=30, why="back on gpt-hung's detail")
         quit_and_check_restored(demo)

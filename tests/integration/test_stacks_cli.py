@@ -180,3 +180,50 @@ def test_without_rbac_for_pods_exec_one_line_and_7(cluster: ThreadedSimCluster, 
                        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
     line = one_line_error(r, 7, "forbidden")
     assert "viewer" in line and "pods/exec" in line and NS in line, line
+
+
+def debug_user(t: ThreadedSimCluster, tmp_path: Path, name: str, *, ephemeral: bool) -> dict[str, str]:
+    """The environment of a user who may read NS and exec in its pods, and add debug containers or not."""
+    from simcluster.apiserver.auth import READ_VERBS, Rule
+
+    rules = [Rule.of(READ_VERBS, namespaces=[NS]), Rule.of(("create", "get"), ["pods/exec"], [""], namespaces=[NS])]
+    if ephemeral:
+        rules.append(Rule.of(("get", "patch"), ["pods/ephemeralcontainers"], [""], namespaces=[NS]))
+    t.call(t.sim.add_user, name, rules=tuple(rules))
+    kc = t.call(t.sim.write_kubeconfig, tmp_path / f"{name}.yaml", name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_"))}
+    env.update(RANKS_CONFIG="", NO_COLOR="1", KUBECONFIG=str(kc))
+    return env
+
+
+def as_user(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True, timeout=120,
+                          cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
+
+
+def test_an_image_without_py_spy_is_read_from_a_debug_container(cluster: ThreadedSimCluster, tmp_path: Path) -> None:
+    """--image: an ephemeral container beside the training container (SYS_PTRACE, its target the
+    training container), as kubectl debug --target; refused in read-only mode and without the verb."""
+    wait_for(lambda: "py-spy is not in the image" in ranks(cluster, "stacks", "bare", "-p", NS).stderr, 120,
+             "bare running without py-spy", interval=2)
+    refused = ranks(cluster, "stacks", "bare", "-p", NS, "--image", "registry.local/py-spy:0.4", "--read-only")
+    one_line_error(refused, 1, "read-only mode refuses", "master-0")
+    nope = debug_user(cluster, tmp_path, "no-debug", ephemeral=False)
+    line = one_line_error(as_user(nope, "stacks", "bare", "-p", NS, "--image", "registry.local/py-spy:0.4"), 7,
+                          "cannot patch pods/ephemeralcontainers")
+    assert "no-debug" in line and NS in line, line
+
+    config = tmp_path / "config.toml"
+    config.write_text('stacks_image = "registry.local/py-spy:0.4"\n')
+    config.chmod(0o600)
+    ok = {**debug_user(cluster, tmp_path, "debugger", ephemeral=True), "RANKS_CONFIG": str(config)}
+    r = as_user(ok, "stacks", "bare", "-p", NS, "-o", "json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["ranks_read"] == [0] and data["groups"][0]["frames"][-1]["name"] in ("main", "busy_until",
+                                                                                      "all_reduce")
+    assert "read master-0 from the debug container ranks-stacks-" in r.stderr
+    pod = cluster.call(cluster.sim.store.find, ("", "pods"), NS, "bare-master-0").obj
+    (debug,) = pod["spec"]["ephemeralContainers"]
+    assert debug["image"] == "registry.local/py-spy:0.4" and debug["targetContainerName"] == "pytorch"
+    assert debug["securityContext"]["capabilities"]["add"] == ["SYS_PTRACE"]

@@ -53,26 +53,33 @@ def parse_ranks(values: tuple[str, ...]) -> frozenset[int] | None:
 @click.option("--rank", "ranks", multiple=True, metavar="R[,R...]", help="Only these ranks (global rank numbers).")
 @click.option("--native", is_flag=True, help="Native frames too (C, C++, CUDA: py-spy --native).")
 @click.option("--all-threads", is_flag=True, help="Every thread of each rank, not only its main thread.")
+@click.option("--image", metavar="IMAGE", default=None,
+              help="A debug image with py-spy, run as an ephemeral container beside a training container whose "
+                   "image lacks it (default: stacks_image in the config). Changes the pod: not in read-only mode.")
 @click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="Output format.")
 @global_options
 @click.pass_context
 def stacks_command(ctx: click.Context, /, workload: str, project: str | None, ranks: tuple[str, ...],
-                   native: bool, all_threads: bool, output: str, **kwargs: Any) -> None:
+                   native: bool, all_threads: bool, image: str | None, output: str, **kwargs: Any) -> None:
     """Where every rank of WORKLOAD is: its Python stack, read in its pod with py-spy, merged
     into one tree (the frames ranks share, the branches where they part, the odd ones out first).
 
     Which process is which rank comes from its own environment (RANK, OMPI_COMM_WORLD_RANK,
     PMI_RANK, HOROVOD_RANK...); launchers, wrappers and data-loader workers are named apart.
-    The image needs py-spy, and the kernel must let it attach (SYS_PTRACE). A read that hangs is
-    given up after --request-timeout, naming the ranks not read.
+    The image needs py-spy, and the kernel must let it attach (SYS_PTRACE); otherwise --image (or
+    stacks_image in the config) names a debug image with py-spy, run as an ephemeral container
+    beside the training container, as kubectl debug --target does. A read that hangs is given up
+    after --request-timeout, naming the ranks not read.
     """
     try:
         wanted = parse_ranks(ranks)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if image is not None and not image.strip():
+        raise click.UsageError("--image needs an image name")
     sys.exit(run_stacks(merge_globals(ctx, kwargs), workload, group_project(ctx, project), wanted,
-                        native=native, all_threads=all_threads, output=output))
+                        native=native, all_threads=all_threads, output=output, image=image))
 
 
 def pod_info(wl: WorkloadView, diag: RankDiagnostics) -> dict[str, PodInfo]:
@@ -91,7 +98,7 @@ def refusal(a: Autopsy) -> UserError | None:
     if a.stacks:
         return None
     if a.problems:
-        return UserError(a.problems[0], ExitCode.ERROR)
+        return UserError(a.problems[0], ExitCode.FORBIDDEN if ": forbidden: " in a.problems[0] else ExitCode.ERROR)
     reasons = sorted({u.why for u in a.unread})
     if not reasons:  # (every pod listed, no process of the ranks asked for in them)
         return UserError("no process in its pods says one of the ranks asked for (--rank)", ExitCode.NOT_FOUND)
@@ -116,8 +123,21 @@ async def keep(cfg: ClusterConfig, wl: WorkloadView, lines: list[str], at: float
         print(f"ranks: note: the autopsy is not kept: {clean(str(exc), limit=300)}", file=sys.stderr)
 
 
+def configured_image() -> str | None:
+    """`stacks_image` of the configuration file (None without one)."""
+    from themes import ConfigFileError
+    from tui.settings import load_settings
+
+    try:
+        return load_settings().stacks_image
+    except ConfigFileError as exc:
+        raise UserError(str(exc).splitlines()[0] if str(exc) else "invalid configuration", ExitCode.NO_CONFIG) from None
+
+
 def run_stacks(opts: dict[str, Any], ref: str, project: str | None, wanted: frozenset[int] | None, *,
-               native: bool, all_threads: bool, output: str) -> int:
+               native: bool, all_threads: bool, output: str, image: str | None = None) -> int:
+    from .guards import read_only_reason
+
     async def body(cfg: ClusterConfig) -> int:
         from monitors.kube import KubeClient
         from monitors.sanitize import clean, json_safe
@@ -133,9 +153,13 @@ def run_stacks(opts: dict[str, Any], ref: str, project: str | None, wanted: froz
                 raise UserError(f"{clean(wl.name)} has no running pod to read stacks in (it is {clean(wl.status)})",
                                 ExitCode.ERROR)
             options = Options(native=native, all_threads=all_threads, ranks=wanted,
-                              timeout=cfg.request_timeout or None)
+                              timeout=cfg.request_timeout or None, image=image or configured_image(),
+                              read_only=read_only_reason(opts) is not None)
             async with KubeClient(cfg) as client:
                 a = await autopsy(client, wl, pods, options)
+            for label, name in a.debug_containers:
+                print(f"ranks: note: read {clean(label)} from the debug container {clean(name)} (it ends by itself)",
+                      file=sys.stderr)
             problem = refusal(a)
             if problem is not None:
                 raise problem
