@@ -2,7 +2,8 @@
 patches) and their processes.
 
 GET answers the pod; PATCH (strategic merge, merge or JSON patch, as kubectl sends) and PUT change
-only `spec.ephemeralContainers`, checked as the API server does: an ephemeral container is only
+only `spec.ephemeralContainers`, checked as the API server does (and Pod Security's `enforce` level of
+its namespace, for the capabilities it adds): an ephemeral container is only
 ever added (one that exists may not be changed or removed), its name is the pod's alone, it names
 an image, and its `targetContainerName` is one of the pod's containers. The kubelet then starts each
 new one as a process of the pod (in the pod's namespaces, `PodRuntime.command`: it sees the target's
@@ -88,6 +89,31 @@ def check(pod: dict[str, Any], new: Any) -> list[dict[str, Any]]:
     return new
 
 
+ENFORCE = "pod-security.kubernetes.io/enforce"
+# Pod Security's baseline: the capabilities a container may add (restricted: only NET_BIND_SERVICE)
+BASELINE_CAPS = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                           "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+
+
+def pod_security(sim: SimCluster, pod: dict[str, Any], added: list[dict[str, Any]]) -> None:
+    """Pod Security admission for the ephemeral containers `added` (its `enforce` level on the
+    pod's namespace, baseline or restricted): a capability beyond the level's is forbidden (403)."""
+    ns = sim.store.find(("", "namespaces"), "", pod["metadata"].get("namespace", ""))
+    level = ((ns.obj.get("metadata") or {}).get("labels") or {}).get(ENFORCE, "privileged") if ns else "privileged"
+    if level not in ("baseline", "restricted"):
+        return
+    allowed = BASELINE_CAPS if level == "baseline" else frozenset({"NET_BIND_SERVICE"})
+    for c in added:
+        caps = ((c.get("securityContext") or {}).get("capabilities") or {}).get("add") or []
+        bad = [str(cap) for cap in caps if str(cap).upper().removeprefix("CAP_") not in allowed]
+        if bad:
+            listed = ", ".join(f'"{b}"' for b in bad)
+            raise ApiError(403, f'pods "{pod["metadata"]["name"]}" is forbidden: violates PodSecurity '
+                                f'"{level}:latest": non-default capabilities (container "{c["name"]}" must not '
+                                f"include {listed} in securityContext.capabilities.add)", reason="Forbidden",
+                           details={"name": pod["metadata"]["name"], "kind": "pods"})
+
+
 async def serve(sim: SimCluster, ctx: Ctx) -> web.StreamResponse:
     from ..apiserver.messages import decode_body, json_response
 
@@ -113,6 +139,7 @@ async def serve(sim: SimCluster, ctx: Ctx) -> web.StreamResponse:
     if not isinstance(body, dict):
         raise ApiError(400, "the body of the request was not a Pod")
     wanted = check(cur.obj, copy.deepcopy((body.get("spec") or {}).get("ephemeralContainers") or []))
+    pod_security(sim, cur.obj, [c for c in wanted if c["name"] not in set(_names(cur.obj, "ephemeralContainers"))])
     new = copy.deepcopy(cur.obj)
     new["spec"]["ephemeralContainers"] = wanted
     if ctx.request.query.get("dryRun") == "All":

@@ -24,6 +24,7 @@ from tests.waiting import one_line_error, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 NS = "stacks-team"
+PSA_NS = "stacks-guarded"
 TRAIN = ["python", "-u", "train.py", "--steps", "100000", "--step-seconds", "0.3", "--busy", "0.05"]
 HANG = ["--hang-rank", "5", "--hang-in", "checkpoint", "--hang-step", "2"]
 
@@ -60,6 +61,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimClu
             # no py-spy on its PATH: only the system's directories (and the interpreter, by its path)
             sim.apply(pytorchjob("bare", 0, [sys.executable, "-u", "train.py", "--steps", "100000"],
                                  env={"PATH": "/usr/bin:/bin"}))
+            # no py-spy, in a namespace whose Pod Security level (baseline) forbids SYS_PTRACE
+            sim.apply(namespace(PSA_NS, {"pod-security.kubernetes.io/enforce": "baseline"}))
+            guarded = pytorchjob("bare", 0, [sys.executable, "-u", "train.py", "--steps", "100000"],
+                                 env={"PATH": "/usr/bin:/bin"})
+            guarded["metadata"]["namespace"] = PSA_NS
+            sim.apply(guarded)
             # its worker's py-spy never answers
             sim.apply(pytorchjob("stuck", 1, TRAIN, worker_env={
                 "PATH": f"{fake}:/opt/venv/bin:/usr/local/bin:/usr/bin:/bin:{host_python}"}))
@@ -227,3 +234,16 @@ def test_an_image_without_py_spy_is_read_from_a_debug_container(cluster: Threade
     (debug,) = pod["spec"]["ephemeralContainers"]
     assert debug["image"] == "registry.local/py-spy:0.4" and debug["targetContainerName"] == "pytorch"
     assert debug["securityContext"]["capabilities"]["add"] == ["SYS_PTRACE"]
+
+
+def test_a_pod_security_level_that_forbids_sys_ptrace_is_one_line(cluster: ThreadedSimCluster) -> None:
+    def refused() -> subprocess.CompletedProcess[str] | None:
+        r = ranks(cluster, "stacks", "bare", "-p", PSA_NS, "--image", "registry.local/py-spy:0.4")
+        return r if "Pod Security" in r.stderr else None
+
+    r = wait_for(refused, 120, "the Pod Security refusal", interval=2)
+    line = one_line_error(r, 7, "Pod Security level forbids the debug container's SYS_PTRACE", "baseline",
+                          "add py-spy to the training image")
+    assert "master-0" in line, line
+    pod = cluster.call(cluster.sim.store.find, ("", "pods"), PSA_NS, "bare-master-0").obj
+    assert not pod["spec"].get("ephemeralContainers")  # (nothing half-done)

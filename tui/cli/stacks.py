@@ -98,7 +98,7 @@ def refusal(a: Autopsy) -> UserError | None:
     if a.stacks:
         return None
     if a.problems:
-        return UserError(a.problems[0], ExitCode.FORBIDDEN if ": forbidden: " in a.problems[0] else ExitCode.ERROR)
+        return UserError(a.problems[0], ExitCode.FORBIDDEN if "forbidden" in a.problems[0] else ExitCode.ERROR)
     reasons = sorted({u.why for u in a.unread})
     if not reasons:  # (every pod listed, no process of the ranks asked for in them)
         return UserError("no process in its pods says one of the ranks asked for (--rank)", ExitCode.NOT_FOUND)
