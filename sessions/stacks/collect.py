@@ -285,7 +285,7 @@ async def autopsy(client: KubeClient, wl: WorkloadView, pods: Sequence[RankView]
         found = classify(pod_processes(parse_listing(run.out.decode("utf-8", "replace"))))
         out.others.extend((r.label, p) for p in found.others)
         wanted = [p for p in found.ranks if o.ranks is None or p.rank in o.ranks]
-        if not found.ranks:
+        if not found.ranks and r.role.lower() != "launcher":  # (an MPI launcher's ranks run in the workers)
             out.unread.append(Unread(r.pod, r.label, "no process in it says a rank (RANK, OMPI_COMM_WORLD_RANK...)"))
         if wanted:
             await dumps(r, wanted, o, out)

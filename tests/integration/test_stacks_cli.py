@@ -45,6 +45,21 @@ def pytorchjob(name: str, workers: int, command: list[str], env: dict[str, str] 
             "spec": {"pytorchReplicaSpecs": specs, "runPolicy": {"cleanPodPolicy": "None"}}}
 
 
+def mpijob() -> dict[str, Any]:
+    """4 ranks on 2 workers under the simulated mpirun (reaching them through pods/exec, each rank
+    told by its OMPI_COMM_WORLD_RANK); rank 2 deadlocks on a lock of its own."""
+    def replica(n: int, command: list[str] | None) -> dict[str, Any]:
+        c: dict[str, Any] = {"name": "mpi", "image": "mpioperator/mpi-pi:openmpi"}
+        if command:
+            c["command"] = command
+        return {"replicas": n, "template": {"spec": {"containers": [c], "terminationGracePeriodSeconds": 1}}}
+
+    launch = ["mpirun", "--allow-run-as-root", "-np", "4", *TRAIN, "--hang-rank", "2", "--hang-in", "lock"]
+    return {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": "mpi-hangs", "namespace": NS},
+            "spec": {"slotsPerWorker": 2, "runPolicy": {"cleanPodPolicy": "None"},
+                     "mpiReplicaSpecs": {"Launcher": replica(1, launch), "Worker": replica(2, None)}}}
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
     fake = tmp_path_factory.mktemp("fake-pyspy")
@@ -67,6 +82,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimClu
                                  env={"PATH": "/usr/bin:/bin"})
             guarded["metadata"]["namespace"] = PSA_NS
             sim.apply(guarded)
+            sim.apply(mpijob())
             # its worker's py-spy never answers
             sim.apply(pytorchjob("stuck", 1, TRAIN, worker_env={
                 "PATH": f"{fake}:/opt/venv/bin:/usr/local/bin:/usr/bin:/bin:{host_python}"}))
@@ -247,3 +263,21 @@ def test_a_pod_security_level_that_forbids_sys_ptrace_is_one_line(cluster: Threa
     assert "master-0" in line, line
     pod = cluster.call(cluster.sim.store.find, ("", "pods"), PSA_NS, "bare-master-0").obj
     assert not pod["spec"].get("ephemeralContainers")  # (nothing half-done)
+
+
+def test_an_mpijob_under_mpirun(cluster: ThreadedSimCluster) -> None:
+    """The ranks mpirun started in the workers (through pods/exec) told by OMPI_COMM_WORLD_RANK; the
+    launcher's mpirun named apart; rank 2 in its lock, the others in the all-reduce."""
+    def apart() -> dict[str, Any] | None:
+        r = ranks(cluster, "stacks", "mpi-hangs", "-p", NS, "-o", "json")
+        data = json.loads(r.stdout) if r.returncode == 0 else None
+        ok = data is not None and [g["ranks"] for g in data["groups"]] == [[2], [0, 1, 3]]
+        return data if ok else None
+
+    data = wait_for(apart, 180, "mpi-hangs' rank 2 apart", interval=2)
+    assert data["groups"][0]["frames"][-1]["name"] == "acquire_lock"
+    assert data["groups"][1]["frames"][-1]["name"] == "wait_for_peers"
+    assert {p["rank"]: p["pod"] for p in data["processes"]} == {0: "worker-0", 1: "worker-0", 2: "worker-1",
+                                                                 3: "worker-1"}
+    assert any(p["pod"] == "launcher" and "mpirun" in p["name"] for p in data["not_ranks"]), data["not_ranks"]
+    assert data["unread"] == []
