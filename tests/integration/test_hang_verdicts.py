@@ -99,5 +99,8 @@ async def test_the_hung_job_offers_its_stacks_and_s_shows_the_rank_apart(
         assert lines[0].startswith("gpt-hung (runai-team-b): 2 ranks read in "), lines
         assert any(line.startswith("  1 rank [1] in read_shard (train.py:") for line in lines), lines  # (1 and 1: none odd)
         assert any(line.startswith("  1 rank [0] in wait_for_peers (train.py:") for line in lines), lines
+        # kept with gpt-hung's flight recording, where `ranks why` shows it
+        (kept,) = (tmp_path / "state" / "ranks" / "flight").rglob("*gpt-hung.json")
+        assert "1 rank [1] in read_shard" in kept.read_text()
         await pilot.press("escape")
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen), what="back to the detail")

@@ -1,12 +1,15 @@
 """The Stacks view (#28): every rank's Python stack of a workload, merged STAT-style, as
 `ranks stacks` prints it (`sessions.stacks`). The reading (py-spy through pods/exec, in its pods)
 runs on the data loop, awaited by a worker that posts one typed message (`StacksScreen.Read`); the
-tree is shown as `Text` (cluster text, never markup), the odd ones out's lines in bold.
-`ctrl+r` reads again."""
+tree is shown as `Text` (cluster text, never markup), the odd ones out's lines in bold, and kept
+with the workload's flight recording. A pod whose image lacks py-spy is read from a debug container
+of `stacks_image` (not in read-only mode). `ctrl+r` reads again."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import time
 from typing import ClassVar
 
@@ -18,17 +21,31 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.widgets import Static
 
+from monitors.connection import ClusterConfig
 from monitors.model_views import WorkloadView
 from monitors.sanitize import clean
 from sessions.stacks.collect import Autopsy, Options, autopsy, running_ranks
-from sessions.stacks.render import PodInfo, text
+from sessions.stacks.render import PodInfo, annotate, group_line, text
 
 from .base import RanksScreen, bindings
 
 
+def pod_infos(wl: WorkloadView) -> dict[str, PodInfo]:
+    return {r.label: PodInfo(None, r.last_log, r.gpu_util) for r in wl.ranks}
+
+
+def keep(cfg: ClusterConfig, wl: WorkloadView, a: Autopsy) -> None:
+    """The autopsy's groups, a line each, into the workload's flight recording (blocking file I/O)."""
+    from monitors.flight_store import store_for
+
+    now = time.time()
+    lines = tuple(group_line(v, now) for v in annotate(a, pod_infos(wl))[1])
+    store_for(cfg).add_autopsy(wl.namespace, wl.kind, wl.name, wl.uid, lines, a.taken_at)
+
+
 def stacks_text(a: Autopsy, wl: WorkloadView, now: float) -> Text:
     """The autopsy as `ranks stacks` prints it, each line plain text; the odd ones out's in bold."""
-    info = {r.label: PodInfo(None, r.last_log, r.gpu_util) for r in wl.ranks}
+    info = pod_infos(wl)
     out = Text(no_wrap=True, overflow="ellipsis")
     for i, line in enumerate(text(a, info, now).splitlines()):
         if i:
@@ -87,10 +104,15 @@ class StacksScreen(RanksScreen):
             self.post_message(self.Read(None, f"{clean(wl.name)} has no running pod to read stacks in"))
             return
         data = self.dashboard.data
+        options = Options(image=self.dashboard.settings.stacks_image, read_only=self.dashboard.read_only)
 
         async def go() -> Autopsy:
             client = data.api_client()
-            return await autopsy(client, wl, pods, Options(timeout=client.cfg.request_timeout or None))
+            a = await autopsy(client, wl, pods, dataclasses.replace(options, timeout=client.cfg.request_timeout or None))
+            if a.stacks:  # (kept with the workload's flight recording, where `ranks why` shows it)
+                with contextlib.suppress(OSError):
+                    await asyncio.to_thread(keep, client.cfg, wl, a)
+            return a
 
         try:
             self.post_message(self.Read(await asyncio.wrap_future(data.run_coroutine(go()))))
