@@ -14,6 +14,7 @@ from .humanize import format_ts
 
 LINES = 50
 LINE_LIMIT = 1000
+AUTOPSY_LINES = 32
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,8 @@ class Recording:
     uid: str
     failures: tuple[RecordedFailure, ...] = ()
     recorded_at: float = 0.0
+    autopsy: tuple[str, ...] = ()  # the last hang autopsy's short form (`ranks stacks`): a line a group
+    autopsy_at: float = 0.0
 
     def first(self) -> RecordedFailure | None:
         return min(self.failures, key=lambda f: (f.finished_at or float("inf"), f.recorded_at or 0.0), default=None)
@@ -74,8 +77,11 @@ class Recording:
             raise ValueError("not a flight recording")
         raw = doc.get("failures")
         failures = tuple(_failure(f) for f in (raw if isinstance(raw, list) else ()) if isinstance(f, dict))
+        raw_autopsy = doc.get("autopsy")
+        autopsy = tuple(line[:LINE_LIMIT] for line in (raw_autopsy if isinstance(raw_autopsy, list) else ())
+                        if isinstance(line, str))[:AUTOPSY_LINES]
         return Recording(doc["namespace"], doc["kind"], doc["name"], _text(doc.get("uid")), failures,
-                         _when(doc.get("recorded_at")) or 0.0)
+                         _when(doc.get("recorded_at")) or 0.0, autopsy, _when(doc.get("autopsy_at")) or 0.0)
 
 
 MAX_TIME = 253402300799.0  # 9999-12-31T23:59:59Z: the last time a timestamp can show

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from .flight_records import RecordedFailure, Recording
+from .flight_records import AUTOPSY_LINES, RecordedFailure, Recording
 from .state_dir import PrivateDirError, private_dir, prune_oldest, read_private, state_home, write_private
 
 if TYPE_CHECKING:
@@ -68,7 +68,19 @@ class FlightStore:
         old = self.load(namespace, kind, name, uid)
         kept = [f for f in (old.failures if old else ()) if f.key != failure.key]
         failures = sorted([*kept, failure], key=lambda f: (f.finished_at or float("inf"), f.recorded_at or 0.0))
-        rec = Recording(namespace, kind, name, uid, tuple(failures[: self.max_failures]), failure.recorded_at or 0.0)
+        rec = Recording(namespace, kind, name, uid, tuple(failures[: self.max_failures]), failure.recorded_at or 0.0,
+                        old.autopsy if old else (), old.autopsy_at if old else 0.0)
+        self._write(self._path(namespace, kind, name), orjson.dumps(rec.to_dict()))
+        self._prune()
+        return rec
+
+    def add_autopsy(self, namespace: str, kind: str, name: str, uid: str, lines: tuple[str, ...],
+                    at: float) -> Recording:
+        """Keep `lines`, the short form of the workload's last hang autopsy (`ranks stacks`), with its
+        failures (it replaces the one kept before)."""
+        old = self.load(namespace, kind, name, uid)
+        rec = Recording(namespace, kind, name, uid, old.failures if old else (), old.recorded_at if old else 0.0,
+                        tuple(lines[:AUTOPSY_LINES]), at)
         self._write(self._path(namespace, kind, name), orjson.dumps(rec.to_dict()))
         self._prune()
         return rec

@@ -86,6 +86,7 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     BindingSpec("suspend", "z", "suspend", "Suspend / resume", "table", show=False),
     BindingSpec("convert", "t", "convert", "Convert to training job", "table", show=False),
     BindingSpec("debug", "D", "debug", "Debug in a session", "table", show=False),
+    BindingSpec("stacks", "S", "stacks", "Stacks of every rank", "table", show=False),
     BindingSpec("new_session", "n", "new_session", "New session", "table", show=False),
     BindingSpec("sort", "o", "sort", "Sort", "table"),
     BindingSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", "table", show=False),

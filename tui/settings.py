@@ -24,6 +24,7 @@ Example::
     idle_threshold_percent = 5    # an interactive session's GPUs all under this % are idle
     hang_after_minutes = 10       # a running job silent with every GPU idle this long is hung
     progress_patterns = ['epoch (?P<step>\\d+)/(?P<total>\\d+) .* loss (?P<loss>[\\d.]+)']  # your log's steps
+    stacks_image = "registry.local/py-spy:0.4"  # ranks stacks: a debug image with py-spy, for images without it
 
     [metrics]                     # Prometheus metric names (keys as in monitors.promql)
     util = "DCGM_FI_DEV_GPU_UTIL"
@@ -136,6 +137,9 @@ class Settings(_Strict):
     hang_after_minutes: float = 10.0
     """A running job whose ranks are all silent and whose GPUs are all idle this long is hung
     (the workloads list's marker, the detail, `ranks get`, `ranks why`); more than 0."""
+    stacks_image: str | None = None
+    """`ranks stacks`: an image with py-spy (and sh) run as an ephemeral container beside a training
+    container whose image lacks py-spy (`--image` for one command)."""
     progress_patterns: list[str] = []
     """Regexes with named groups step, total, loss, throughput (any of them) that read training
     progress from your logs, tried before the built-in ones (tqdm, Lightning, Hugging Face, Keras,

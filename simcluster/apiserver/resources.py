@@ -81,7 +81,7 @@ BUILTIN_TYPES: tuple[ResourceType, ...] = (
           verbs=("create", "delete", "get", "list", "patch", "update", "watch")),
     _core("Node", "nodes", False, short_names=("no",), subresources=("status", "proxy")),
     _core("Pod", "pods", short_names=("po",), categories=("all",),
-          subresources=("status", "log", "exec", "proxy", "attach", "portforward")),
+          subresources=("status", "log", "exec", "proxy", "attach", "portforward", "ephemeralcontainers")),
     _core("Event", "events", short_names=("ev",)),
     _core("Service", "services", short_names=("svc",), categories=("all",),
           subresources=("status", "proxy"),

@@ -261,7 +261,7 @@ class ApiServer:
             namespace = name
         q = request.query
         method = request.method
-        if sub and sub != "status":
+        if sub and sub not in ("status", "scale", "ephemeralcontainers"):  # (those two: their method's verb)
             verb = "create" if sub in ("exec", "attach", "portforward") or method == "POST" else "get"
         elif method == "GET":
             verb = "get" if name else "watch" if _bool(q.get("watch")) else "list"

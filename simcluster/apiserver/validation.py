@@ -111,6 +111,7 @@ def default(rt: ResourceType, obj: dict[str, Any], next_ip: Any) -> None:
         spec.setdefault("dnsPolicy", "ClusterFirst")
         spec.setdefault("serviceAccountName", "default")
         spec.setdefault("priority", 0)
+        spec.setdefault("securityContext", {})  # (kubectl debug reads it: the API server always sets it)
         for c in spec.get("containers") or ():
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("terminationMessagePolicy", "File")

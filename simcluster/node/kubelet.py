@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from ..apiserver.errors import ApiError
 from ..apiserver.store import Event, now_rfc3339, shortened_deletion
 from ..controllers.base import Controller
+from . import ephemeral
 from .launchers import PodView, install_pod
 from .launchers import install as install_launchers
 from .podlogs import serve_pod_log
@@ -364,6 +365,7 @@ def install(sim: SimCluster, **options: Any) -> Kubelet:
         kubelet.podns.start()
     sim.kubelet = kubelet
     sim.server.subresources["pods/log"] = functools.partial(serve_pod_log, kubelet)
+    ephemeral.install(sim)  # (pods/ephemeralcontainers: kubectl debug --target)
     sim.server.delete_hooks.append(kubelet.delete_hook)
     sim.on_stop(kubelet.shutdown)
     sim.add_controller(kubelet)

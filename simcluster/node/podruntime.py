@@ -58,6 +58,7 @@ from .reaper import Reaper, pdeathsig_preexec, signal_ids
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
+    from .ephemeral import EphemeralRun
     from .launchers import PodView
     from .podenv import PathRewriter
     from .podns import Holder, PodNamespaces
@@ -130,6 +131,7 @@ class PodRuntime:
         self.final_phase: str | None = None
         self.start_time = now_rfc3339()
         self.children = ExecChildren(services.reaper, services.proc_table)
+        self.ephemeral: dict[str, EphemeralRun] = {}  # (`ephemeral`: kubectl debug's containers)
         self.conditions = Conditions()
         self._task: asyncio.Task[None] | None = None
         self._term_task: asyncio.Task[None] | None = None
@@ -181,6 +183,8 @@ class PodRuntime:
     def container_env(self, container: str) -> dict[str, str]:
         """The full environment of that container's processes (as its main process got it)."""
         run = self._by_name.get(container)
+        if run is None and container in self.ephemeral:
+            return dict(self.ephemeral[container].env)
         if run is None:
             raise KeyError(container)
         if run.env is not None:
@@ -191,6 +195,8 @@ class PodRuntime:
             return self._base_env()
 
     def is_running(self, container: str) -> bool:
+        if container in self.ephemeral:
+            return self.ephemeral[container].running
         run = self._by_name.get(container)
         return bool(run and run.last is not None and run.last.running)
 

@@ -271,4 +271,6 @@ def pod_status(rt: PodRuntime, current: dict[str, Any], phase: str) -> dict[str,
         status["qosClass"] = current["qosClass"]
     if current.get("nominatedNodeName"):
         status["nominatedNodeName"] = current["nominatedNodeName"]
+    if current.get("ephemeralContainerStatuses"):  # (written by `ephemeral`, as each one runs)
+        status["ephemeralContainerStatuses"] = current["ephemeralContainerStatuses"]
     return status

@@ -42,6 +42,11 @@ def train(*extra: str) -> list[str]:
     return [PY, "-u", TRAIN, *extra]
 
 
+# the image's train.py (simcluster/node/launchers/train.py): rank 1 hangs at step 7 in its data loader
+HANGS = [PY, "-u", "train.py", "--steps", "100000", "--step-seconds", "2", "--busy", "0.05",
+         "--hang-rank", "1", "--hang-in", "loader", "--hang-step", "7"]
+
+
 def session(kind: str, name: str, ns: str, workers: int, *, user: str, project: str, pool: str) -> dict[str, Any]:
     """An interactive session as `ranks submit NAME --framework mpi|pytorch --workers N -g 1
     --node-pool POOL --interactive` creates it: the interactive marker, the project and user labels,
@@ -115,9 +120,10 @@ def demo_workloads() -> list[dict[str, Any]]:
             "Master": replica("PyTorchJob", train("--steps", "3", "--interval", "0.3"), util="50"),
             "Worker": replica("PyTorchJob", train("--steps", "3", "--interval", "0.3"), util="50"),
         }, user="carol"),
-        # hung: logs stop and the GPUs go idle after 20 s
+        # hung: logs stop after step 6 and the GPUs go idle after 20 s; rank 1 is stuck loading a
+        # batch, rank 0 waits for it in the all-reduce (what `ranks stacks` shows)
         job("PyTorchJob", "gpt-hung", b, {
-            "Master": replica("PyTorchJob", train("--interval", "2", "--hang-at", "6"), util="stall:90:20"),
-            "Worker": replica("PyTorchJob", train("--interval", "2", "--hang-at", "6"), util="stall:90:20"),
+            "Master": replica("PyTorchJob", HANGS, util="stall:90:20"),
+            "Worker": replica("PyTorchJob", HANGS, util="stall:90:20"),
         }, user="bob"),
     ]

@@ -1,7 +1,7 @@
 """#15 on simcluster's demo, as a user runs it: each detector finds exactly its seeded case.
 
 The demo seeds one of each: a pending gang (big-pretrain), a failure on a non-zero rank
-(bert-crash, worker-1 = rank 2), a hung job (gpt-hung: its logs stop at step 6 and its GPUs go idle
+(bert-crash, worker-1 = rank 2), a hung job (gpt-hung: its logs stop after step 6 and its GPUs go idle
 after 20 s), a straggler rank (llama-finetune's worker-2, 2.2x slower), idle interactive sessions
 (hvd-interactive, pt-interactive) and training jobs printing progress lines. `ranks why` and
 `ranks get` (real processes) say each of these about its own workload and nothing about the others,
@@ -125,3 +125,34 @@ def test_get_shows_each_rank_s_last_log_step_and_loss_and_the_health(demo: Threa
     for name in QUIET:
         out = ranks(kc, quick, "get", name).stdout
         assert "Health:" not in out, out
+
+
+def test_the_hung_job_s_autopsy_shows_the_rank_stuck_apart(demo: ThreadedSimCluster, configs: tuple[Path, Path],
+                                                          monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """gpt-hung's rank 1 is stuck loading a batch while rank 0 waits for it in the all-reduce
+    (#28: the image's py-spy, read through pods/exec); `ranks why` says how to take the autopsy,
+    then, once taken, shows it (kept with the flight recording)."""
+    kc = demo.sim.kubeconfig_path
+    quick, _ = configs
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    hung = wait_for(lambda: (d := why(kc, quick, "gpt-hung")) and "hang" in kinds(d) and d, 90, "gpt-hung hung",
+                    interval=2)
+    assert hung["autopsy"] == {"taken_at": None, "groups": []}
+    said = ranks(kc, quick, "why", "gpt-hung").stdout.splitlines()
+    assert any(line.startswith("  stacks: ") and line.endswith(" stacks gpt-hung -p team-b shows where each rank is")
+               for line in said), said
+
+    def apart() -> dict[str, Any] | None:
+        r = ranks(kc, quick, "stacks", "gpt-hung", "-o", "json")
+        data = json.loads(r.stdout) if r.returncode == 0 else None
+        inner = {g["frames"][-1]["name"]: g["ranks"] for g in data["groups"]} if data else {}
+        return data if inner == {"read_shard": [1], "wait_for_peers": [0]} else None
+
+    data = wait_for(apart, 90, "gpt-hung's ranks in their places", interval=2)
+    loader = next(g for g in data["groups"] if g["ranks"] == [1])
+    assert [f["name"] for f in loader["frames"]][-2:] == ["load_batch", "read_shard"]
+    assert loader["pods"] == ["worker-0"] and "step 6/100000" in loader["last_log"]
+    said = ranks(kc, quick, "why", "gpt-hung").stdout.splitlines()
+    at = next(i for i, line in enumerate(said) if line.startswith("  stacks: the last autopsy, "))
+    assert {line.strip()[:28] for line in said[at + 1:at + 3]} == {"1 rank [0] in wait_for_peers", "1 rank [1] in read_shard (tr"}
+    assert why(kc, quick, "gpt-hung")["autopsy"]["groups"][1].strip().startswith("1 rank [1] in read_shard")

@@ -23,7 +23,7 @@ from tests.integration.test_bad_config import closed_port, kubeconfig
 from tests.kubeflow_objects import job, pod
 
 LONG_RUNNING = {"", "demo", "sim", "serve"}  # (they serve until stopped: not one-shot commands)
-READS = ("list", "get", "logs", "why", "top", "idle", "projects")
+READS = ("list", "get", "logs", "why", "top", "idle", "projects", "stacks")
 HOSTILE = [
     "", " ", "-", "--", "-1", "0", "1", "2", "99999999999999999999999999", "1e400", "-1e400", "nan", "inf",
     "9" * 5000, "0x10", "1_000", "٣", "１", "²", "3.5", "30s", "0s", "1h", "2562048h", "-5m", "abc",

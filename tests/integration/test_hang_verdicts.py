@@ -71,3 +71,36 @@ async def test_the_hang_grows_and_the_detail_judges_with_the_logs_it_follows(
         await pilot_wait(pilot, lambda: "every rank's log silent" in text_of(why), timeout=40,
                          what="the hang judged with the logs the detail follows", detail=lambda: text_of(why))
         assert "no rank's log is followed" not in text_of(why)
+
+
+async def test_the_hung_job_offers_its_stacks_and_s_shows_the_rank_apart(
+        live: ThreadedSimCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """#28 in the dashboard: a hung job's banner offers `S: stacks` first; `S` opens the Stacks view,
+    read in a worker: gpt-hung's rank 1 stuck loading a batch, rank 0 waiting in the all-reduce."""
+    from tui.screens.stacks import StacksScreen
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    app = make_app(live.sim.kubeconfig_path, Settings(hang_after_minutes=0.25, refresh_interval=1))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and app.store.synced,
+                         timeout=20, what="the workloads list")
+        app.open_workload(HUNG)
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and bool(app.screen.query("#pending")),
+                         what="gpt-hung's detail")
+        why = app.screen.query_one("#pending", Static)
+        await pilot_wait(pilot, lambda: "what is wrong (S: stacks): hung for" in text_of(why), timeout=90,
+                         what="the hang's banner offering the stacks", detail=lambda: text_of(why))
+        await pilot.press("S")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, StacksScreen), what="the Stacks view")
+        stacks = app.screen.query_one("#stacks", Static)
+        await pilot_wait(pilot, lambda: "read_shard" in text_of(stacks), timeout=60, what="the stacks read",
+                         detail=lambda: text_of(stacks))
+        lines = text_of(stacks).splitlines()
+        assert lines[0].startswith("gpt-hung (runai-team-b): 2 ranks read in "), lines
+        assert any(line.startswith("  1 rank [1] in read_shard (train.py:") for line in lines), lines  # (1 and 1: none odd)
+        assert any(line.startswith("  1 rank [0] in wait_for_peers (train.py:") for line in lines), lines
+        # kept with gpt-hung's flight recording, where `ranks why` shows it
+        (kept,) = (tmp_path / "state" / "ranks" / "flight").rglob("*gpt-hung.json")
+        assert "1 rank [1] in read_shard" in kept.read_text()
+        await pilot.press("escape")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen), what="back to the detail")

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "list": ("list", "-p", "team-a"),
     "logs": ("logs", "llama-finetune", "-p", "team-a", "--tail", "1"),
     "projects": ("projects",),
+    "stacks": ("stacks", "llama-finetune", "-p", "team-a"),
     "top": ("top",),
     "why": ("why", "llama-finetune", "-p", "team-a"),
 }

@@ -83,7 +83,7 @@ def test_every_command_is_listed_in_order_and_resolves_to_itself() -> None:
     names = cli.list_commands(ctx)
     assert names == sorted(names) == sorted(SUBCOMMANDS)
     assert names == ["convert", "debug", "delete", "demo", "exec", "get", "idle", "list", "logs", "projects", "resume",
-                     "serve", "shell", "sim", "submit", "suspend", "top", "why"]
+                     "serve", "shell", "sim", "stacks", "submit", "suspend", "top", "why"]
     for name in names:
         command = cli.get_command(ctx, name)
         assert command is not None and command.name == name

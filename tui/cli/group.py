@@ -24,7 +24,7 @@ from .errors import fail
 from .options import GLOBAL_KEYS, PINNED, dashboard_options, global_options, take_global
 
 PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
-                    "convert", "debug", "why", "idle")
+                    "convert", "debug", "why", "idle", "stacks")
 
 
 # name -> (its module in tui.cli, the command there); `ranks --help` lists them sorted by name
@@ -32,6 +32,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "projects": ("read", "projects_command"), "list": ("read", "list_command"),  # read
     "get": ("read", "get_command"), "top": ("read", "top_command"),
     "why": ("why", "why_command"), "idle": ("idle", "idle_command"),  # diagnostics
+    "stacks": ("stacks", "stacks_command"),
     "logs": ("logs", "logs_command"),  # logs
     "submit": ("sessions", "submit_command"), "shell": ("sessions", "shell_cmd"),  # sessions
     "exec": ("sessions", "exec_cmd"), "convert": ("convert", "convert_command"),

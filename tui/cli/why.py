@@ -60,15 +60,53 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             d = explain(monitor.model, wl.key, cluster_pods=False, command=ranks_command(cfg) or "ranks",
                         me=cfg.impersonate_user or cfg.user, idle_threshold=configured_threshold())
             d = with_health(d, diag.health)
+            autopsy = await kept_autopsy(cfg, wl) if any(f.kind in STACK_KINDS for f in d.findings) else None
             if output in ("json", "yaml"):
-                emit_structured(diagnosis_json(d, wl), output)
+                data = diagnosis_json(d, wl)
+                if autopsy is not None:
+                    data["autopsy"] = {"taken_at": autopsy[0] or None, "groups": list(autopsy[1])}
+                emit_structured(data, output)
             else:
                 print(diagnosis_text(d, wl))
+                if autopsy is not None:
+                    print(autopsy_text(autopsy, wl, cfg))
             return ExitCode.OK
         finally:
             await monitor.stop()
 
     return run(opts, body)
+
+
+STACK_KINDS = ("hang", "straggler")  # where the stacks of its ranks say what the logs cannot
+
+
+async def kept_autopsy(cfg: ClusterConfig, wl: WorkloadView) -> tuple[float, tuple[str, ...]]:
+    """(when, its lines) of the workload's last hang autopsy kept by `ranks stacks`; (0, ()) none."""
+    import asyncio
+
+    from monitors.flight_store import store_for
+
+    try:
+        rec = await asyncio.to_thread(store_for(cfg).load, wl.namespace, wl.kind, wl.name, wl.uid)
+    except OSError:
+        rec = None
+    return (rec.autopsy_at, rec.autopsy) if rec is not None and rec.autopsy else (0.0, ())
+
+
+def autopsy_text(autopsy: tuple[float, tuple[str, ...]], wl: WorkloadView, cfg: ClusterConfig) -> str:
+    """The last autopsy's groups, a line each; or the command that takes one."""
+    import time
+
+    from monitors.humanize import age
+
+    at, lines = autopsy
+    if not lines:
+        from sessions.shell import ranks_command
+
+        return (f"  stacks: {ranks_command(cfg) or 'ranks'} stacks {clean(wl.name)} -p {clean(wl.project)} "
+                "shows where each rank is")
+    return "\n".join([f"  stacks: the last autopsy, {age(max(0.0, time.time() - at))} ago (ranks stacks):",
+                      *(f"    {clean(line, limit=300)}" for line in lines)])
 
 
 def diagnosis_text(d: Diagnosis, wl: WorkloadView) -> str:

@@ -129,8 +129,13 @@ def why_text(look: Look, w: WorkloadView, diagnosis: Any, health: Any = None) ->
         return None
     t = Text(no_wrap=False)
     head = "why it is pending" if w.status == "Pending" else "what is wrong"
-    t.append(f"{look.glyphs.phase_marker('Pending') if w.status == 'Pending' else look.glyphs.warning} {head}: ",
-             style="bold")
+    marker = look.glyphs.phase_marker('Pending') if w.status == 'Pending' else look.glyphs.warning
+    if health is not None and not health.ok and w.status != "Pending":  # (where each rank is: offered first)
+        t.append(f"{marker} {head}", style="bold")
+        t.append(" (S: stacks)", style="dim")
+        t.append(": ", style="bold")
+    else:
+        t.append(f"{marker} {head}: ", style="bold")
     raw = pending_reasons(w) if w.status == "Pending" else []
     if raw:  # the scheduler's own words first, whole; then what ranks makes of them
         t.append("\n".join(raw[:2]))
@@ -324,7 +329,7 @@ def event_lines(look: Look, events: tuple[EventRec, ...], now: float, width: int
 class WorkloadScreen(RanksScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings(
         "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert", "debug", "next_tab",
-                  "previous_tab")) + unshown(bindings("table", SORT_KEYS))
+                  "previous_tab", "stacks")) + unshown(bindings("table", SORT_KEYS))
     DEFAULT_CSS = """
     WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     WorkloadScreen #failure { height: auto; max-height: 6; padding: 0 1; background: $error 20%; display: none; }
@@ -690,6 +695,13 @@ class WorkloadScreen(RanksScreen):
     def action_debug(self) -> None:
         if (wl := self._live()) is not None:
             self.dashboard.actions.debug_workload(wl)
+
+    def action_stacks(self) -> None:
+        """`S`: every rank's Python stack, merged (the hang autopsy)."""
+        if (wl := self._live()) is not None:
+            from .stacks import StacksScreen
+
+            self.app.push_screen(StacksScreen(wl))
 
     def action_back(self) -> None:
         self.dashboard.go_back()

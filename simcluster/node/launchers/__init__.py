@@ -27,6 +27,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from .image_tools import host_tools
+
 HERE = Path(__file__).resolve().parent
 POD_VENV = "/opt/venv"  # the simulator's virtualenv, as pods with a mount namespace see it
 POD_LAUNCHERS = "/usr/local/lib/simcluster/launchers"  # this package, there
@@ -78,6 +80,8 @@ def install(directory: Path) -> Path:
         else:
             text = wrapper(sys.executable, str(HERE), module)
         _write(directory / name, text)
+    for name, program in host_tools().items():  # (py-spy: a program of its own)
+        _write(directory / name, f'#!/bin/sh\nexec {shlex.quote(str(program))} "$@"\n')
     return directory
 
 
@@ -119,4 +123,6 @@ def install_pod(directory: Path) -> PodView:
             text = wrapper(interpreter, POD_LAUNCHERS, module)
         _write(directory / name, text)
         binds.append((str(directory / name), f"{POD_BIN}/{name}"))
+    if not in_venv:  # (in a virtualenv, its bin/ is first on PATH: py-spy is there)
+        binds.extend((str(program), f"{POD_BIN}/{name}") for name, program in host_tools().items())
     return PodView(tuple(binds), path)

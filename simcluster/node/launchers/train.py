@@ -11,7 +11,10 @@ Finds its rank the way training code does under each launcher: Horovod's `HOROVO
 each flushed at once. During a step it keeps one CPU busy (`--busy` of the step's time, 1.0 by
 default), so simcluster's DCGM exporter, which derives a GPU's utilisation from its pod's CPU
 use, shows the GPU busy while it trains and idle after. `--fail-rank R --exit-code C` makes rank R
-fail on purpose after step `--fail-step` (default 1); SIGTERM and SIGINT end it quietly
+fail on purpose after step `--fail-step` (default 1); `--hang-rank R --hang-in loader|checkpoint|lock`
+makes rank R hang at step `--hang-step` (default 2) in a function of its own (reading a data shard,
+writing a checkpoint, waiting on a lock), silent and idle, while the others wait for it in the
+step's all-reduce (`wait_for_peers`), as a real job hangs; SIGTERM and SIGINT end it quietly
 (143, 130). Unknown options are ignored (e.g. a marker to find the processes by).
 
 Under torchrun on several nodes, each step ends with the gradients' all-reduce, where a rank
@@ -113,11 +116,48 @@ def connection_closed(peer: dict[str, object]) -> RuntimeError:
                         f"peer [{address}]:{port}")
 
 
-def all_reduce() -> None:
-    """The step's gradient all-reduce: it fails as torch's does when a peer has exited."""
+def all_reduce(wait: bool = False) -> None:
+    """The step's gradient all-reduce: it fails as torch's does when a peer has exited, and waits
+    (`wait`: a peer never arrives) until one has."""
     peer = dead_peer()
+    while peer is None and wait:
+        wait_for_peers()
+        peer = dead_peer()
     if peer is not None:
         raise connection_closed(peer)
+
+
+def wait_for_peers() -> None:
+    time.sleep(0.5)
+
+
+def read_shard() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def load_batch() -> None:  # (--hang-in loader)
+    read_shard()
+
+
+def write_shard() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def save_checkpoint() -> None:  # (--hang-in checkpoint)
+    write_shard()
+
+
+def acquire_lock() -> None:  # (--hang-in lock: a lock taken twice, a deadlock in user code)
+    import threading
+
+    lock = threading.Lock()
+    lock.acquire()
+    lock.acquire()
+
+
+HANGS = {"loader": load_batch, "checkpoint": save_checkpoint, "lock": acquire_lock}
 
 
 def busy_until(deadline: float) -> None:
@@ -135,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fail-rank", type=int, default=None)
     p.add_argument("--fail-step", type=int, default=1)
     p.add_argument("--exit-code", type=int, default=1)
+    p.add_argument("--hang-rank", type=int, default=None)
+    p.add_argument("--hang-in", choices=sorted(HANGS), default="loader")
+    p.add_argument("--hang-step", type=int, default=2)
     args, _unknown = p.parse_known_args(argv)
 
     def stop(signum: int, frame: object) -> None:
@@ -148,12 +191,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{who} starting on {host}: {args.steps} steps", flush=True)
     loss = 2.5 + 0.1 * (rank % 7)
     for step in range(1, args.steps + 1):
+        hang = args.hang_rank is not None and step >= args.hang_step
+        if hang and rank == args.hang_rank:
+            HANGS[args.hang_in]()
         start = time.monotonic()
         busy_until(start + max(0.0, min(1.0, args.busy)) * args.step_seconds)
         left = start + args.step_seconds - time.monotonic()
         if left > 0:
             time.sleep(left)
-        all_reduce()
+        all_reduce(wait=hang)
         loss *= math.exp(-0.25) * (1 + 0.02 * math.sin(step * 1.7 + rank))
         print(f"{who} step {step}/{args.steps} loss {loss:.3f} on {host}", flush=True)
         if args.fail_rank == rank and step >= args.fail_step:
