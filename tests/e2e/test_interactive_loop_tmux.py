@@ -157,14 +157,15 @@ def test_horovod_session_end_to_end(simcluster, tmp_path):
         line = banner_lines(screen)[0]
         assert line.startswith("horovodrun -np 2 -H hvd-worker-0.hvd.default.svc:1,hvd-worker-1.hvd.default.svc:1"), line
 
-        # 1. the banner's first line, as pasted: both ranks train, with horovodrun's prefixes
+        # 1. the banner's first line, as pasted: horovodrun runs Open MPI's own mpirun, which reaches
+        # the workers' sshd; both ranks train, each line with Open MPI 5's --tag-output prefix
         tmux.type(line)
         tmux.keys("Enter")
         wait_for(lambda: workers_busy(sim, "hvd"), timeout=20, what="the workers' GPUs busy while they train")
-        screen = tmux.wait_for(lambda s: all(f"[{r}]<stdout>:rank {r}/2 (local 0) done" in s for r in (0, 1)),
+        screen = tmux.wait_for(lambda s: all(f"[1,{r}]<stdout>: rank {r}/2 (local 0) done" in s for r in (0, 1)),
                                timeout=60, why="every rank's steps and end")
         for r in (0, 1):
-            assert re.search(rf"\[{r}\]<stdout>:rank {r}/2 \(local 0\) step 10/10 loss [\d.]+ on hvd-worker-{r}",
+            assert re.search(rf"\[1,{r}\]<stdout>: rank {r}/2 \(local 0\) step 10/10 loss [\d.]+ on hvd-worker-{r}",
                              screen), screen
         prompt_ready(tmux, "hvd-launcher")
         wait_for(lambda: not workers_busy(sim, "hvd"), timeout=30, what="the GPUs idle again")
