@@ -35,6 +35,7 @@ system-deps:
 
 test: $(TEST_STAMP) system-deps
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile -m "not perf and not soak" tests
 
@@ -54,6 +55,7 @@ soak: $(TEST_STAMP) system-deps
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 clean:

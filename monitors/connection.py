@@ -13,6 +13,8 @@ import logging
 import os
 import re
 import ssl
+import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kubernetes.client import Configuration
+    from kubernetes.config.exec_provider import ExecProvider
 
 
 class ExitCode(enum.IntEnum):
@@ -46,12 +49,18 @@ class ConnectionProblem(Exception):
 
 
 DEFAULT_REQUEST_TIMEOUT = 30.0
+REREAD_EVERY = 5.0  # s: after a 401, the kubeconfig is read again at most this often (unless it changed)
 _HEADER_UNSAFE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # (what HTTP libraries refuse in a header: it ends it)
 
 
 @dataclass
 class ClusterConfig:
-    """What requests need: the server URL, TLS settings and a way to get fresh auth headers."""
+    """What requests need: the server URL, TLS settings and a way to get fresh auth headers.
+
+    The one source of credentials of every path to the cluster (the informers, logs and exec
+    through `kube.KubeClient`; GPU metrics and Prometheus discovery through `prom_discovery`'s
+    sessions): each request takes them from here as it goes out, and a 401 asks here to read the
+    kubeconfig again (`reread_after_401`), for every path at once, from any thread."""
 
     server: str
     context: str
@@ -76,6 +85,10 @@ class ClusterConfig:
     context_arg: str | None = None
     # ranks' settings for this context, from its `ranks` extension (raw: `tui.settings` checks them)
     context_settings: dict[str, Any] = field(default_factory=dict)
+    # `reread_after_401`: one reader at a time (any thread); when, and the files as they were then
+    _reread_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _reread_at: float = field(default=-1e9, repr=False, compare=False)
+    _reread_stamp: object = field(default=None, repr=False, compare=False)
 
     def headers(self) -> dict[str, str]:
         """Auth headers, refreshed through exec plugins / token files when they expire. A value
@@ -106,7 +119,7 @@ class ClusterConfig:
 
     def source_stamp(self) -> object:
         """The state of the files the credentials come from (changes when one is rewritten)."""
-        out = []
+        out: list[tuple[int, int, int] | None] = []
         for path in self.sources:
             try:
                 st = os.stat(path)
@@ -131,6 +144,24 @@ class ClusterConfig:
         self.verify = new.verify
         self.sources = new.sources
         return self.credentials_key() != before
+
+    def reread_after_401(self, sent: tuple[str, ...]) -> bool:
+        """The server answered 401 to credentials `sent` (`credentials_key` when the request went
+        out): read the kubeconfig again (a token refreshed in it or in its token file, an exec
+        plugin run again), at most every REREAD_EVERY seconds unless its files changed. True when
+        the credentials are now other than `sent`, so asking again may succeed. Blocking (an exec
+        plugin may run); safe from any thread: a 401 seen by several paths at once reads once."""
+        with self._reread_lock:
+            if self.credentials_key() != sent:
+                return True  # (another path read them again meanwhile)
+            now, stamp = time.monotonic(), self.source_stamp()
+            if stamp == self._reread_stamp and now - self._reread_at < REREAD_EVERY:
+                return False
+            self._reread_at, self._reread_stamp = now, stamp
+            try:
+                return self.reload_credentials()
+            except Exception:  # (a kubeconfig being rewritten, a failing plugin: the 401 stands)
+                return False
 
     def impersonation_groups(self) -> list[tuple[str, str]]:
         for g in self.impersonate_groups:
@@ -323,7 +354,7 @@ def _loader_files(cfg: Configuration) -> None:
     written = set(kube_config._temp_files.values())
     for attr in ("ssl_ca_cert", "cert_file", "key_file"):
         path = getattr(cfg, attr, None)
-        if path in written:
+        if isinstance(path, str) and path in written:
             try:
                 with open(path, "rb") as f:
                     setattr(cfg, attr, _private_file(f.read()))
@@ -345,10 +376,11 @@ def _sweep_loader_files() -> None:
     kube_config._temp_files.clear()
 
 
-def _by_name(items: Any, name: str, key: str) -> dict[str, Any] | None:
+def _by_name(items: Any, name: object, key: str) -> dict[str, Any] | None:
     for item in items or []:
-        if isinstance(item, dict) and item.get("name") == name and isinstance(item.get(key), dict):
-            return item[key]
+        found = item.get(key) if isinstance(item, dict) and item.get("name") == name else None
+        if isinstance(found, dict):
+            return found
     return None
 
 
@@ -413,9 +445,8 @@ def _auth_from(cfg: Configuration) -> Callable[[], dict[str, str]]:
         _sweep_loader_files()
         if token:
             return {"Authorization": token}
-        if cfg.username and cfg.password:
-            return {"Authorization": cfg.get_basic_auth_token()}
-        return {}
+        basic = cfg.get_basic_auth_token() if cfg.username and cfg.password else None
+        return {"Authorization": basic} if basic else {}
 
     return headers
 
@@ -470,7 +501,8 @@ def _load_cluster_config(kubeconfig: str | None, context: str | None, impersonat
     from kubernetes.client import Configuration
     from kubernetes.config import ConfigException, kube_config
 
-    kube_config.ExecProvider = _exec_plugin_class()  # (the loader runs exec plugins through this name)
+    # the loader runs exec plugins through this name: ours replaces it
+    kube_config.ExecProvider = _exec_plugin_class()  # type: ignore[attr-defined]  # (imported there, not re-exported)
     cfg = Configuration()
     # (KUBECONFIG as it is now: the library reads it once, when it is imported)
     config_file = kubeconfig or os.environ.get("KUBECONFIG") or None
@@ -576,16 +608,16 @@ class _ExecPlugin:
 
 
 @functools.cache
-def _exec_plugin_class() -> type:
+def _exec_plugin_class() -> type[ExecProvider]:
     import json
     import signal
     import subprocess
     import sys
 
     from kubernetes.config.config_exception import ConfigException
-    from kubernetes.config.exec_provider import ExecProvider
+    from kubernetes.config.exec_provider import ExecProvider as LibraryExecProvider
 
-    class TimedExecProvider(ExecProvider):  # type: ignore[misc]
+    class TimedExecProvider(LibraryExecProvider):
         def run(self, previous_response: Any = None) -> Any:
             interactive = hasattr(sys.stdout, "isatty") and sys.stdout.isatty()
             info: dict[str, Any] = {"apiVersion": self.api_version, "kind": "ExecCredential",

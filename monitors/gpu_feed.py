@@ -16,8 +16,9 @@ STATE_NAMES = {
 
 
 def api_endpoint(cfg: ClusterConfig) -> ApiEndpoint:
-    return ApiEndpoint(cfg.server, cfg.headers(), cfg.requests_verify(), cfg.requests_cert(),
-                       server_hostname=cfg.tls_server_name or None)
+    """The API server for GPU metrics and Prometheus discovery, with the connection's own
+    credentials (read as each request goes out: the same source as every other path)."""
+    return ApiEndpoint(cfg.server, server_hostname=cfg.tls_server_name or None, credentials=cfg)
 
 
 def make_metrics(cfg: ClusterConfig, prometheus: str | None = None, *, interval: float = 15.0,

@@ -1,6 +1,14 @@
-"""Durations and numbers formatted the way kubectl and Run:ai print them."""
+"""Durations and numbers formatted the way kubectl and Run:ai print them; timestamps as text."""
 
 from __future__ import annotations
+
+import time
+
+
+def format_ts(ns: int) -> str:
+    """Nanoseconds as RFC3339 with a fixed 9-digit fraction (sortable as text): `...T12:00:00.000000001Z`."""
+    sec, frac = divmod(ns, 1_000_000_000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)) + f".{frac:09d}Z"
 
 
 def age(seconds: float | None, *, live: bool = False) -> str:

@@ -26,14 +26,16 @@ import random
 from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic
 
 import orjson
+from typing_extensions import TypeVar
 
 from .connection import ConnectionProblem, ExitCode
 from .kube import ApiProblem, Kind, KubeClient, parse_object
 
 R = TypeVar("R")
+K = TypeVar("K", bound=Hashable, default=Hashable)  # a record's key in the cache (`Informer(key=...)`)
 RETRIABLE = frozenset({408, 429, 500, 502, 503, 504})  # worth asking again (one-shot LISTs too)
 
 
@@ -46,9 +48,9 @@ class InformerState(enum.Enum):
 
 
 @dataclass(frozen=True, slots=True)
-class Change(Generic[R]):
+class Change(Generic[R, K]):
     type: str  # "added" | "changed" | "removed"
-    key: Hashable
+    key: K
     old: R | None
     new: R | None
 
@@ -74,14 +76,14 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-class Informer(Generic[R]):
+class Informer(Generic[R, K]):
     def __init__(
         self,
         client: KubeClient,
         kind: Kind,
         parse: Callable[[dict[str, Any]], R],
-        key: Callable[[R], Hashable],
-        sink: Callable[[Informer[R], list[Change[R]]], None],
+        key: Callable[[R], K],
+        sink: Callable[[Informer[R, K], list[Change[R, K]]], None],
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
@@ -91,7 +93,7 @@ class Informer(Generic[R]):
         backoff_max: float = 30.0,
         read_timeout: float = 75.0,
         watch_timeout: tuple[int, int] = (240, 300),
-        on_state: Callable[[Informer[R]], None] | None = None,
+        on_state: Callable[[Informer[R, K]], None] | None = None,
         watch: bool = True,
         give_up_after: float = 30.0,
         reconnect_max: float = 4.0,
@@ -113,7 +115,7 @@ class Informer(Generic[R]):
         self.watch_enabled = watch
         self.give_up_after = give_up_after  # without watch: how long a failing LIST is retried
         self.reconnect_max = reconnect_max  # the longest wait to ask a server that cannot be reached
-        self.cache: dict[Hashable, R] = {}
+        self.cache: dict[K, R] = {}
         self.rv: str | None = None
         self.state = InformerState.SYNCING
         self.error = ""
@@ -224,7 +226,7 @@ class Informer(Generic[R]):
             delay = min(self.backoff_max, delay * 2)
 
     async def _relist(self) -> None:
-        fresh: dict[Hashable, R] = {}
+        fresh: dict[K, R] = {}
         rv = ""
         async for doc in self._pages(self.kind.path(self.namespace), self._params()):
             if doc is RESTARTED:
@@ -280,11 +282,11 @@ class Informer(Generic[R]):
                     continue
         return out
 
-    def _install(self, fresh: dict[Hashable, R], rv: str) -> None:
+    def _install(self, fresh: dict[K, R], rv: str) -> None:
         """A complete LIST's records as the cache, told to the sink as changes against the old one
         (a relist after 410 shows no ghost and no duplicate)."""
         old = self.cache
-        changes: list[Change[R]] = []
+        changes: list[Change[R, K]] = []
         for k, rec in fresh.items():
             prev = old.get(k)
             if prev is None:
@@ -345,7 +347,7 @@ class Informer(Generic[R]):
                 continue
             k = self.key(rec)
             prev = self.cache.get(k)
-            change: Change[R] | None = None
+            change: Change[R, K] | None = None
             if etype in ("ADDED", "MODIFIED"):
                 if prev != rec:
                     self.cache[k] = rec

@@ -11,11 +11,11 @@ import ssl
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 import aiohttp
 import orjson
 
+from . import api_paths
 from .connection import ClusterConfig, ConnectionProblem, ExitCode
 
 
@@ -29,15 +29,8 @@ class Kind:
     namespaced: bool = True
 
     def path(self, namespace: str | None = None, name: str | None = None) -> str:
-        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
-        p = (f"{root}/namespaces/{seg(namespace)}/{self.plural}" if namespace and self.namespaced
-             else f"{root}/{self.plural}")
-        return f"{p}/{seg(name)}" if name else p
-
-
-def seg(value: str) -> str:
-    """`value` as one URL path segment: every reserved character (`/`, `?`, `#`, `%`) escaped."""
-    return quote(value, safe="")
+        return api_paths.resource(self.group, self.version, self.plural, namespace if self.namespaced else None,
+                                  name or None)
 
 
 class ApiProblem(Exception):
@@ -70,7 +63,6 @@ UNAUTHORIZED_LINE = ("unauthorized (401): the server rejected the credentials (e
                      "log in again or refresh the token")
 RETRY_AFTER_MAX = 60.0  # s: the longest Retry-After honoured (a longer one is waited this long)
 RETRIES_AFTER = 3  # a 429 (and a GET's 5xx) with Retry-After is asked again this often by `request`
-REREAD_EVERY = 5.0  # s: after a 401, the kubeconfig is read again at most this often (unless it changed)
 
 
 def problem_from_body(status: int, body: bytes, headers: Mapping[str, str] | None = None) -> ApiProblem:
@@ -150,8 +142,7 @@ class KubeClient:
         self._heard_waiters: set[asyncio.Future[None]] = set()  # `pause(until_answer=True)` callers
         self.answers = 0  # responses received (any status): `pause(until_answer=...)` compares it
         self._refresh_lock: asyncio.Lock | None = None
-        self._refreshed_at = -1e9  # (monotonic) when the kubeconfig was last read again after a 401
-        self._refreshed_stamp: object = cfg.source_stamp()
+        self._session_tls: tuple[str, ...] = ()  # the TLS files the session's connections were made with
 
     @property
     def server(self) -> str:
@@ -172,6 +163,7 @@ class KubeClient:
                     self._ssl = self.cfg.ssl_context()
                 except (OSError, ssl.SSLError) as exc:
                     raise ConnectionProblem(f"cannot load TLS files: {exc}", ExitCode.TLS) from None
+            self._session_tls = self.cfg.tls_files()
             connector = aiohttp.TCPConnector(ssl=self._ssl, limit=300, limit_per_host=300)
             # (the default timeout bounds what passes none: a WebSocket upgrade the server never answers)
             self._session = aiohttp.ClientSession(
@@ -285,28 +277,20 @@ class KubeClient:
             raise problem
 
     async def credentials_rejected(self, sent: tuple[str, ...]) -> bool:
-        """The server answered 401 to credentials `sent` (`ClusterConfig.credentials_key`): read
-        the kubeconfig again (a token refreshed in it or in its token file, an exec plugin run
-        again), at most every REREAD_EVERY seconds unless its files changed; True when the
-        credentials are now different, so asking again may succeed."""
+        """The server answered 401 to credentials `sent` (`ClusterConfig.credentials_key`): the
+        kubeconfig is read again (`ClusterConfig.reread_after_401`, shared with every other path
+        to the cluster); True when the credentials are now different, so asking again may succeed."""
         if self._refresh_lock is None:
             self._refresh_lock = asyncio.Lock()
-        async with self._refresh_lock:
-            if self.cfg.credentials_key() != sent:
-                return True  # (another request read them again meanwhile)
-            loop = asyncio.get_running_loop()
-            stamp = self.cfg.source_stamp()
-            if stamp == self._refreshed_stamp and loop.time() - self._refreshed_at < REREAD_EVERY:
-                return False
-            self._refreshed_at, self._refreshed_stamp = loop.time(), stamp
-            before = self.cfg.tls_files()
-            try:
-                changed = await asyncio.to_thread(self.cfg.reload_credentials)
-            except Exception:  # (a kubeconfig being rewritten, a failing plugin: the 401 stands)
-                return False
-            if changed and self.cfg.tls_files() != before:
+        async with self._refresh_lock:  # (one thread at a time from this loop: the config has its own lock)
+            changed = self.cfg.credentials_key() != sent or await asyncio.to_thread(self.cfg.reread_after_401, sent)
+            if changed and self._session is not None and self.cfg.tls_files() != self._session_tls:
                 await self._renew_session()  # a new client certificate needs new connections
             return changed
+
+    def credentials_now(self) -> tuple[str, ...]:
+        """What identifies the credentials a request sent now carries (for `credentials_rejected`)."""
+        return self.cfg.credentials_key()
 
     def _sent(self, headers: list[tuple[str, str]]) -> tuple[str, ...]:
         """The credentials a request with `headers` carries (`ClusterConfig.credentials_key`)."""
@@ -373,19 +357,28 @@ class KubeClient:
                         ) -> aiohttp.ClientWebSocketResponse:
         """A WebSocket upgrade of `path` (exec, attach, port-forward). A refused upgrade raises
         `aiohttp.WSServerHandshakeError` (its status; the body is not available); no answer
-        raises `ConnectionProblem`."""
-        session = self.session()
-        try:
-            return await session.ws_connect(
-                self.server + path, params=params, headers=self.headers("*/*"), protocols=protocols,
-                server_hostname=self.server_hostname,
-                timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=5.0), autoping=True, heartbeat=None,
-                max_msg_size=0, compress=0,
-            )
-        except aiohttp.WSServerHandshakeError:
-            raise
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise self.connection_problem(exc) from None
+        raises `ConnectionProblem`. A 401 reads the kubeconfig again and, if the credentials
+        changed, asks once more, as `request` does."""
+        refreshed = False
+        while True:
+            headers = self.headers("*/*")
+            sent = self._sent(headers)
+            session = self.session()
+            try:
+                return await session.ws_connect(
+                    self.server + path, params=params, headers=headers, protocols=protocols,
+                    server_hostname=self.server_hostname,
+                    timeout=aiohttp.ClientWSTimeout(ws_receive=None, ws_close=5.0), autoping=True, heartbeat=None,
+                    max_msg_size=0, compress=0,
+                )
+            except aiohttp.WSServerHandshakeError as exc:
+                if exc.status == 401 and not refreshed:
+                    refreshed = True
+                    if await self.credentials_rejected(sent):
+                        continue
+                raise
+            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+                raise self.connection_problem(exc) from None
 
     async def get(self, path: str, params: Mapping[str, Any] | None = None, timeout: float | None = None
                   ) -> dict[str, Any]:
@@ -482,7 +475,7 @@ class KubeClient:
 
         async def one(group: str, version: str) -> list[dict[str, Any]]:
             try:
-                doc = await self.get(f"/apis/{group}/{version}" if group else "/api/v1")
+                doc = await self.get(api_paths.group_version(group, version))
             except (ApiProblem, BadAnswer):
                 if not group:
                     raise

@@ -1,4 +1,6 @@
-"""GPU metrics per pod and per node from DCGM exporter series: the poller and its states.
+"""GPU metrics per pod and per node from DCGM exporter series: the poller. What it hands out is in
+`gpu_samples` (re-exported here), the rules of the states in `gpu_states`, the sources and how each
+is asked in `gpu_sources`.
 
 No UI imports. Typical use::
 
@@ -25,8 +27,8 @@ Queries (`monitors.promql`): per refresh one aggregated instant query per field 
 the shown namespaces (both ``namespace``/``pod`` and ``exported_*`` spellings), the same per node
 when nodes are shown, and one ``query_range`` (step = `interval`, over `history_window`; none when
 `history_window` is 0, e.g. for one-shot CLI reads) of the utilisation of the shown pods. The util
-query goes first: when it fails the source is down and the rest is not sent. Requests run in a private thread pool (prometheus-api-client and requests
-are blocking), `timeout` seconds each; the asyncio loop is never blocked.
+query goes first: when it fails the source is down and the rest is not sent. Requests run in a private thread pool (requests
+is blocking), `timeout` seconds each; the asyncio loop is never blocked.
 
 Refreshes never overlap: `refresh()` called while one runs returns that one's result, and `run()`
 skips ticks that fall due while a refresh is still running (counted in `skipped`); an explicit
@@ -56,31 +58,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import requests
-from prometheus_api_client import PrometheusConnect
-from urllib3.util.retry import Retry
 
-from . import exposition, promql
-from .prom_discovery import (
-    EXPORTER_SELECTORS,
-    ApiEndpoint,
-    ExporterPod,
-    PromService,
-    describe_request_error,
-    find_exporter_pods,
-    http_get,
-    locate_prometheus,
-    missing_permission,
-    status_message,
+from . import promql
+from .gpu_samples import (
+    GpuSample,
+    MetricsSnapshot,
+    MetricsSource,
+    MetricState,
+    NodeGpu,
+    PodMetrics,
+    SourceKind,
 )
+from .gpu_sources import Found, PromHttp, Scrape, discover, given, scrape
+from .gpu_states import GpuStates
+from .prom_discovery import ApiEndpoint
 from .promql import Answer, PodKey, PromError, Reading
 
 log = logging.getLogger("ranks.monitors.metrics")
@@ -96,146 +95,9 @@ __all__ = [
     "SourceKind",
 ]
 
+T = TypeVar("T")
 MIN_INTERVAL = 0.2
 MAX_POD_REGEX = 4000  # longer pod alternations make the history query filter by namespace only
-
-
-class MetricState(enum.Enum):
-    OK = "ok"
-    NO_DATA = "no-data"
-    STALE = "stale"
-    UNAVAILABLE = "unavailable"
-
-
-class SourceKind(enum.Enum):
-    PROMETHEUS = "prometheus"
-    PROMETHEUS_VIA_APISERVER = "prometheus-via-apiserver"
-    EXPORTER_SCRAPE = "exporter-scrape"
-    NONE = "none"
-
-
-@dataclass(frozen=True)
-class MetricsSource:
-    """Where metrics come from; ``str()`` is the short form, `description` the human one."""
-
-    kind: SourceKind
-    url: str = ""  # the Prometheus base URL (through the proxy for PROMETHEUS_VIA_APISERVER)
-    service: PromService | None = None
-    exporters: tuple[ExporterPod, ...] = ()
-    notes: tuple[str, ...] = ()  # what discovery tried
-    forbidden: str = ""  # nothing found because the API server refused to show it (why)
-
-    def __str__(self) -> str:
-        if self.kind is SourceKind.PROMETHEUS:
-            return f"prometheus({self.url})"
-        if self.kind is SourceKind.PROMETHEUS_VIA_APISERVER and self.service is not None:
-            return f"prometheus-via-apiserver({self.service.namespace}/{self.service.name})"
-        return self.kind.value
-
-    @property
-    def description(self) -> str:
-        if self.kind is SourceKind.PROMETHEUS:
-            return f"Prometheus at {self.url}"
-        if self.kind is SourceKind.PROMETHEUS_VIA_APISERVER and self.service is not None:
-            return f"Prometheus service {self.service} through the API server's service proxy"
-        if self.kind is SourceKind.EXPORTER_SCRAPE:
-            n = len(self.exporters)
-            return (f"DCGM exporters scraped through the API server's pod proxy "
-                    f"({n} pod{'s' if n != 1 else ''}; no Prometheus found)")
-        why = "; ".join(self.notes[-3:])
-        if self.forbidden:
-            return f"forbidden to this identity ({self.forbidden})"
-        return "no GPU metrics: no Prometheus service or DCGM exporter pod found" + (f" ({why})" if why else "")
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSample:
-    """Values averaged over the pod's (or node's) GPUs; None = no usable value (never 0)."""
-
-    util: float | None  # %
-    sm_active: float | None  # % (DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100)
-    mem_used_mib: float | None
-    mem_total_mib: float | None
-    power_w: float | None
-    temp_c: float | None
-    xid: int | None  # last non-zero XID code seen (0: none)
-    gpus: int  # GPUs seen
-    at: float  # unix time of the refresh that produced it
-
-
-@dataclass(frozen=True)
-class PodMetrics:
-    state: MetricState
-    sample: GpuSample | None
-    reason: str = ""
-
-
-@dataclass(frozen=True)
-class NodeGpu(PodMetrics):
-    """The same as `PodMetrics`, for a node (keyed by the exporter's Hostname/hostname)."""
-
-
-@dataclass(frozen=True)
-class MetricsSnapshot:
-    source: MetricsSource
-    state: MetricState
-    reason: str
-    pods: Mapping[PodKey, PodMetrics]
-    nodes: Mapping[str, NodeGpu]
-    at: float
-    warnings: tuple[str, ...] = ()
-    queries: int = 0  # requests sent for this refresh
-    duration: float = 0.0  # seconds
-
-
-# -- backends (synchronous; run in the pool) -----------------------------------------------------
-
-
-class _PromClient(PrometheusConnect):
-    """PrometheusConnect reading whole answers: ``custom_query`` drops ``warnings`` and turns
-    every failure into one exception type, so `fetch` uses the same session, headers, retry
-    adapter and timeout but returns an `Answer` or raises `PromError`."""
-
-    def fetch(self, endpoint: str, params: Mapping[str, Any]) -> Answer:
-        try:
-            resp = self._session.request(
-                method="GET", url=f"{self.url}/api/v1/{endpoint}", params=dict(params),
-                headers=self.headers, auth=self.auth, verify=self._session.verify,
-                cert=self._session.cert, timeout=self._timeout, allow_redirects=False,
-            )
-        except requests.RequestException as exc:
-            raise PromError("unavailable", describe_request_error(exc, self._timeout)) from None
-        return promql.parse_response(resp.status_code, resp.content)
-
-
-def _no_retry() -> Retry:
-    return Retry(total=0, connect=0, read=0, redirect=0, status=0, raise_on_status=False)
-
-
-@dataclass
-class _Scrape:
-    exporter: ExporterPod
-    samples: list[exposition.Sample] = field(default_factory=list)
-    error: str = ""
-
-
-def _scrape(session: requests.Session, api: ApiEndpoint, exp: ExporterPod, timeout: float) -> _Scrape:
-    try:
-        resp = http_get(session, api.url(exp.path), timeout)
-    except requests.RequestException as exc:
-        return _Scrape(exp, error=f"{exp.namespace}/{exp.name}: {describe_request_error(exc, timeout)}")
-    if resp.status_code != 200:
-        return _Scrape(exp, error=f"{exp.namespace}/{exp.name}: HTTP {resp.status_code}: "
-                                  f"{status_message(resp.content)}")
-    parsed = exposition.parse(resp.content)
-    samples = parsed.samples
-    if exp.node:  # an exporter without NODE_NAME has no Hostname: use the pod's node
-        samples = [
-            s if ("Hostname" in s.labels or "hostname" in s.labels)
-            else exposition.Sample(s.name, {**s.labels, "Hostname": exp.node}, s.value, s.timestamp_ms)
-            for s in samples
-        ]
-    return _Scrape(exp, samples)
 
 
 # -- the poller ---------------------------------------------------------------------------------
@@ -273,24 +135,21 @@ class GpuMetrics:
         self.names = promql.metric_names(metric_names)
         self.exclude_pods = exclude_pods
         self.discovery_namespaces = tuple(discovery_namespaces)
-        self.stale_after = 3 * self.interval if stale_after is None else float(stale_after)
-        self.expire_after = (max(self.history_window, 2 * self.stale_after) if expire_after is None
-                             else float(expire_after))
+        stale = 3 * self.interval if stale_after is None else float(stale_after)
+        self.states = GpuStates(stale, max(self.history_window, 2 * stale) if expire_after is None
+                                else float(expire_after))
         self.rediscover_after = rediscover_after
         self.clock = clock
         self._workers = max(2, max_workers)
         self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="gpu-metrics")
         self._source: MetricsSource | None = None
         self._resolved_at = 0.0
-        self._client: _PromClient | None = None
+        self._client: PromHttp | None = None
         self._session: requests.Session | None = None
         self._pods: frozenset[PodKey] = frozenset()
         self._namespaces: frozenset[str] = frozenset()
         self._nodes: frozenset[str] = frozenset()
         self._all_nodes = False
-        self._good: dict[PodKey, GpuSample] = {}
-        self._good_nodes: dict[str, GpuSample] = {}
-        self._xid: dict[Any, int] = {}
         self._history: dict[PodKey, list[tuple[float, float]]] = {}
         self._task: asyncio.Future[MetricsSnapshot] | None = None
         self._failing_since: float | None = None
@@ -337,15 +196,11 @@ class GpuMetrics:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._pool, fn, *args)
+    async def _call(self, fn: Callable[[], T]) -> T:
+        """`fn()` in the pool (blocking requests), off the event loop."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
     # -- source --------------------------------------------------------------------------------
-    def _prom_client(self, url: str, session: requests.Session, headers: Mapping[str, str] | None) -> _PromClient:
-        return _PromClient(url=url, headers=dict(headers) if headers else None, session=session,
-                           retry=_no_retry(), timeout=self.timeout)  # type: ignore[arg-type]
-
     async def resolve_source(self) -> MetricsSource:
         """Decide the source: the given URL, else discovery through the API server, else the
         exporter-scrape fallback, else none. Waits for a running refresh first."""
@@ -362,50 +217,14 @@ class GpuMetrics:
                 self._client.close()
             self._client = None
         if self.prometheus_url:
-            session = requests.Session()
-            session.verify = self.prometheus_verify
-            self._client = self._prom_client(self.prometheus_url, session, self.prometheus_headers)
-            self._source = MetricsSource(SourceKind.PROMETHEUS, url=self.prometheus_url)
-            return self._source
-        if self.api is None:
-            self._source = MetricsSource(SourceKind.NONE, notes=("no Prometheus URL and no API server",))
-            return self._source
-        api = self.api
-        namespaces = tuple(dict.fromkeys([*self.discovery_namespaces, *sorted(self._namespaces)]))
-
-        async def exporters_for(selector: str) -> tuple[list[ExporterPod], list[str]]:
-            try:
-                return await self._call(
-                    lambda: find_exporter_pods(api, namespaces, timeout=self.timeout, selectors=(selector,)))
-            except requests.RequestException as exc:
-                return [], [f"API server: {describe_request_error(exc, self.timeout)}"]
-
-        # Prometheus and the exporters are looked for at once (one round trip, not one per step);
-        # Prometheus wins when both are found
-        (svc, candidates, notes), *by_selector = await asyncio.gather(
-            self._call(lambda: locate_prometheus(api, namespaces, timeout=self.timeout)),
-            *(exporters_for(sel) for sel in EXPORTER_SELECTORS))
-        if svc is not None:
-            url = api.url(svc.path)
-            self._session = api.new_session()
-            self._client = self._prom_client(url, self._session, None)
-            self._source = MetricsSource(SourceKind.PROMETHEUS_VIA_APISERVER, url=url, service=svc,
-                                         notes=tuple(notes))
-            return self._source
-        found = {(e.namespace, e.name): e for pods, _n in by_selector for e in pods}
-        exporters = [found[k] for k in sorted(found)]
-        enotes = list(dict.fromkeys(n for _p, ns in by_selector for n in ns))
-        if exporters:
-            enotes = [n for n in enotes if n != "no DCGM exporter pod found"]
-        notes = [*notes, *enotes]
-        if exporters:
-            self._session = api.new_session()
-            self._source = MetricsSource(SourceKind.EXPORTER_SCRAPE, exporters=tuple(exporters),
-                                         notes=tuple(notes))
+            found = given(self.prometheus_url, self.prometheus_headers, self.prometheus_verify, self.timeout)
+        elif self.api is None:
+            found = Found(MetricsSource(SourceKind.NONE, notes=("no Prometheus URL and no API server",)))
         else:
-            # nothing found where we were not allowed to look: what is missing, and how it is granted
-            self._source = MetricsSource(SourceKind.NONE, notes=tuple(notes),
-                                         forbidden=missing_permission(notes, candidates))
+            namespaces = tuple(dict.fromkeys([*self.discovery_namespaces, *sorted(self._namespaces)]))
+            found = await discover(self.api, namespaces, self.timeout, self._call)
+        self._source, self._client = found.source, found.client
+        self._session = found.session or self._session
         return self._source
 
     def nothing_to_ask(self) -> bool:
@@ -472,7 +291,7 @@ class GpuMetrics:
             snap = await self._refresh_scrape(src, now)
         else:
             snap = self._failed(src, now, src.description, queries=0)
-        self._prune(now)
+        self.states.prune(now)
         if snap.state is MetricState.UNAVAILABLE:
             if self._failing_since is None:
                 self._failing_since = now
@@ -483,20 +302,12 @@ class GpuMetrics:
         self.last = snap
         return snap
 
-    def _prune(self, now: float) -> None:
-        """Forget last good values (and remembered XIDs) older than `expire_after`."""
-        cutoff = now - self.expire_after
-        for good in (self._good, self._good_nodes):
-            for key in [k for k, v in good.items() if v.at < cutoff]:
-                del good[key]
-                self._xid.pop(key, None)
-
     # -- Prometheus ----------------------------------------------------------------------------
     async def _fetch(self, endpoint: str, params: Mapping[str, Any]) -> Answer | PromError:
         client = self._client
         assert client is not None
         try:
-            return await asyncio.wait_for(self._call(client.fetch, endpoint, params), self.timeout + 1.0)
+            return await asyncio.wait_for(self._call(lambda: client.fetch(endpoint, params)), self.timeout + 1.0)
         except PromError as exc:
             return exc
         except TimeoutError:
@@ -561,12 +372,12 @@ class GpuMetrics:
             key = promql.pod_key if scope == "pod" else promql.node_key
             target[fkey] = promql.parse_vector(ans.result, key, f)
         partial_reason = "partial answer: " + "; ".join(warnings) if warnings else ""
-        pod_out = self._assemble(
-            pod_fields, pods, self._good, now, partial_reason if partial_pods else "",
+        pod_out = self.states.assemble(
+            pod_fields, pods, self.states.pods, now, partial_reason if partial_pods else "",
             extra=lambda k: k[0] in namespaces, cls=PodMetrics,
         ) if pod_q else {}
-        node_out = self._assemble(
-            node_fields, self._nodes, self._good_nodes, now, partial_reason if partial_nodes else "",
+        node_out = self.states.assemble(
+            node_fields, self._nodes, self.states.nodes, now, partial_reason if partial_nodes else "",
             extra=lambda k: True, cls=NodeGpu,
         ) if node_q else {}
         return MetricsSnapshot(src, MetricState.OK, "; ".join(warnings), pod_out, node_out, now,
@@ -599,8 +410,8 @@ class GpuMetrics:
             # asyncio.timeout, not wait_for: on 3.11 a cancelled wait_for leaves the gather's
             # CancelledError unretrieved (logged at exit)
             async with asyncio.timeout(budget):
-                scrapes: list[_Scrape] = await asyncio.gather(
-                    *(self._call(_scrape, session, api, e, self.timeout) for e in exporters))
+                scrapes: list[Scrape] = await asyncio.gather(
+                    *(self._call(functools.partial(scrape, session, api, e, self.timeout)) for e in exporters))
         except TimeoutError:
             return self._failed(src, now, f"{src.description}: timed out", queries=len(exporters))
         errors = [s.error for s in scrapes if s.error]
@@ -611,10 +422,10 @@ class GpuMetrics:
         node_fields = self._transpose(promql.aggregate_samples(samples, self.names, promql.node_key))
         warnings = tuple(errors)
         partial = "partial answer: " + "; ".join(errors) if errors else ""
-        pod_out = self._assemble(pod_fields, pods, self._good, now, partial,
+        pod_out = self.states.assemble(pod_fields, pods, self.states.pods, now, partial,
                                  extra=lambda k: k[0] in namespaces, cls=PodMetrics) if namespaces else {}
         want_nodes = self._all_nodes or bool(self._nodes)
-        node_out = self._assemble(node_fields, self._nodes, self._good_nodes, now, partial,
+        node_out = self.states.assemble(node_fields, self._nodes, self.states.nodes, now, partial,
                                   extra=(lambda k: self._all_nodes), cls=NodeGpu) if want_nodes else {}
         self._append_history(pod_out, pods)
         return MetricsSnapshot(src, MetricState.OK, "; ".join(errors), pod_out, node_out, now, warnings,
@@ -629,78 +440,8 @@ class GpuMetrics:
         return out
 
     # -- states --------------------------------------------------------------------------------
-    def _sample(self, key: Any, fields: Mapping[str, Mapping[Any, Reading]], now: float) -> GpuSample | None:
-        readings = {fkey: m[key] for fkey, m in fields.items() if key in m}
-        if not readings:
-            return None
-
-        def val(fkey: str) -> float | None:
-            r = readings.get(fkey)
-            return r.value if r is not None else None
-
-        gpus = val("gpus")
-        xid_now = val("xid")
-        xid: int | None = None
-        if xid_now is not None:
-            xid = int(xid_now)
-            if xid > 0:
-                self._xid[key] = xid
-            else:
-                xid = self._xid.get(key, 0)
-        elif key in self._xid:
-            xid = self._xid[key]
-        return GpuSample(
-            util=val("util"), sm_active=val("sm_active"), mem_used_mib=val("mem_used_mib"),
-            mem_total_mib=val("mem_total_mib"), power_w=val("power_w"), temp_c=val("temp_c"),
-            xid=xid, gpus=int(gpus) if gpus is not None else 0, at=now,
-        )
-
-    def _fallback(self, last: GpuSample | None, now: float, reason: str, cls: type[PodMetrics]) -> PodMetrics:
-        """The state of something without a fresh value while the source fails (or is partial)."""
-        if last is None:
-            return cls(MetricState.UNAVAILABLE, None, reason)
-        age = now - last.at
-        if age <= self.stale_after:
-            return cls(MetricState.OK, last, f"{reason}; showing the value from {_ago(age)}")
-        if age <= self.expire_after:
-            return cls(MetricState.STALE, last, f"{reason}; last value from {_ago(age)}")
-        return cls(MetricState.UNAVAILABLE, None, reason)
-
-    def _assemble(self, fields: Mapping[str, Mapping[Any, Reading]], shown: Iterable[Any],
-                  good: dict[Any, GpuSample], now: float, partial: str, *,
-                  extra: Callable[[Any], bool], cls: type[PodMetrics]) -> dict[Any, PodMetrics]:
-        keys = set(shown)
-        for m in fields.values():
-            keys.update(k for k in m if extra(k))
-        out: dict[Any, PodMetrics] = {}
-        for key in sorted(keys):
-            sample = self._sample(key, fields, now)
-            if sample is None:
-                if partial:
-                    out[key] = self._fallback(good.get(key), now, partial, cls)
-                else:
-                    out[key] = cls(MetricState.NO_DATA, None, "no DCGM series for this pod"
-                                   if cls is PodMetrics else "no DCGM series for this node")
-                continue
-            if sample.util is None:
-                util = fields.get("util", {}).get(key)
-                why = util.problem if util is not None and util.problem else "NaN, Inf or out of range"
-                out[key] = cls(MetricState.NO_DATA, sample,
-                               f"no valid GPU utilisation ({why}) on {sample.gpus} GPU(s)")
-                continue
-            good[key] = sample
-            out[key] = cls(MetricState.OK, sample)
-        return out
-
     def _failed(self, src: MetricsSource, now: float, reason: str, *, queries: int) -> MetricsSnapshot:
-        pods = {key: self._fallback(self._good.get(key), now, reason, PodMetrics) for key in sorted(self._pods)}
-        node_keys = set(self._nodes) | (set(self._good_nodes) if self._all_nodes else set())
-        nodes = {n: self._fallback(self._good_nodes.get(n), now, reason, NodeGpu)  # type: ignore[misc]
-                 for n in sorted(node_keys)}
-        return MetricsSnapshot(src, MetricState.UNAVAILABLE, reason, pods, nodes, now, (), queries)  # type: ignore[arg-type]
+        nodes = set(self._nodes) | (set(self.states.nodes) if self._all_nodes else set())
+        pod_out, node_out = self.states.failed(self._pods, nodes, now, reason)
+        return MetricsSnapshot(src, MetricState.UNAVAILABLE, reason, pod_out, node_out, now, (), queries)
 
-
-def _ago(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s ago"
-    return f"{seconds / 60:.0f} min ago"

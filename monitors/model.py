@@ -10,10 +10,11 @@ last log line.
 
 from __future__ import annotations
 
+import functools
 import shlex
 import time
 from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from .model_views import (
@@ -125,7 +126,7 @@ class LiveModel:
         self._ns_alloc: dict[str, float] = {}
         self._node_alloc: dict[str, float] = {}
         self._node_pods: dict[str, int] = {}
-        self._ns_util: dict[str, float | None] = {}
+        self._ns_util: dict[str, float] = {}
         self._dirty_ns: set[str] = set()
         self._dirty_nodes: set[str] = set()
         self._all_ns_dirty = True
@@ -135,13 +136,12 @@ class LiveModel:
         self._runai_any = False
 
     # -- input ---------------------------------------------------------------------------------
-    def apply_pods(self, changes: Iterable[tuple[Hashable, PodRec | None]]) -> None:
-        for key, rec in changes:
-            pk: PodKey = key  # type: ignore[assignment]
+    def apply_pods(self, changes: Iterable[tuple[PodKey, PodRec | None]]) -> None:
+        for pk, rec in changes:
             old_wl = self.pod_workload.get(pk)
             prev = self.pods.get(pk)
             if rec is not None and rec.partial:  # a Table row: its workload read from its name
-                rec = infer(rec, lambda name, ns=pk[0]: self._jobs_named(ns, name))
+                rec = infer(rec, functools.partial(self._jobs_named, pk[0]))
             self._account(prev, -1)
             self._account(rec, +1)
             if prev is not None and not self.one_shot:
@@ -181,11 +181,11 @@ class LiveModel:
     def _regroup(self, pk: PodKey, old_wl: WorkloadKey | None, inferred: bool = False) -> None:
         rec = self.pods.get(pk)
         if rec is not None and rec.partial and not inferred:  # a row whose workload may have changed
-            inferred = infer(rec, lambda name: self._jobs_named(pk[0], name))
-            if inferred is not rec:
+            read = infer(rec, lambda name: self._jobs_named(pk[0], name))
+            if read is not rec:
                 self._account(rec, -1)
-                self._account(inferred, +1)
-                self.pods[pk] = rec = inferred
+                self._account(read, +1)
+                self.pods[pk] = rec = read
         new_wl = workload_of(rec, self.jobs_by_uid, self.job_names) if rec is not None else None
         if old_wl is not None and old_wl != new_wl:
             members = self.workload_pods.get(old_wl)
@@ -207,10 +207,10 @@ class LiveModel:
             return []
         return [j for k in sorted(kinds) if (j := self.jobs.get((namespace, k, name))) is not None]
 
-    def apply_jobs(self, changes: Iterable[tuple[Hashable, JobRec | None]]) -> None:
+    def apply_jobs(self, changes: Iterable[tuple[WorkloadKey, JobRec | None]]) -> None:
         affected: set[PodKey] = set()
         for key, rec in changes:
-            prev = self.jobs.get(key)  # type: ignore[arg-type]
+            prev = self.jobs.get(key)
             if prev is not None:
                 self.jobs.pop(prev.key, None)
                 self.jobs_by_uid.pop(prev.uid, None)
@@ -249,7 +249,7 @@ class LiveModel:
         for pk in affected:
             self._regroup(pk, self.pod_workload.get(pk))
 
-    def apply_namespaces(self, changes: Iterable[tuple[Hashable, NamespaceRec | None]]) -> None:
+    def apply_namespaces(self, changes: Iterable[tuple[str, NamespaceRec | None]]) -> None:
         for key, rec in changes:
             if rec is None:
                 self.namespaces.pop(str(key), None)
@@ -260,15 +260,15 @@ class LiveModel:
                     self._dirty.add(wl)
             self._dirty_ns.add(str(key))
 
-    def apply_quotas(self, changes: Iterable[tuple[Hashable, QuotaRec | None]]) -> None:
+    def apply_quotas(self, changes: Iterable[tuple[tuple[str, str], QuotaRec | None]]) -> None:
         for key, rec in changes:
             if rec is None:
-                self.quotas.pop(key, None)  # type: ignore[arg-type]
+                self.quotas.pop(key, None)
             else:
                 self.quotas[(rec.namespace, rec.name)] = rec
-            self._dirty_ns.add(key[0])  # type: ignore[index]
+            self._dirty_ns.add(key[0])
 
-    def apply_nodes(self, changes: Iterable[tuple[Hashable, NodeRec | None]]) -> None:
+    def apply_nodes(self, changes: Iterable[tuple[str, NodeRec | None]]) -> None:
         for key, rec in changes:
             if rec is None:
                 self.node_recs.pop(str(key), None)
@@ -276,10 +276,10 @@ class LiveModel:
                 self.node_recs[rec.name] = rec
             self._dirty_nodes.add(str(key))
 
-    def apply_events(self, changes: Iterable[tuple[Hashable, EventRec | None]]) -> None:
+    def apply_events(self, changes: Iterable[tuple[tuple[str, str], EventRec | None]]) -> None:
         for key, rec in changes:
             if rec is None:
-                old = self.events.pop(key, None)  # type: ignore[arg-type]
+                old = self.events.pop(key, None)
                 if old is not None:
                     self._events_touched.add((old.namespace, old.object_name))
             else:
@@ -406,7 +406,7 @@ class LiveModel:
         utils = [(r.gpu_util, r.gpus or 1.0) for r in ranks if r.gpu_util is not None and r.gpu_state in ("ok", "stale")]
         gpu_util = sum(u * w for u, w in utils) / sum(w for _, w in utils) if utils else None
         project, _ = project_of(self.namespaces.get(ns), ns)
-        command = ()
+        command: tuple[str, ...] = ()
         if job is not None and job.replicas:
             lead_spec = sorted(job.replicas, key=lambda r: (
                 {"launcher": 0, "master": 1, "chief": 2, "node": 3}.get(r.rtype.lower(), 5), r.rtype))[0]
@@ -577,7 +577,7 @@ def _hints(p: PodRec) -> list[tuple[str, str]]:
     return out
 
 
-def first_failure(placed: list[tuple[object, PodRec]], succeeded_at: float | None = None) -> FirstFailure | None:
+def first_failure(placed: Iterable[tuple[Placement, PodRec]], succeeded_at: float | None = None) -> FirstFailure | None:
     """The container that failed first; a pod's deletion stopping it is no failure
     (`counts_as_failure`), nor is anything the clean-up stopped after the job `succeeded_at`."""
     best: FirstFailure | None = None
@@ -587,7 +587,7 @@ def first_failure(placed: list[tuple[object, PodRec]], succeeded_at: float | Non
                 continue
             at = ex.finished_at
             if best is None or (at or float("inf")) < (best.at or float("inf")):
-                best = FirstFailure(pl.label, pl.role, pl.rank, p.name, ex.container,  # type: ignore[attr-defined]
+                best = FirstFailure(pl.label, pl.role, pl.rank, p.name, ex.container,
                                     ex.exit_code, ex.reason, at, ex.message)
     return best
 

@@ -18,19 +18,23 @@ import functools
 import gc
 from collections.abc import Callable, Coroutine, Hashable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
+from . import api_paths
 from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem
 from .informer import Change, Informer, InformerState
-from .kube import ApiProblem, BadAnswer, Kind, KubeClient, parse_object, seg
+from .kube import ApiProblem, BadAnswer, Kind, KubeClient, parse_object
 from .model import LiveModel
 from .model_views import ModelDiff
 from .parse import BadObject, parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
 from .pod_rows import TABLE_ROWS
 from .records import PodRec
 from .row_informer import PodRowsInformer
+
+R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
 
 # (group, plural, kind) of the workload kinds watched when the server offers them
 WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
@@ -106,13 +110,13 @@ class Monitor:
         self.metrics_problem = ""
         self.metrics_forbidden = ""  # GPU metrics are forbidden to this identity: why
         self.status = MonitorStatus()
-        self.informers: list[Informer[Any]] = []
+        self.informers: list[Informer[Any, Any]] = []
         self.kinds: dict[tuple[str, str], Kind] = {}
         self._subscribers: list[Callable[[ModelDiff], None]] = []
         self._flush_handle: asyncio.TimerHandle | None = None
         self._early: dict[str, asyncio.Task[Any]] = {}  # requests started before start() needs them
         self._gc_paused = False
-        self._listed: list[tuple[Callable[[Any], None], list[tuple[Hashable, Any]]]] = []  # once: to apply
+        self._listed: list[tuple[int, Callable[[], None]]] = []  # once: each LIST's changes (their order), to apply
 
     # -- lifecycle -----------------------------------------------------------------------------
     def prefetch(self) -> None:
@@ -160,7 +164,10 @@ class Monitor:
         else:
             scopes = list(self.scope) if self.scope is not None else list(await self._visible_namespaces())
             self.status.namespaces = tuple(s for s in scopes if s)
-        core = lambda plural: self.kinds.get(("", plural))  # noqa: E731
+
+        def core(plural: str) -> Kind | None:
+            return self.kinds.get(("", plural))
+
         if cluster_wide:
             self._add(core("namespaces"), None, parse_namespace, lambda r: r.name, self.model.apply_namespaces)
         if self.want_nodes:
@@ -186,17 +193,18 @@ class Monitor:
         if "scope" in self._early:
             await self._early["scope"]
 
-    def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], Any],
-             key: Callable[[Any], Hashable], apply: Callable[[Iterable[tuple[Hashable, Any]]], None],
-             factory: Callable[..., Informer[Any]] = Informer) -> None:
+    def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], R],
+             key: Callable[[R], K], apply: Callable[[Iterable[tuple[K, R | None]]], None],
+             factory: Callable[..., Informer[R, K]] = Informer) -> None:
         if kind is None:
             return
 
-        def sink(inf: Informer[Any], changes: list[Change[Any]]) -> None:
+        def sink(inf: Informer[R, K], changes: list[Change[R, K]]) -> None:
+            batch = [(c.key, c.new) for c in changes]
             if self.once:  # applied together once every LIST is in, workloads before their pods
-                self._listed.append((apply, [(c.key, c.new) for c in changes]))
+                self._listed.append((self._apply_order(apply), functools.partial(apply, batch)))
                 return
-            apply([(c.key, c.new) for c in changes])
+            apply(batch)
             self._schedule_flush()
 
         inf = factory(
@@ -263,8 +271,7 @@ class Monitor:
 
         async def readable(n: str) -> bool:
             try:
-                await self.client.request("GET", f"/api/v1/namespaces/{seg(n)}/pods", params=ONE_ROW,
-                                          accept=TABLE_ROWS)
+                await self.client.request("GET", api_paths.pod(n), params=ONE_ROW, accept=TABLE_ROWS)
             except ApiProblem as exc:
                 if exc.status in (403, 404):
                     return False  # cannot read inside it: not one of ours
@@ -285,7 +292,7 @@ class Monitor:
     async def _read_namespaces(self, names: list[str]) -> None:
         async def one(n: str) -> None:
             try:
-                raw = await self.client.get(f"/api/v1/namespaces/{seg(n)}")
+                raw = await self.client.get(api_paths.namespace(n))
             except ApiProblem as exc:
                 if exc.status not in (403, 404):
                     raise
@@ -298,7 +305,7 @@ class Monitor:
 
         await asyncio.gather(*(one(n) for n in names))
 
-    def _on_state(self, inf: Informer[Any]) -> None:
+    def _on_state(self, inf: Informer[Any, Any]) -> None:
         name = inf.name
         changed = False
         if inf.state == InformerState.FORBIDDEN:
@@ -331,8 +338,9 @@ class Monitor:
                     raise TimeoutError("timed out waiting for the first LIST of every kind")
                 for t in done & tasks:
                     tasks.discard(t)
-                    if not t.cancelled() and t.exception() is not None:
-                        raise t.exception()  # type: ignore[misc]
+                    failure = None if t.cancelled() else t.exception()
+                    if failure is not None:
+                        raise failure
                 waits -= done
         finally:
             for w in waits:
@@ -346,9 +354,9 @@ class Monitor:
             # informers notice a lost connection themselves)
             # (on a crowded cluster, thousands of pending jobs: the first PENDING_FIRST now, the rest
             # once the picture is up, `explain_rest`)
-            done = await asyncio.gather(self.explain_pending(most=PENDING_FIRST), self.read_unclaimed(),
-                                        return_exceptions=True)
-            self.pending_left = done[0] is True
+            explained, _ = await asyncio.gather(self.explain_pending(most=PENDING_FIRST), self.read_unclaimed(),
+                                                return_exceptions=True)
+            self.pending_left = explained is True
         if self.once:  # what was listed lives until the command exits: never scan it again
             self._resume_gc()
             gc.freeze()
@@ -450,7 +458,7 @@ class Monitor:
         for inf in [i for i in self.informers if i.kind.plural == "pods" and not i.kind.group]:
             try:
                 raw = await self.client.request("GET", inf.kind.path(inf.namespace),
-                                                params={"fieldSelector": f"spec.nodeName={node}"})
+                                                params={"fieldSelector": api_paths.field_selector({"spec.nodeName": node})})
             except (ApiProblem, ConnectionProblem):
                 continue  # the rows stay
             recs += parse_pods(raw)
@@ -482,11 +490,15 @@ class Monitor:
         """A one-shot command's LISTs into the model in the order that builds each view once:
         namespaces, quotas and nodes, then the workloads, then their pods (no pod is grouped
         before its workload is known, no workload rebuilt for each of its pods' arrival)."""
-        m = self.model
-        order = {m.apply_namespaces: 0, m.apply_quotas: 1, m.apply_nodes: 2, m.apply_jobs: 3, m.apply_pods: 4}
         listed, self._listed = self._listed, []
-        for apply, changes in sorted(listed, key=lambda x: order.get(x[0], 5)):
-            apply(changes)
+        for _, apply in sorted(listed, key=lambda x: x[0]):
+            apply()
+
+    def _apply_order(self, apply: object) -> int:
+        """Where a kind's changes go in `_apply_listed`'s order (a model's `apply_*` method)."""
+        m = self.model
+        order: list[object] = [m.apply_namespaces, m.apply_quotas, m.apply_nodes, m.apply_jobs, m.apply_pods]
+        return order.index(apply) if apply in order else len(order)
 
     def pods_forbidden(self) -> dict[str, str]:
         """namespace -> the server's message, where listing pods was forbidden."""
@@ -530,7 +542,7 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 def parse_pods(raw: bytes) -> list[PodRec]:
     """The pods of a PodList's body; a malformed one is left out (its row stays)."""
-    out = []
+    out: list[PodRec] = []
     try:
         items = orjson.loads(raw).get("items") or ()
     except (orjson.JSONDecodeError, AttributeError):
@@ -544,14 +556,22 @@ def parse_pods(raw: bytes) -> list[PodRec]:
 
 
 def workload_selector(kind: str, name: str) -> str:
-    """The label selector of a workload's pods, as its operator labels them ("" when unknown)."""
-    if kind in ("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob", "DistributedWorkload"):
-        return f"training.kubeflow.org/job-name={name}"
-    if kind in ("JobSet", "TrainJob"):
-        return f"jobset.sigs.k8s.io/jobset-name={name}"
-    if kind == "Job":
-        return f"job-name={name}"
-    return ""
+    """The label selector of a workload's pods, as its operator labels them ("" when unknown, or
+    when its name can be no label value: then no pod carries it either)."""
+    key = next((k for kinds, k in POD_LABELS if kind in kinds), None)
+    if key is None:
+        return ""
+    try:
+        return api_paths.label_selector({key: name})
+    except api_paths.BadSegment:
+        return ""
+
+
+# the label each operator gives a workload's pods, naming it
+POD_LABELS = ((("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPIJob", "DistributedWorkload"),
+               "training.kubeflow.org/job-name"),
+              (("JobSet", "TrainJob"), "jobset.sigs.k8s.io/jobset-name"),
+              (("Job",), "job-name"))
 
 
 def release_memory() -> None:

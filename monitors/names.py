@@ -4,8 +4,8 @@ where they go into a path or a selector, and resolved only to what exists.
 - `project_problem` / `workload_problem`: the rule a name breaks (None when it is fine); a
   project is a DNS-1123 label (a namespace name), a workload NAME or KIND/NAME a DNS-1123
   subdomain (KIND letters and digits, optionally `.group`).
-- `kube.seg` (re-exported): one URL path segment, percent-escaped (`/`, `?`, `#`, `%` never
-  change the path); `label_value`: a selector value, refused when it would change the selector.
+- names go into paths and selectors through `api_paths` (one segment each, percent-escaped;
+  `label_value`, re-exported: a selector value, refused when it would change the selector).
 - `resolve_project`: team-a or runai-team-a -> the namespace, or `LookupProblem` (not found, exit
   8; forbidden, exit 7) without guessing a namespace that does not exist.
 - `find_workload_namespaces`: where a workload of that name exists among the projects the user
@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from . import api_paths
+from .api_paths import label_value
 from .connection import ExitCode
 from .sanitize import clean
 
@@ -26,20 +28,11 @@ if TYPE_CHECKING:  # (the HTTP client only where a request is made: checking a n
 
 DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 KIND = re.compile(r"[A-Za-z][A-Za-z0-9]*(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 QUEUE_LABELS = ("runai/queue", "kai.scheduler/queue")
 __all__ = ["LookupProblem", "find_workload_namespaces", "label_value", "project_problem", "resolve_project",
-           "seg", "who", "workload_problem"]  # noqa: F822 (seg: kube's, through __getattr__)
+           "who", "workload_problem"]
 _USER = re.compile(r'User "([^"]{1,200})"')
-
-
-def __getattr__(name: str) -> Any:
-    if name == "seg":  # (re-exported from kube, imported when asked for)
-        from .kube import seg
-
-        return seg
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class LookupProblem(Exception):
@@ -49,14 +42,6 @@ class LookupProblem(Exception):
         super().__init__(message)
         self.message = message
         self.code = code
-
-
-def label_value(value: str) -> str:
-    """`value` for a label selector (`key=value`); ValueError when it is not a valid label value
-    (a selector has no escaping: `,`, `!`, `=` or spaces would change its meaning)."""
-    if len(value) > 63 or not LABEL_VALUE.fullmatch(value):
-        raise ValueError(f"{value!r} is not a valid label value")
-    return value
 
 
 def project_problem(name: str) -> str | None:
@@ -121,14 +106,12 @@ async def resolve_project(client: KubeClient, project: str, *, user: str = "") -
     forbidden, never guessed."""
     import asyncio
 
-    from .kube import seg
-
     problem = project_problem(project)
     if problem:
         raise LookupProblem(problem, ExitCode.USAGE)
     names = [project] if project.startswith("runai-") else [project, f"runai-{project}"]
-    gets = [_status(client, f"/api/v1/namespaces/{seg(n)}") for n in names]
-    labelled = [_status(client, "/api/v1/namespaces", {"labelSelector": f"{key}={label_value(project)}"})
+    gets = [_status(client, api_paths.namespace(n)) for n in names]
+    labelled = [_status(client, api_paths.namespace(), {"labelSelector": api_paths.label_selector({key: project})})
                 for key in QUEUE_LABELS]
     results = await asyncio.gather(*gets, *labelled)
     by_name, by_label = results[:len(names)], results[len(names):]
@@ -146,7 +129,7 @@ async def resolve_project(client: KubeClient, project: str, *, user: str = "") -
     if not forbidden:
         raise LookupProblem(f'project "{project}" not found', ExitCode.NOT_FOUND)
     # may not read Namespace objects: where may this user list pods?
-    probes = await asyncio.gather(*(_status(client, f"/api/v1/namespaces/{seg(n)}/pods", {"limit": 1})
+    probes = await asyncio.gather(*(_status(client, api_paths.pod(n), {"limit": 1})
                                     for n, _p in forbidden))
     for (n, _p), (status, _doc, _pp) in zip(forbidden, probes, strict=True):
         if status == 200:
@@ -171,7 +154,8 @@ async def find_workload_namespaces(client: KubeClient, kinds: Iterable[Kind], na
 
     async def everywhere(kind: Kind) -> None:
         try:
-            doc = await client.get(kind.path(), {"fieldSelector": f"metadata.name={name}", "limit": 50})
+            doc = await client.get(kind.path(), {"fieldSelector": api_paths.field_selector({"metadata.name": name}),
+                                                 "limit": 50})
         except ApiProblem as exc:
             if exc.status == 403:
                 fallback.append(kind)

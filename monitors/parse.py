@@ -246,11 +246,11 @@ def _pod_reason(meta: dict[str, Any], status: dict[str, Any]) -> tuple[str, str]
                 if last.get("reason") == "OOMKilled":
                     message = message or "OOMKilled"
             break
-        term = state.get("terminated")
-        if isinstance(term, dict):
-            code = _int(term.get("exitCode"), lo=-MAX_INT32, hi=MAX_INT32)
-            reason = _s(term.get("reason")) or ("Completed" if code == 0 else "Error")
-            message = _s(term.get("message"))
+        ended = state.get("terminated")
+        if isinstance(ended, dict):
+            code = _int(ended.get("exitCode"), lo=-MAX_INT32, hi=MAX_INT32)
+            reason = _s(ended.get("reason")) or ("Completed" if code == 0 else "Error")
+            message = _s(ended.get("message"))
             if reason != "Completed":
                 break
     if meta.get("deletionTimestamp"):

@@ -1,7 +1,10 @@
 """Finding Prometheus (or the DCGM exporters) through the Kubernetes API server, GET only.
 
-The user's own credentials are used (`ApiEndpoint`: server URL, headers such as a bearer token,
-CA path / verify flag, client certificate), or a ready `requests.Session` given by the caller.
+The user's own credentials are used (`ApiEndpoint`): those of the connection (`credentials`, the
+one source every path to the cluster takes them from as each request goes out: a rotated token or a
+rewritten kubeconfig is picked up, a 401 reads the kubeconfig again and asks once more), or fixed
+ones (server URL, headers such as a bearer token, CA path / verify flag, client certificate), or a
+ready `requests.Session` given by the caller.
 All functions here are synchronous (requests); `monitors.metrics` runs them in a thread.
 
 Prometheus services (conventions §5.5), in this order:
@@ -31,10 +34,11 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
-from urllib.parse import quote
+from typing import Any, Protocol
 
 import requests
+
+from . import api_paths
 
 __all__ = [
     "EXPORTER_SELECTORS",
@@ -64,10 +68,25 @@ MAX_PROBES = 5
 PARALLEL = 32  # GETs of one discovery step sent at once
 
 
+class Credentials(Protocol):
+    """Where a request's credentials come from as it goes out (`connection.ClusterConfig`)."""
+
+    def headers(self) -> dict[str, str]: ...
+
+    def credentials_key(self) -> tuple[str, ...]: ...
+
+    def requests_verify(self) -> str | bool: ...
+
+    def requests_cert(self) -> tuple[str, str] | None: ...
+
+    def reread_after_401(self, sent: tuple[str, ...]) -> bool: ...
+
+
 @dataclass(frozen=True)
 class ApiEndpoint:
-    """How to reach the API server as the user: base URL, headers (``Authorization``), `verify`
-    (CA bundle path or bool), client certificate ``(cert, key)``; or a ready `session`."""
+    """How to reach the API server as the user: base URL and `credentials` (read for each request),
+    or fixed ones: headers (``Authorization``), `verify` (CA bundle path or bool), client
+    certificate ``(cert, key)``; or a ready `session`."""
 
     server: str
     headers: dict[str, str] = field(default_factory=dict, repr=False)  # (a token: never in a repr)
@@ -75,16 +94,17 @@ class ApiEndpoint:
     cert: tuple[str, str] | None = None
     session: requests.Session | None = field(default=None, compare=False, repr=False)
     server_hostname: str | None = None  # the kubeconfig's tls-server-name: SNI and the certificate's name
+    credentials: Credentials | None = field(default=None, compare=False, repr=False)
 
     def new_session(self) -> requests.Session:
-        """The caller's session if given, else a new one carrying headers, verify, cert and the
-        TLS server name."""
+        """The caller's session if given, else a new one carrying the credentials (or the fixed
+        headers, verify and cert) and the TLS server name."""
         if self.session is not None:
             return self.session
-        s = requests.Session()
+        s = requests.Session() if self.credentials is None else _CredentialedSession(self.credentials)
         s.headers.update(self.headers)
-        s.verify = self.verify
-        s.cert = self.cert
+        s.verify = self.verify if self.credentials is None else self.credentials.requests_verify()
+        s.cert = self.cert if self.credentials is None else self.credentials.requests_cert()
         adapter = _NamedAdapter(self.server_hostname, pool_maxsize=PARALLEL)  # discovery asks in parallel
         s.mount("https://", adapter)
         s.mount("http://", adapter)
@@ -92,6 +112,33 @@ class ApiEndpoint:
 
     def url(self, path: str) -> str:
         return self.server.rstrip("/") + path
+
+
+class _CredentialedSession(requests.Session):
+    """A session whose every request carries the credentials as they are when it goes out (headers,
+    CA, client certificate); a 401 reads the kubeconfig again (`Credentials.reread_after_401`) and,
+    when the credentials changed, the request is sent once more with them."""
+
+    def __init__(self, credentials: Credentials) -> None:
+        super().__init__()
+        self.credentials = credentials
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        creds = self.credentials
+        retried = False
+        while True:
+            sent = creds.credentials_key()
+            try:
+                headers = {**creds.headers(), **(kwargs.get("headers") or {})}
+            except Exception as exc:  # (credentials no header can carry: a ConnectionProblem saying so)
+                raise requests.exceptions.InvalidHeader(str(exc)) from None
+            resp = super().request(method, url, *args, **{**kwargs, "headers": headers,
+                                                          "verify": creds.requests_verify(),
+                                                          "cert": creds.requests_cert()})
+            if resp.status_code != 401 or retried or not creds.reread_after_401(sent):
+                return resp
+            retried = True
+            resp.close()
 
 
 class _NamedAdapter(requests.adapters.HTTPAdapter):
@@ -119,8 +166,7 @@ class PromService:
 
     @property
     def path(self) -> str:
-        ident = (f"{self.scheme}:" if self.scheme else "") + self.name + (f":{self.port}" if self.port else "")
-        return f"/api/v1/namespaces/{quote(self.namespace)}/services/{quote(ident, safe=':')}/proxy"
+        return api_paths.proxy("services", self.namespace, self.name, self.port, scheme=self.scheme)
 
     def __str__(self) -> str:
         return f"{self.namespace}/{self.name}:{self.port}" if self.port else f"{self.namespace}/{self.name}"
@@ -135,7 +181,7 @@ class ExporterPod:
 
     @property
     def path(self) -> str:
-        return f"/api/v1/namespaces/{quote(self.namespace)}/pods/{quote(self.name)}:{self.port}/proxy/metrics"
+        return api_paths.proxy("pods", self.namespace, self.name, self.port, "metrics")
 
 
 # -- HTTP --------------------------------------------------------------------------------------
@@ -308,8 +354,7 @@ def find_prometheus_services(api: ApiEndpoint, namespaces: Iterable[str] = (), *
     wanted = wanted[:MAX_NAMESPACES]
     services: list[dict[str, Any]] = []
     unlisted: list[str] = []
-    listed = _parallel(lambda ns: _get(s, api, f"/api/v1/namespaces/{quote(ns, safe='')}/services", timeout),
-                       wanted)
+    listed = _parallel(lambda ns: _get(s, api, api_paths.resource("", "v1", "services", ns), timeout), wanted)
     for ns, (st, sdoc) in zip(wanted, listed, strict=True):
         if st == 200:
             services.extend(_items(sdoc))
@@ -317,7 +362,7 @@ def find_prometheus_services(api: ApiEndpoint, namespaces: Iterable[str] = (), *
             unlisted.append(ns)
     if unlisted:
         notes.append(f"cannot list services in {len(unlisted)} namespace(s); trying well-known names")
-        paths = [f"/api/v1/namespaces/{quote(ns, safe='')}/services/{quote(name, safe='')}"
+        paths = [api_paths.resource("", "v1", "services", ns, name)
                  for ns in unlisted for name in KNOWN_PROM_NAMES if name != "prometheus-k8s" or ns == "monitoring"]
         for st, sdoc in _parallel(lambda path: _get(s, api, path, timeout), paths):
             if st == 200 and isinstance(sdoc, dict):
@@ -330,7 +375,7 @@ def probe_prometheus(api: ApiEndpoint, svc: PromService, *, timeout: float = 5.0
     """None when the service answers a trivial query through the proxy, else the reason."""
     s = session or api.new_session()
     try:
-        resp = http_get(s, api.url(svc.path + "/api/v1/query"), timeout, {"query": "1"})
+        resp = http_get(s, api.url(svc.path + api_paths.prometheus_api("query")), timeout, {"query": "1"})
     except requests.RequestException as exc:
         return describe_request_error(exc, timeout)
     try:
@@ -420,8 +465,7 @@ def find_exporter_pods(api: ApiEndpoint, namespaces: Iterable[str] = (), *, time
             notes.append(f"listing pods {selector} in all namespaces: HTTP {status}")
             refused.append(selector)
     asks = [(ns, sel) for sel in refused for ns in dict.fromkeys([*EXPORTER_NAMESPACES, *namespaces])]
-    for st, ndoc in _parallel(lambda a: _get(s, api, f"/api/v1/namespaces/{quote(a[0], safe='')}/pods", timeout,
-                                             {"labelSelector": a[1]}), asks):
+    for st, ndoc in _parallel(lambda a: _get(s, api, api_paths.pod(a[0]), timeout, {"labelSelector": a[1]}), asks):
         if st == 200:
             add(ndoc)
     if not found:

@@ -300,8 +300,8 @@ def check(raw: Any, lo: float | None = None, hi: float | None = None, scale: flo
 
 def check_field(raw: Any, f: Field) -> Reading:
     r = check(raw, f.lo, f.hi, f.scale)
-    if r.ok and f.integer:
-        return Reading(float(int(r.value)))  # type: ignore[arg-type]
+    if r.value is not None and f.integer:
+        return Reading(float(int(r.value)))
     return r
 
 
@@ -371,8 +371,8 @@ def parse_matrix(result: Iterable[Mapping[str, Any]], key: Callable[[Mapping[str
                 t = float(pair[0])
             except (TypeError, ValueError, OverflowError):
                 continue
-            if r.ok and math.isfinite(t):
-                points.append((t, r.value))  # type: ignore[arg-type]
+            if r.value is not None and math.isfinite(t):
+                points.append((t, r.value))
     for points in out.values():
         points.sort()
     return out
@@ -428,8 +428,8 @@ def aggregate_samples(samples: Iterable[Any], names: Mapping[str, str],
             problem = ""
             for v in gpus.values():
                 r = check(v, f.lo, f.hi)
-                if r.ok:
-                    good.append(r.value)  # type: ignore[arg-type]
+                if r.value is not None:
+                    good.append(r.value)
                 else:
                     problem = problem or r.problem
             if good:

@@ -14,7 +14,7 @@ leaves each pod as it is now.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -30,7 +30,7 @@ CONCURRENT_LISTS = 16
 RESTARTED_READ = 256  # restarted pods read whole at start (their previous instance's exit)
 
 
-class PodRowsInformer(Informer[PodRec]):
+class PodRowsInformer(Informer[PodRec, tuple[str, str]]):
     def __init__(self, *args: Any, namespaces: Callable[[], Awaitable[list[str] | None]], unsettled: bool = True,
                  rows_page: int = ROWS_PAGE, **kwargs: Any) -> None:
         """`namespaces`: the namespaces to list when the informer is cluster-wide (None: they may
@@ -76,7 +76,7 @@ class PodRowsInformer(Informer[PodRec]):
             return recs, rv
 
         answers = await asyncio.gather(*(rows(ns) for ns in names))
-        fresh: dict[Hashable, PodRec] = {}
+        fresh: dict[tuple[str, str], PodRec] = {}
         for recs, _ in answers:
             for rec in recs:
                 fresh[rec.key] = rec
@@ -87,7 +87,7 @@ class PodRowsInformer(Informer[PodRec]):
         # running ones that have restarted (their last failure), whole
         (full, _), restarted = await asyncio.gather(
             failed(), self._restarted([r for r in fresh.values() if r.partial and r.restarts]))
-        changes: list[Change[PodRec]] = []
+        changes: list[Change[PodRec, tuple[str, str]]] = []
         for rec in (*full, *restarted):
             prev = self.cache.get(rec.key)
             if prev != rec:

@@ -73,13 +73,13 @@ def json_safe(text: str) -> str:
     return _JSON_UNSAFE.sub(_escape, text) if _JSON_UNSAFE.search(text) else text
 
 
-def yaml_dump(data: object, **options: object) -> str:
-    """`yaml.safe_dump(data, allow_unicode=True, **options)`, except that a string holding a
+def yaml_dump(data: object, *, sort_keys: bool = True) -> str:
+    """`yaml.safe_dump(data, allow_unicode=True, sort_keys=sort_keys)`, except that a string holding a
     control, a line or paragraph separator or a bidi control is written double-quoted with each of
     them escaped (`"\\u202E"`): the same data once read, nothing in it a terminal acts on."""
     import yaml
 
-    return yaml.dump(data, Dumper=_safe_dumper(), allow_unicode=True, **options)  # type: ignore[call-overload, no-any-return]
+    return yaml.dump(data, Dumper=_safe_dumper(), allow_unicode=True, sort_keys=sort_keys)
 
 
 _DUMPER: list[type] = []

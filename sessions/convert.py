@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Any
 import orjson
 import yaml
 
+from monitors import api_paths
 from monitors.connection import ExitCode
 from monitors.humanize import age
 from monitors.humanize import gpus as fmt_gpus
-from monitors.kube import ApiProblem, KubeClient, seg
+from monitors.kube import ApiProblem, KubeClient
 
 from .cmdline import MPI_LAUNCHERS, TORCH_LAUNCHERS, Token, launches_in
 from .errors import SessionError
@@ -341,7 +342,7 @@ async def create(client: KubeClient, source: Target, new: dict[str, Any],
         ref = target.ref if same else f"{clash[0].kind.lower()}/{target.name}"
         raise SessionError(f'{ref} already exists in "{target.namespace}"{other}; choose another --name',
                            ExitCode.USAGE)
-    secrets_path = f"/api/v1/namespaces/{seg(source.namespace)}/secrets"
+    secrets_path = api_paths.resource("", "v1", "secrets", source.namespace)
     secret_target = Target(source.namespace, "Secret", secret[0], "v1") if secret else None
     if secret is not None and secret_target is not None:
         try:
@@ -359,7 +360,7 @@ async def create(client: KubeClient, source: Target, new: dict[str, Any],
     except BaseException as exc:
         if secret is not None:  # nothing half-done: the Secret goes too
             with contextlib.suppress(Exception):
-                await client.request("DELETE", f"{secrets_path}/{seg(secret[0])}")
+                await client.request("DELETE", api_paths.resource("", "v1", "secrets", source.namespace, secret[0]))
         if isinstance(exc, ApiProblem):
             raise problem(exc, "create", target) from None
         raise
@@ -367,7 +368,7 @@ async def create(client: KubeClient, source: Target, new: dict[str, Any],
         owner = {"apiVersion": new.get("apiVersion"), "kind": source.kind, "name": target.name,
                  "uid": (created.get("metadata") or {}).get("uid", "")}
         with contextlib.suppress(ApiProblem):  # (without it, the Secret outlives the job: still the user's)
-            await client.request("PATCH", f"{secrets_path}/{seg(secret[0])}",
+            await client.request("PATCH", api_paths.resource("", "v1", "secrets", source.namespace, secret[0]),
                                  body={"metadata": {"ownerReferences": [owner]}},
                                  content_type="application/merge-patch+json")
     return target

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import aiohttp
 import orjson
 
+from monitors import api_paths
 from monitors.connection import ConnectionProblem, ExitCode
 from monitors.kube import ApiProblem, KubeClient
 
@@ -91,7 +92,7 @@ class ExecSession:
                    ("stderr", "false" if tty else "true"), ("tty", "true" if tty else "false")]
         if container:
             params.append(("container", container))
-        path = f"/api/v1/namespaces/{namespace}/pods/{pod}/exec"
+        path = api_paths.pod(namespace, pod, "exec")
         try:
             ws = await client.websocket(path, params, PROTOCOLS)
         except aiohttp.WSServerHandshakeError as exc:
@@ -158,7 +159,7 @@ class ExecSession:
     async def bridge(self, source: ByteSource | None, sink: Sink,
                      resizes: AsyncIterator[tuple[int, int]] | None = None) -> ExecOutcome:
         """Copy `source` to stdin and resizes to channel 4 while output goes to `sink`."""
-        tasks: list[asyncio.Task[Any]] = []
+        tasks: list[asyncio.Future[Any]] = []
         if source is not None:
             tasks.append(asyncio.ensure_future(self._pump_in(source)))
         if resizes is not None:
@@ -254,7 +255,7 @@ async def _handshake_problem(client: KubeClient, namespace: str, pod: str, conta
     """The upgrade was refused; a plain GET of the pod says why in the server's words."""
     status = exc.status
     try:
-        raw = await client.get(f"/api/v1/namespaces/{namespace}/pods/{pod}")
+        raw = await client.get(api_paths.pod(namespace, pod))
     except ApiProblem as problem:
         return ExecError(problem.one_line(), problem.exit_code)
     except ConnectionProblem as problem:

@@ -26,7 +26,7 @@ import typing
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -41,6 +41,9 @@ from monitors.state_dir import (
 )
 
 from .history import LaunchRun
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 TEXT_LIMIT = 512 * 1024  # bytes of history kept per session (the oldest copies go first)
@@ -94,8 +97,10 @@ class SavedSession:
 
 MAX_TIME = 253402300799.0  # 9999-12-31T23:59:59Z
 
+_Record = TypeVar("_Record", bound="DataclassInstance")  # a dataclass read back by `_typed`
 
-def _typed(cls: Any, doc: dict[str, Any]) -> Any:
+
+def _typed(cls: type[_Record], doc: dict[str, Any]) -> _Record:
     """`cls` (a dataclass of str, int, float and dict fields, optional or not) from `doc`, each field
     taken only when it has its type (and, for a number, a value that can be shown), else its default
     (None where the field may be None, else "" / 0)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from monitors import api_paths
 from monitors.connection import ExitCode
 from monitors.kube import ApiProblem, KubeClient
 from monitors.model_views import WorkloadView
@@ -46,8 +47,7 @@ class Target:
 
     @property
     def path(self) -> str:
-        root = f"/apis/{self.api_version}" if "/" in self.api_version else f"/api/{self.api_version}"
-        return f"{root}/namespaces/{self.namespace}/{self.plural}/{self.name}"
+        return api_paths.of_api_version(self.api_version, self.plural, self.namespace, self.name)
 
     @property
     def ref(self) -> str:

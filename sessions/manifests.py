@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from monitors import api_paths
 from monitors.connection import ExitCode
 
 from .errors import SessionError
@@ -82,10 +83,10 @@ class Framework:
         return f"{GROUP}/{self.version}"
 
     def collection_path(self, namespace: str) -> str:
-        return f"/apis/{GROUP}/{self.version}/namespaces/{namespace}/{self.plural}"
+        return api_paths.resource(GROUP, self.version, self.plural, namespace)
 
     def path(self, namespace: str, name: str) -> str:
-        return f"{self.collection_path(namespace)}/{name}"
+        return api_paths.resource(GROUP, self.version, self.plural, namespace, name)
 
 
 FRAMEWORKS: dict[str, Framework] = {

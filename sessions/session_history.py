@@ -62,7 +62,7 @@ class Frames:
 
     def feed(self, data: bytes) -> list[str]:
         self.buf += data
-        out = []
+        out: list[str] = []
         while True:
             start = self.buf.find(b"\x1e")
             if start < 0:

@@ -20,10 +20,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from monitors import api_paths
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.humanize import gpus as fmt_gpus
 from monitors.humanize import plural
-from monitors.kube import ApiProblem, KubeClient, seg
+from monitors.kube import ApiProblem, KubeClient
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
 
@@ -218,7 +219,7 @@ def pick_rank(wl: WorkloadView, *, rank: str | None = None, pod: str | None = No
 
 
 def default_container(pod: dict[str, Any], wanted: str | None = None) -> str:
-    containers = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
+    containers: list[str] = [c.get("name", "") for c in (pod.get("spec") or {}).get("containers") or []]
     if wanted:
         if wanted not in containers:
             raise ExecError(f'container "{wanted}" is not in pod "{pod["metadata"]["name"]}" '
@@ -384,7 +385,7 @@ async def shell_target(client: KubeClient, wl: WorkloadView, rank: RankView, con
                        ) -> ShellTarget:
     """The shell's target: `rank`'s pod as the server has it now, and its container (`container`,
     else the pod's default one)."""
-    raw = await client.get(f"/api/v1/namespaces/{seg(wl.namespace)}/pods/{seg(rank.pod)}")
+    raw = await client.get(api_paths.pod(wl.namespace, rank.pod))
     workers = [x for x in wl.ranks if x.role == "worker"]
     return ShellTarget(wl, rank, default_container(raw, container), raw, workers)
 
@@ -434,7 +435,7 @@ async def explain_end(client: KubeClient, target: ShellTarget, outcome: ExecOutc
     if not outcome.lost and outcome.exit_code < 128:
         return ""
     try:
-        raw = await client.get(f"/api/v1/namespaces/{seg(target.workload.namespace)}/pods/{seg(target.rank.pod)}")
+        raw = await client.get(api_paths.pod(target.workload.namespace, target.rank.pod))
     except ApiProblem as exc:
         if exc.status == 404:
             return f"pod {target.rank.pod} was deleted during the shell"

@@ -111,7 +111,8 @@ async def submit(client: KubeClient, spec: SubmitSpec, *, dry_run: bool = False,
         with contextlib.suppress(Exception):
             await asyncio.shield(remove_if_created(client, spec, submit_id, cleanup_window))
         raise
-    return orjson.loads(raw)
+    created: dict[str, Any] = orjson.loads(raw)
+    return created
 
 
 async def remove_if_created(client: KubeClient, spec: SubmitSpec, submit_id: str, window: float) -> str:

@@ -28,7 +28,7 @@ import sys
 import termios
 import threading
 import tty
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -124,6 +124,7 @@ class LocalTerminal:
         self._saved: list[Any] | None = None
         self._resize_queue: asyncio.Queue[tuple[int, int]] | None = None
         self._old_winch: Any = None
+        self._winch_caught = False  # inside `resizes_by_signal`
         self._loop: asyncio.AbstractEventLoop | None = None
         self._eof = False
         self._typed: list[bytes] = []  # read from the terminal, not yet taken by `read`
@@ -248,18 +249,21 @@ class LocalTerminal:
             view = view[n:]
 
     async def resizes(self, poll: float = 0.1) -> AsyncIterator[tuple[int, int]]:
-        """The current size at once, then every change: SIGWINCH on the main thread; elsewhere
-        (a signal handler can only be set there) the size is polled every `poll` seconds."""
+        """The current size at once, then every change: by SIGWINCH on the main thread, or on
+        another thread inside `resizes_by_signal` (entered on the main thread); elsewhere (a signal
+        handler can only be set on the main thread) the size is polled every `poll` seconds."""
         self._loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
         self._resize_queue = queue
         last = self.size()
         yield last
-        on_main = threading.current_thread() is threading.main_thread()
-        if self.is_tty and on_main and self._old_winch is None:
-            self._old_winch = signal.signal(signal.SIGWINCH, self._on_winch)
+        by_signal = self._winch_caught
+        if not by_signal and self.is_tty and threading.current_thread() is threading.main_thread():
+            if self._old_winch is None:
+                self._old_winch = signal.signal(signal.SIGWINCH, self._on_winch)
+            by_signal = True
         while True:
-            if on_main:
+            if by_signal:
                 size = await queue.get()
             else:
                 await asyncio.sleep(poll)
@@ -268,7 +272,37 @@ class LocalTerminal:
                 last = size
                 yield size
 
+    @contextlib.contextmanager
+    def resizes_by_signal(self) -> Iterator[bool]:
+        """Window changes caught by SIGWINCH while in the block, for a session whose `resizes` runs
+        on another thread's loop (the dashboard's shell runs on its data loop): entered in a
+        coroutine on the main thread's loop, where a signal handler can be set and wakes that loop at
+        once; the handler it replaces is back at the end. Yields whether it could (not a terminal,
+        not the main thread: `resizes` polls)."""
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        caught = False
+        old: Any = None
+        if loop is not None and self.is_tty and threading.current_thread() is threading.main_thread():
+            old = signal.getsignal(signal.SIGWINCH)
+            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+                loop.add_signal_handler(signal.SIGWINCH, self._on_winch, signal.SIGWINCH, None)
+                caught = True
+        self._winch_caught = caught
+        try:
+            yield caught
+        finally:
+            if caught and loop is not None:
+                self._winch_caught = False
+                with contextlib.suppress(ValueError, RuntimeError):
+                    loop.remove_signal_handler(signal.SIGWINCH)
+                with contextlib.suppress(ValueError, TypeError, OSError):
+                    signal.signal(signal.SIGWINCH, old)
+
     def _on_winch(self, signum: int, frame: FrameType | None) -> None:
         loop, queue = self._loop, self._resize_queue
         if loop is not None and queue is not None:
-            loop.call_soon_threadsafe(queue.put_nowait, self.size())
+            with contextlib.suppress(RuntimeError):  # (its loop closed: nobody follows the size)
+                loop.call_soon_threadsafe(queue.put_nowait, self.size())

@@ -80,8 +80,9 @@ class Tmux:
         out = self.run("display-message", "-p", "-t", self.target, " ".join(f"#{{{n}}}" for n in names))
         return dict(zip(names, out.split(), strict=True))
 
-    def wait_for(self, what: str | Callable[[str], bool], timeout: float = 15.0, why: str = "") -> str:
-        """Poll the screen until it shows `what` (text, or a predicate on the screen)."""
+    def wait_for(self, what: str | Callable[[str], bool], timeout: float = 30.0, why: str = "") -> str:
+        """Poll the screen until it shows `what` (text, or a predicate on the screen); the limit is
+        generous (a busy machine's dashboard can take seconds to draw), only a failure waits it out."""
         check = (lambda s: what in s) if isinstance(what, str) else what
         label = why or (repr(what) if isinstance(what, str) else "condition")
         screen = ""

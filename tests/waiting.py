@@ -21,12 +21,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import os
+import secrets
 import subprocess
 import time
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["one_line_error", "pilot_wait", "processes_matching", "until", "wait_for"]
+__all__ = ["descendants", "one_line_error", "pilot_wait", "processes_matching", "titled", "unique_sleep", "until",
+           "wait_for"]
 
 TIMEOUT = 10.0
 LAST_LIMIT = 1000  # characters of the last value in a failure message
@@ -110,11 +112,19 @@ async def pilot_wait(pilot: Any, cond: Callable[[], Any], timeout: float = TIMEO
 
 
 def processes_matching(marker: str) -> list[int]:
-    """Pids of live processes whose command line contains `marker` (simcluster's procfs reader,
-    imported here on first use: the perf probes import this module and must not load simcluster)."""
+    """Pids of live processes whose command line contains `marker`, machine-wide: the marker must be
+    this test's alone (a uuid, `unique_sleep`, a path under its tmp_path), never a name another test,
+    another worker or another checkout's run on the same machine could share (simcluster's procfs
+    reader, imported here on first use: the perf probes import this module and must not load simcluster)."""
     from simcluster.node.procfs import processes_matching as matching
 
     return matching(marker)
+
+
+def unique_sleep(seconds: int) -> str:
+    """`sleep SECONDS.FFFFFF`, a fraction no other run on the machine has (GNU sleep takes one): a
+    command line by which `processes_matching` finds this test's sleep and no other's."""
+    return f"sleep {seconds}.{secrets.randbelow(10**6):06d}"
 
 
 def descendants(root: int) -> dict[int, str]:

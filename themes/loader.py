@@ -82,14 +82,14 @@ def read_toml(path: Path, error: type[ConfigFileError] = ConfigFileError) -> tup
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise error([ConfigProblem(name, "", "invalid TOML: not UTF-8 text", line)]) from None
+        raise error([ConfigProblem(name, "", "invalid TOML: not UTF-8 text",
+                                   raw[: exc.start].count(b"\n") + 1)]) from None
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as exc:
         msg = str(exc)
         m = _TOML_POS.search(msg)
-        line = col = None
+        line, col = None, None
         if m:
             line, col = int(m.group(1)), int(m.group(2))
             msg = msg[: m.start()]

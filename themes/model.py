@@ -31,7 +31,11 @@ from types import MappingProxyType
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
-from textual.color import ANSI_COLORS, Color, ColorParseError
+from textual.color import (  # type: ignore[attr-defined]  # (textual.color re-exports it without __all__)
+    ANSI_COLORS,
+    Color,
+    ColorParseError,
+)
 
 PHASES: tuple[str, ...] = ("running", "pending", "succeeded", "failed", "degraded", "suspended", "unknown")
 """The phases a theme colours (lower case; `phase_colour` maps statuses onto them)."""

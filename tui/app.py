@@ -15,12 +15,14 @@ from typing import ClassVar, Protocol, runtime_checkable
 
 from textual import on
 from textual.app import App, SystemCommand
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
 from textual.timer import Timer
 
+from monitors import api_paths
 from monitors.connection import ClusterConfig
 from monitors.dataloop import DataLoop, DataOptions, DataUpdate
 from monitors.humanize import age_changes_in
@@ -29,17 +31,25 @@ from themes import ColourMode, ThemeSet, glyphs_for
 
 from .cells import Look
 from .dashboard_actions import DashboardActions
-from .keymap import LIST_BINDING_IDS, Keymap
+from .keymap import Keymap
 from .screens.base import Crumbs, RanksScreen, bindings
-from .screens.cluster import ClusterScreen
-from .screens.describe import DescribeScreen, HelpScreen
+from .screens.cluster import ClusterScreen, NodePodsScreen
+from .screens.describe import DescribeScreen, HelpScreen, YamlArea
 from .screens.lists import ProjectsScreen, WorkloadsScreen
 from .screens.logs import LogsScreen
 from .screens.workload import WorkloadScreen
 from .settings import Settings
 from .store import ViewStore
+from .widgets.event_list import EventList
+from .widgets.keyed_table import KeyedTable
+from .widgets.log_view import LogView
+from .widgets.picker import Picker
 
 WorkloadKey = tuple[str, str, str]
+# the screens and widgets that bind keys of the keymap (beside the app)
+BINDING_HOMES: tuple[type[DOMNode], ...] = (
+    RanksScreen, ProjectsScreen, WorkloadsScreen, WorkloadScreen, LogsScreen, ClusterScreen, NodePodsScreen,
+    DescribeScreen, YamlArea, KeyedTable, EventList, LogView, Picker)
 AGE_LAG = 0.005  # the age ticker wakes this long after an age's text changes (never just before)
 
 
@@ -69,8 +79,10 @@ class DataProblem(Message):
 def workload_path(w: WorkloadView) -> str | None:
     if not w.api_version:
         return None
-    base = "/api/v1" if w.api_version == "v1" else f"/apis/{w.api_version}"
-    return f"{base}/namespaces/{w.namespace}/{w.kind.lower()}s/{w.name}"
+    try:
+        return api_paths.of_api_version(w.api_version, f"{w.kind.lower()}s", w.namespace, w.name)
+    except api_paths.BadSegment:
+        return None
 
 
 def settle_heap() -> None:
@@ -89,7 +101,7 @@ class AsciiScrollBarRender(ScrollBarRender):
     HORIZONTAL_BARS: ClassVar[list[str]] = [" "] * 8
 
 
-class RanksApp(DashboardActions, App[int]):
+class RanksApp(App[int]):
     TITLE = "ranks"
     ENABLE_COMMAND_PALETTE = True
     BINDINGS: ClassVar[list[BindingType]] = bindings(
@@ -127,9 +139,13 @@ class RanksApp(DashboardActions, App[int]):
         data_options: DataOptions | None = None,
         clock: Callable[[], float] = time.time,
         read_only_why: str = "",
+        connect: bool = True,
     ) -> None:
         super().__init__()
         self.cfg = cfg
+        # False: the data loop is never started (no cluster is asked anything); the app shows only the
+        # updates posted to it as `DataArrived` (tests feed it: tests/dashboard_kit.py)
+        self.connect = connect
         self.clock = clock  # for ages (tests fix it)
         self.settings = settings or Settings()
         self.keymap: Keymap = self.settings.key_map
@@ -156,17 +172,18 @@ class RanksApp(DashboardActions, App[int]):
             coalesce=self.settings.coalesce,
             project=self.start_project or None,
         )
-        self.data = DataLoop(cfg, opts, on_update=lambda u: self.post_message(DataArrived(u)),
-                             on_problem=lambda m, c: self.post_message(DataProblem(m, c)))
+        self.data = DataLoop(cfg, opts, on_update=self._post_update, on_problem=self._post_problem)
         from monitors.diagnostics.progress import compile_patterns
 
         from .settings import hang_thresholds
 
         # (the configuration file's, else the kubeconfig context's, else the default: said in each verdict)
-        self.data.thresholds = hang_thresholds(self.settings, cfg)
-        self.data.clock = clock
-        self.data.paste_command, self.data.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
-        self.data.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
+        judging = self.data.judging
+        judging.thresholds = hang_thresholds(self.settings, cfg)
+        judging.clock = clock
+        judging.paste_command, judging.idle_threshold = self.paste_command, self.settings.idle_threshold_percent
+        judging.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
+        self.actions = DashboardActions(self, self)
         self.exit_message = ""
         self._age_timer: Timer | None = None
         self.age_due: float | None = None  # when (by `clock`) the age ticker wakes next; None: asleep
@@ -178,12 +195,19 @@ class RanksApp(DashboardActions, App[int]):
         self.theme = self.settings.theme
         self.set_keymap(self.keymap.textual_keymap())
 
+    def _post_update(self, update: DataUpdate) -> None:  # (on the data loop's thread)
+        self.post_message(DataArrived(update))
+
+    def _post_problem(self, message: str, code: int) -> None:  # (the same)
+        self.post_message(DataProblem(message, code))
+
     # -- lifecycle ---------------------------------------------------------------------------------
     def on_mount(self) -> None:
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(ProjectsScreen())
         self.push_screen(WorkloadsScreen(self._start_namespace()))
-        self.data.start()
+        if self.connect:
+            self.data.start()
 
     def _start_namespace(self) -> str | None:
         p = self.start_project
@@ -227,8 +251,11 @@ class RanksApp(DashboardActions, App[int]):
 
     @on(DataProblem)
     def _problem(self, msg: DataProblem) -> None:
-        self.exit_message = msg.message
-        self.exit(msg.code)
+        def leave() -> None:
+            self.exit_message = msg.message
+            self.exit(msg.code)
+
+        self.actions.when_no_shell(leave)
 
     # -- ages ----------------------------------------------------------------------------------------
     def ages_shown(self, since: Iterable[float], now: float | None = None) -> None:
@@ -310,7 +337,12 @@ class RanksApp(DashboardActions, App[int]):
         self.push_screen(DescribeScreen(f"{w.kind.lower()}/{w.name}", path))
 
     def open_describe_pod(self, namespace: str, pod: str) -> None:
-        self.push_screen(DescribeScreen(f"pod/{pod}", f"/api/v1/namespaces/{namespace}/pods/{pod}"))
+        try:
+            path = api_paths.pod(namespace, pod)
+        except api_paths.BadSegment as exc:  # (an event's object: cluster-supplied)
+            self.notify(str(exc), severity="warning", markup=False)
+            return
+        self.push_screen(DescribeScreen(f"pod/{pod}", path))
 
     def open_describe_path(self, title: str, path: str) -> None:
         self.push_screen(DescribeScreen(title, path))
@@ -359,14 +391,12 @@ class RanksApp(DashboardActions, App[int]):
 
     @staticmethod
     def bound_ids() -> set[str]:
-        """Ids of the bindings some screen (or the app) has: what the help lists."""
+        """Ids of the bindings the app, its screens or their lists and views have: what the help lists."""
         out: set[str] = set()
-        for cls in (RanksApp, ProjectsScreen, WorkloadsScreen, WorkloadScreen, LogsScreen, ClusterScreen,
-                    DescribeScreen):
-            out.update(getattr(b, "id", None) or "" for b in cls.BINDINGS)
-        out.update(("back", "filter", "tail", "wrap", "timestamps", "top", "bottom", "event_message",
-                    *LIST_BINDING_IDS))
-        return out - {""}
+        homes: tuple[type[DOMNode], ...] = (RanksApp, *BINDING_HOMES)
+        for cls in homes:
+            out.update(b.id for b in cls.BINDINGS if isinstance(b, Binding) and b.id)
+        return out
 
     # -- command palette -----------------------------------------------------------------------------
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:

@@ -1,21 +1,26 @@
 """The dashboard's actions (#7): shell, exec on all ranks, delete, suspend/resume, convert, new
-session. A mixin of `RanksApp`: the work runs on the data loop (sessions/*, no UI), results come
-back as futures awaited in workers; read-only mode refuses each with the reason."""
+session. `DashboardActions`, an object the app holds (`RanksApp.actions`; screens reach it through
+`tui.dashboard.Dashboard.actions`): the work runs on the data loop (sessions/*, no UI), results
+come back as futures awaited in the app's workers; read-only mode refuses each with the reason."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 from rich.text import Text
-from textual import work
-from textual.app import SuspendNotSupported
+from textual.app import App, SuspendNotSupported
+from textual.notifications import SeverityLevel
+from textual.screen import Screen
+from textual.worker import Worker
 
-from monitors.connection import ExitCode
-from monitors.diagnostics.holders import GpuFit, gpu_fit
+from monitors.connection import ClusterConfig, ConnectionProblem, ExitCode
+from monitors.dataloop import DataLoop
+from monitors.diagnostics.holders import GpuFit
 from monitors.humanize import plural
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
@@ -40,6 +45,7 @@ from sessions.shell import (
 from sessions.submit import submit
 from sessions.terminal import LocalTerminal
 
+from .dashboard import ActionsHost, WorkloadKey
 from .screens.dialogs import (
     ConfirmScreen,
     Conversion,
@@ -48,11 +54,29 @@ from .screens.dialogs import (
     NewSessionScreen,
     PromptScreen,
 )
+from .store import ViewStore
 
 if TYPE_CHECKING:
-    from .app import RanksApp
+    from monitors.kube import KubeClient
 
-WorkloadKey = tuple[str, str, str]
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def in_worker(group: str, *, exclusive: bool = False) -> Callable[
+        [Callable[Concatenate[DashboardActions, P], Coroutine[Any, Any, None]]],
+        Callable[Concatenate[DashboardActions, P], Worker[None]]]:
+    """The method runs in a worker of the app (Textual's `work`, for an object that is not a node)."""
+
+    def decorate(method: Callable[Concatenate[DashboardActions, P], Coroutine[Any, Any, None]]
+                 ) -> Callable[Concatenate[DashboardActions, P], Worker[None]]:
+        def start(self: DashboardActions, /, *args: P.args, **kwargs: P.kwargs) -> Worker[None]:
+            return self.app.run_worker(functools.partial(method, self, *args, **kwargs), name=method.__name__,
+                                       group=group, exclusive=exclusive)
+
+        return start
+
+    return decorate
 
 
 def _message(exc: BaseException) -> str:
@@ -60,26 +84,78 @@ def _message(exc: BaseException) -> str:
 
 
 class DashboardActions:
-    """Mixed into RanksApp."""
+    """The actions of a dashboard: `app` is Textual's side of it (dialogs, notifications, workers,
+    suspending for a shell), `host` the dashboard's (its data loop, store and navigation); `RanksApp`
+    is both."""
+
+    def __init__(self, app: App[Any], host: ActionsHost) -> None:
+        self.app = app
+        self.host = host
+        self.terminal: Callable[[], LocalTerminal] = LocalTerminal  # the shell's (stdin and stdout)
+        self.shell_open = False
+        self._after_shell: list[Callable[[], None]] = []
+
+    # -- what the actions use of the dashboard -------------------------------------------------------------
+    @property
+    def data(self) -> DataLoop:
+        return self.host.data
+
+    @property
+    def cfg(self) -> ClusterConfig:
+        return self.host.cfg
+
+    @property
+    def store(self) -> ViewStore:
+        return self.host.store
+
+    @property
+    def me(self) -> str:
+        return self.host.me
+
+    @property
+    def paste_command(self) -> str:
+        return self.host.paste_command
+
+    @property
+    def read_only(self) -> bool:
+        return self.host.read_only
+
+    @property
+    def read_only_why(self) -> str:
+        return self.host.read_only_why
+
+    def notify(self, message: str, *, severity: SeverityLevel = "information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        self.app.notify(message, severity=severity, timeout=timeout, markup=markup)
+
+    def push_screen(self, screen: Screen[R], callback: Callable[[R | None], None] | None = None
+                    ) -> None:
+        self.app.push_screen(screen, callback)
+
+    def go_back(self) -> None:
+        self.host.go_back()
+
+    def open_workload(self, key: WorkloadKey, *, created: bool = False) -> None:
+        self.host.open_workload(key, created=created)
 
     # -- shared ----------------------------------------------------------------------------------------
-    def refused(self: RanksApp, action: str) -> bool:
+    def refused(self, action: str) -> bool:
         if self.read_only:
             self.notify(f"read-only mode ({self.read_only_why}): refusing to {action}", severity="error",
                         markup=False)
             return True
         return False
 
-    def _client(self: RanksApp) -> Any:
-        monitor = self.data.monitor
-        if monitor is None:
-            raise ExecError("not connected to the API server", ExitCode.UNREACHABLE)
-        return monitor.client
+    def _client(self) -> KubeClient:
+        try:
+            return self.data.api_client()
+        except ConnectionProblem:
+            raise ExecError("not connected to the API server", ExitCode.UNREACHABLE) from None
 
-    async def _on_data(self: RanksApp, coro: Any) -> Any:
+    async def _on_data(self, coro: Any) -> Any:
         return await asyncio.wrap_future(self.data.run_coroutine(coro))
 
-    async def _reported(self: RanksApp, what: str, coro: Any) -> tuple[bool, Any]:
+    async def _reported(self, what: str, coro: Any) -> tuple[bool, Any]:
         """An action that changes the cluster, run on the data loop and told to the audit log (the
         SSH door's): (done, its result); a failure is said in a notification."""
         try:
@@ -92,7 +168,7 @@ class DashboardActions:
         return True, result
 
     # -- shell -----------------------------------------------------------------------------------------
-    def shell_into(self: RanksApp, wl: WorkloadView, rank: RankView | None = None) -> None:
+    def shell_into(self, wl: WorkloadView, rank: RankView | None = None) -> None:
         if self.refused(f"open a shell in {wl.name}"):
             return
         try:
@@ -104,33 +180,58 @@ class DashboardActions:
         if why is not None:
             self.notify(f"cannot open a shell yet: {why}", severity="warning", markup=False)
             return
+        self._run_shell(wl, r)
+
+    @in_worker("shell", exclusive=True)
+    async def _run_shell(self, wl: WorkloadView, r: RankView) -> None:
+        """The app suspended (the terminal is the shell's) while the UI thread goes on: it awaits the
+        session on the data loop rather than parking on it, applies the data that arrives (painted
+        once the app is back: nothing is drawn while suspended), and catches window changes by
+        SIGWINCH for the session (a handler can only be set on the main thread, the UI's)."""
         outcome: ExecOutcome | None = None
         problem = ""
+        self.shell_open = True
         try:
-            with self.suspend():
+            with self.app.batch_update(), self.app.suspend():
                 try:
-                    outcome, problem = self.data.run_coroutine(self._shell(wl, r)).result()
+                    terminal = self.terminal()
+                    with terminal.resizes_by_signal():
+                        outcome, problem = await asyncio.wrap_future(
+                            self.data.run_coroutine(self._shell(wl, r, terminal)))
                 except Exception as exc:  # shown after the repaint
                     problem = _message(exc)
         except SuspendNotSupported:
             self.notify("a shell needs a real terminal (this one cannot be suspended)", severity="error",
                         markup=False)
             return
-        self.refresh(layout=True, repaint=True)
+        finally:
+            self.shell_open = False
+            waiting, self._after_shell = self._after_shell, []
+            for then in waiting:
+                then()
+        self.app.refresh(layout=True, repaint=True)
         if problem:
             self.notify(problem, severity="error", markup=False)
         elif outcome is not None:
             self.notify(f"shell in {r.pod} ended (exit {outcome.exit_code})", markup=False)
 
-    async def _shell(self: RanksApp, wl: WorkloadView, r: RankView) -> tuple[ExecOutcome, str]:
+    def when_no_shell(self, then: Callable[[], None]) -> None:
+        """`then` now, or once the shell that has the terminal ends (the app leaving meanwhile would
+        take the terminal from it)."""
+        if self.shell_open:
+            self._after_shell.append(then)
+        else:
+            then()
+
+    async def _shell(self, wl: WorkloadView, r: RankView, terminal: LocalTerminal) -> tuple[ExecOutcome, str]:
         client = self._client()
         target = await shell_target(client, wl, r)
         report(f"shell {wl.namespace}/{r.pod} container={target.container}")
-        outcome = await run_shell_session(client, target, LocalTerminal(), store=store_for(self.cfg))
+        outcome = await run_shell_session(client, target, terminal, store=store_for(self.cfg))
         return outcome, await explain_end(client, target, outcome)
 
     # -- exec on all ranks -------------------------------------------------------------------------------
-    def exec_all(self: RanksApp, wl: WorkloadView) -> None:
+    def exec_all(self, wl: WorkloadView) -> None:
         if self.refused(f"run a command on the ranks of {wl.name}"):
             return
 
@@ -140,7 +241,7 @@ class DashboardActions:
 
         self.push_screen(PromptScreen(f"Run on every rank of {wl.name}", placeholder="nvidia-smi -L"), got)
 
-    def _exec(self: RanksApp, wl: WorkloadView, command: str) -> None:
+    def _exec(self, wl: WorkloadView, command: str) -> None:
         stopped = [why for r in wl.ranks if (why := not_running_reason(r)) is not None]
         if stopped or not wl.ranks:
             self.notify("not running: " + ("; ".join(stopped) or "no pods"), severity="warning", markup=False)
@@ -151,13 +252,12 @@ class DashboardActions:
         self.push_screen(screen)
         self._run_exec(screen, wl, argv)
 
-    @work(group="exec")
-    async def _run_exec(self: RanksApp, screen: ExecScreen, wl: WorkloadView, argv: Sequence[str]) -> None:
+    @in_worker("exec")
+    async def _run_exec(self, screen: ExecScreen, wl: WorkloadView, argv: Sequence[str]) -> None:
         width = max(len(r.label) for r in wl.ranks)
 
-        def on_line(r: RankView, channel: int, line: bytes) -> None:
-            text = line.decode("utf-8", "replace")
-            self.call_from_thread(screen.add_line, r.label, width, text)
+        def on_line(r: RankView, channel: int, line: bytes) -> None:  # (on the data loop: never waits on the UI)
+            screen.add_line(r.label, width, line.decode("utf-8", "replace"))
 
         async def go() -> list[Any]:
             start = time.time()
@@ -183,7 +283,7 @@ class DashboardActions:
         screen.finish(summary)
 
     # -- delete, suspend, resume -----------------------------------------------------------------------------
-    def delete_workload(self: RanksApp, wl: WorkloadView) -> None:
+    def delete_workload(self, wl: WorkloadView) -> None:
         if self.refused(f"delete {wl.name}"):
             return
         what = "interactive session" if wl.interactive else "workload"
@@ -199,7 +299,7 @@ class DashboardActions:
 
         self.push_screen(ConfirmScreen(Text(question), yes="Delete"), answered)
 
-    def toggle_suspend(self: RanksApp, wl: WorkloadView) -> None:
+    def toggle_suspend(self, wl: WorkloadView) -> None:
         verb = "resume" if wl.status == "Suspended" else "suspend"
         if self.refused(f"{verb} {wl.name}"):
             return
@@ -215,8 +315,8 @@ class DashboardActions:
 
         self.push_screen(ConfirmScreen(question, yes=verb.capitalize()), answered)
 
-    @work(group="lifecycle", exclusive=True)
-    async def _ask_before_losing(self: RanksApp, wl: WorkloadView, verb: str, question: str) -> None:
+    @in_worker("lifecycle", exclusive=True)
+    async def _ask_before_losing(self, wl: WorkloadView, verb: str, question: str) -> None:
         """An interactive session: its shells' histories kept first, then the question with what
         the pods take with them and what ranks keeps; it starts on Cancel."""
         self.notify(f"keeping the shell histories of {wl.name} first...", timeout=3, markup=False)
@@ -234,8 +334,8 @@ class DashboardActions:
         text.append("\n\n" + note[:1].upper() + note[1:])
         self.push_screen(ConfirmScreen(text, yes=verb.capitalize(), destructive=True), answered)
 
-    @work(group="lifecycle")
-    async def _lifecycle(self: RanksApp, wl: WorkloadView, verb: str) -> None:
+    @in_worker("lifecycle")
+    async def _lifecycle(self, wl: WorkloadView, verb: str) -> None:
         async def go() -> None:
             target = lifecycle.target_of(wl)
             client = self._client()
@@ -250,7 +350,7 @@ class DashboardActions:
         self.notify(f"{wl.name}: {verb}{'d' if verb.endswith('e') else 'ed'}", markup=False)
 
     # -- convert ----------------------------------------------------------------------------------------------
-    def convert_workload(self: RanksApp, wl: WorkloadView) -> None:
+    def convert_workload(self, wl: WorkloadView) -> None:
         if self.refused(f"convert {wl.name}"):
             return
         if not wl.interactive:
@@ -258,8 +358,8 @@ class DashboardActions:
             return
         self._open_convert(wl)
 
-    @work(group="convert", exclusive=True)
-    async def _open_convert(self: RanksApp, wl: WorkloadView) -> None:
+    @in_worker("convert", exclusive=True)
+    async def _open_convert(self, wl: WorkloadView) -> None:
         async def go() -> tuple[dict[str, Any], list[Launch], dict[str, Any] | None, str | None, GpuFit | None]:
             client = self._client()
             store = store_for(self.cfg)
@@ -270,9 +370,8 @@ class DashboardActions:
                 history = await session_launches(client, wl, store, job)
             saved = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
             base, default = await debug.original(client, target, job, saved)
-            monitor = self.data.monitor  # (on the data loop: the model is read where it is written)
-            fit = None if monitor is None else gpu_fit(monitor.model, wl.namespace, convert.gpu_demands(base or job),
-                                                       me=self.me)
+            # (on the data loop: the model is read where it is written)
+            fit = self.data.gpu_fit(wl.namespace, convert.gpu_demands(base or job), me=self.me)
             return job, history, base, default, fit
 
         try:
@@ -294,7 +393,7 @@ class DashboardActions:
 
         self.push_screen(ConvertScreen(wl.key, job, history, build, waits=waits, delete_first=frees))
 
-    def submit_conversion(self: RanksApp, key: WorkloadKey, new: dict[str, Any], delete_interactive: bool,
+    def submit_conversion(self, key: WorkloadKey, new: dict[str, Any], delete_interactive: bool,
                           secret: tuple[str, dict[str, str]] | None = None) -> None:
         wl = self.store.workloads.get(key)
         if wl is None:
@@ -309,8 +408,8 @@ class DashboardActions:
 
         self.push_screen(ConfirmScreen(Text(question), yes="Submit", destructive=destroys), answered)
 
-    @work(group="convert")
-    async def _convert(self: RanksApp, wl: WorkloadView, new: dict[str, Any], delete_interactive: bool,
+    @in_worker("convert")
+    async def _convert(self, wl: WorkloadView, new: dict[str, Any], delete_interactive: bool,
                        secret: tuple[str, dict[str, str]] | None = None) -> None:
         async def go() -> lifecycle.Target:
             client = self._client()
@@ -330,7 +429,7 @@ class DashboardActions:
         self.open_workload((created.namespace, created.kind, created.name), created=True)
 
     # -- debug: a session made from a job --------------------------------------------------------------
-    def debug_workload(self: RanksApp, wl: WorkloadView) -> None:
+    def debug_workload(self, wl: WorkloadView) -> None:
         """A failed or running job back into an interactive session (`ranks debug`), asked first."""
         if self.refused(f"create a debug session of {wl.name}"):
             return
@@ -356,8 +455,8 @@ class DashboardActions:
 
         self.push_screen(ConfirmScreen(question, yes="Create"), answered)
 
-    @work(group="submit", exclusive=True)
-    async def _debug(self: RanksApp, wl: WorkloadView, name: str, how: str) -> None:
+    @in_worker("submit", exclusive=True)
+    async def _debug(self, wl: WorkloadView, name: str, how: str) -> None:
         async def go() -> dict[str, Any]:
             client = self._client()
             target = lifecycle.target_of(wl)
@@ -372,15 +471,15 @@ class DashboardActions:
         self.open_workload((wl.namespace, wl.kind, name), created=True)
 
     # -- new session ----------------------------------------------------------------------------------------------
-    def new_session(self: RanksApp, namespace: str | None = None) -> None:
+    def new_session(self, namespace: str | None = None) -> None:
         if self.refused("submit a new session"):
             return
         projects = sorted(((p.name, p.namespace) for p in self.store.projects.values()), key=lambda x: x[0])
         self.push_screen(NewSessionScreen(projects, namespace or (projects[0][1] if len(projects) == 1 else None),
                                           self._submit_form))
 
-    def _submit_form(self: RanksApp, values: dict[str, Any]) -> None:
-        screen = self.screen
+    def _submit_form(self, values: dict[str, Any]) -> None:
+        screen = self.app.screen
         if not isinstance(screen, NewSessionScreen):
             return
         try:
@@ -396,8 +495,8 @@ class DashboardActions:
             return
         self._submit_spec(spec)
 
-    @work(group="submit", exclusive=True)
-    async def _submit_spec(self: RanksApp, spec: SubmitSpec) -> None:
+    @in_worker("submit", exclusive=True)
+    async def _submit_spec(self, spec: SubmitSpec) -> None:
         async def go() -> dict[str, Any]:
             return await submit(self._client(), spec)
 
@@ -406,7 +505,7 @@ class DashboardActions:
             created = await self._on_data(go())
         except SessionError as exc:
             report(f"{what}: failed: {exc.message}")
-            screen = self.screen
+            screen = self.app.screen
             if isinstance(screen, NewSessionScreen):
                 screen.show_problems([("", exc.message)])
             return

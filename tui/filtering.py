@@ -26,6 +26,22 @@ _REQ = re.compile(
 Requirement = Callable[[Mapping[str, str]], bool]
 
 
+def _absent(k: str) -> Requirement:
+    return lambda labels: k not in labels
+
+
+def _present(k: str) -> Requirement:
+    return lambda labels: k in labels
+
+
+def _equals(k: str, v: str, equal: bool) -> Requirement:
+    return lambda labels: (labels.get(k) == v) == equal
+
+
+def _one_of(k: str, values: frozenset[str], inside: bool) -> Requirement:
+    return lambda labels: (labels.get(k) in values) == inside
+
+
 def parse_selector(text: str) -> list[Requirement]:
     reqs: list[Requirement] = []
     pos = 0
@@ -38,24 +54,15 @@ def parse_selector(text: str) -> list[Requirement]:
             raise ValueError(f"bad label selector at {text[pos:]!r}")
         pos = m.end()
         if m.group("notexists"):
-            k = m.group("nkey")
-            reqs.append(lambda labels, k=k: k not in labels)
+            reqs.append(_absent(m.group("nkey")))
         elif m.group("op"):
             k, v, op = m.group("key"), m.group("value"), m.group("op")
-            if op == "!=":
-                reqs.append(lambda labels, k=k, v=v: labels.get(k) != v)
-            else:
-                reqs.append(lambda labels, k=k, v=v: labels.get(k) == v)
+            reqs.append(_equals(k, v, op != "!="))
         elif m.group("setop"):
-            k = m.group("key")
             values = frozenset(x.strip() for x in m.group("values").split(",") if x.strip())
-            if m.group("setop") == "in":
-                reqs.append(lambda labels, k=k, vs=values: labels.get(k) in vs)
-            else:
-                reqs.append(lambda labels, k=k, vs=values: labels.get(k) not in vs)
+            reqs.append(_one_of(m.group("key"), values, m.group("setop") == "in"))
         else:
-            k = m.group("key")
-            reqs.append(lambda labels, k=k: k in labels)
+            reqs.append(_present(m.group("key")))
     return reqs
 
 

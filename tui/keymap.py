@@ -10,11 +10,13 @@ Use: screens declare ``BINDINGS = default_bindings("table")`` (Bindings carry th
 app calls ``app.set_keymap(keymap.textual_keymap())`` so Textual substitutes the user's keys; or
 build bindings with the overrides already applied with ``keymap.bindings(scope)``.
 
-Scopes: ``global`` bindings are active everywhere, so they conflict with any scope; ``table``
-(project/workload/rank lists; its ``row_*`` ids, `LIST_BINDING_IDS`, move the cursor of every list
-and are bound by the list widgets), ``details`` (describe/YAML view) and ``logs`` are separate
-screens and conflict only with themselves and global; ``shell`` (an attached terminal) receives every
-key, so its bindings conflict only with each other.
+Scopes: ``global`` bindings belong to the app or to every screen, so they conflict with any scope;
+``table`` (the screens with lists: projects, workloads, a workload's ranks and events, cluster load,
+a node's pods; its ``row_*`` ids, `LIST_BINDING_IDS`, move the cursor of every list and are bound by
+the list widgets) and ``logs`` (the merged logs; the describe view's YAML takes its ``top`` and
+``bottom``) are separate screens and conflict only with themselves and global. Every id is bound by
+a screen or widget of its scope (tests/unit/test_keymap.py checks it); an id that acted nowhere was
+removed, and a configuration naming one is told so (`RETIRED_IDS`).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from textual.keys import (
     format_key,
 )
 
-SCOPES = ("global", "table", "details", "logs", "shell")
+SCOPES = ("global", "table", "logs")
 MODIFIERS = ("alt", "ctrl", "hyper", "meta", "shift", "super")
 RESERVED_KEYS: Mapping[str, str] = {
     "tab": "focus next (Textual)",
@@ -97,11 +99,6 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     BindingSpec("row_last", "G,end", "last", "Last row", "table", show=False),
     BindingSpec("event_message", "v", "choose('message')", "Whole message", "table"),  # the Events tab
     BindingSpec("previous_tab", "left", "previous_tab", "Previous tab", "table", show=False, priority=True),
-    # details: describe / YAML view
-    BindingSpec("yaml", "y", "yaml", "YAML", "details"),
-    BindingSpec("events", "e", "events", "Events", "details"),
-    BindingSpec("details_logs", "l", "logs", "Logs", "details"),
-    BindingSpec("details_shell", "s", "shell", "Shell", "details"),
     # logs: merged rank logs
     BindingSpec("tail", "f", "tail", "Follow", "logs"),
     BindingSpec("wrap", "w", "wrap", "Wrap", "logs"),
@@ -113,9 +110,13 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     BindingSpec("prev_match", "N", "prev_match", "Previous match", "logs", show=False),
     BindingSpec("top", "g,home", "scroll_top", "Top", "logs", show=False),
     BindingSpec("bottom", "G,end", "scroll_bottom", "Bottom", "logs", show=False),
-    # shell: an attached terminal gets every other key
-    BindingSpec("detach", "ctrl+right_square_bracket", "detach", "Detach", "shell", priority=True),
 )
+# ids of earlier versions that no screen ever bound (remapping them did nothing): a configuration
+# that names one is told to drop it
+RETIRED_IDS: Mapping[str, str] = {
+    "yaml": "the describe view", "events": "the describe view", "details_logs": "the describe view",
+    "details_shell": "the describe view", "detach": "the shell",
+}
 
 LIST_BINDING_IDS = ("row_down", "row_up", "row_first", "row_last")  # bound by the list widgets themselves
 
@@ -229,8 +230,6 @@ def parse_keys(value: str | Sequence[str]) -> tuple[str, ...]:
 
 
 def _scopes_overlap(a: str, b: str) -> bool:
-    if a == "shell" or b == "shell":
-        return a == b
     return a == b or "global" in (a, b)
 
 
@@ -245,7 +244,11 @@ class Keymap:
         problems: list[tuple[str, str]] = []
         for bid, value in (overrides or {}).items():
             if bid not in self.by_id:
-                problems.append((bid, f"unknown binding id {bid!r}{_hint(bid, self.by_id)}"))
+                if bid in RETIRED_IDS:
+                    problems.append((bid, f"binding id {bid!r} was removed ({RETIRED_IDS[bid]} never had it): "
+                                          "delete this line"))
+                else:
+                    problems.append((bid, f"unknown binding id {bid!r}{_hint(bid, self.by_id)}"))
                 continue
             try:
                 self.overrides[bid] = parse_keys(value)
@@ -294,7 +297,7 @@ class Keymap:
             if ids:
                 out.append(Conflict(key, tuple(ids)))
             if key in RESERVED_KEYS:
-                out.append(Conflict(key, (*[s.id for s in specs if s.scope != "shell"], RESERVED_KEYS[key])))
+                out.append(Conflict(key, (*[s.id for s in specs], RESERVED_KEYS[key])))
         return [c for c in out if len(c.ids) > 1]
 
     def conflicts_of(self, binding_id: str) -> list[Conflict]:

@@ -7,13 +7,20 @@ changed so the visible screen can update only those rows.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, TypeVar
 
-from monitors.dataloop import DataStatus, DataUpdate
-from monitors.model_views import ModelDiff, NodeView, ProjectView, WorkloadView
+from monitors.dataloop import DataStatus, DataUpdate, Progress
+from monitors.model_views import KeyedDiff, ModelDiff, NodeView, ProjectView, WorkloadView
 from monitors.records import EventRec
 
+if TYPE_CHECKING:
+    from monitors.diagnostics.hangs import JobHealth
+    from monitors.diagnostics.why import Diagnosis
+    from monitors.flight_records import RecordedFailure
+
 WorkloadKey = tuple[str, str, str]
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 @dataclass
@@ -28,11 +35,12 @@ class ViewStore:
     histories: dict[str, tuple[float, ...]] = field(default_factory=dict)
     last_logs: dict[str, float] = field(default_factory=dict)
     events: tuple[EventRec, ...] = ()  # of the focused workload
-    diagnosis: Any = None  # of the focused workload (`monitors.diagnostics.why.Diagnosis`)
-    postmortem: tuple[Any, Any, tuple[str, ...]] = (None, None, ())  # (key, first failure, what happened)
+    diagnosis: Diagnosis | None = None  # of the focused workload
+    # (its key, its first failure, what happened), once it finished with its pods gone
+    postmortem: tuple[WorkloadKey | None, RecordedFailure | None, tuple[str, ...]] = (None, None, ())
     # the focused workload's training progress: (key, {label: step/loss/throughput/rate/spark}, ETA, total)
-    progress: tuple[Any, Any, float | None, int | None] = (None, {}, None, None)
-    health: dict[Any, Any] = field(default_factory=dict)  # workload key -> diagnostics.hangs.JobHealth (flagged)
+    progress: Progress = (None, {}, None, None)
+    health: dict[WorkloadKey, JobHealth] = field(default_factory=dict)  # the flagged running jobs
     synced: bool = False
     generation: int = 0  # bumped on every applied update (screens compare to skip work)
 
@@ -45,11 +53,9 @@ class ViewStore:
             self.synced = False
         if update.synced:
             self.synced = True
-        for target, kd in ((self.workloads, d.workloads), (self.projects, d.projects), (self.nodes, d.nodes)):
-            for k in kd.removed:
-                target.pop(k, None)  # type: ignore[call-overload]
-            target.update(kd.added)  # type: ignore[arg-type]
-            target.update(kd.changed)  # type: ignore[arg-type]
+        _apply(self.workloads, d.workloads)
+        _apply(self.projects, d.projects)
+        _apply(self.nodes, d.nodes)
         self.status = update.status
         self.histories = dict(update.histories)
         self.last_logs = dict(update.last_logs)
@@ -74,3 +80,10 @@ class ViewStore:
     def find_project(self, name: str) -> ProjectView | None:
         """A project by name (team-a) or namespace (runai-team-a)."""
         return self.projects.get(name) or self.project_of_namespace(name) or self.projects.get(f"runai-{name}")
+
+
+def _apply(target: dict[K, V], kd: KeyedDiff[K, V]) -> None:
+    for k in kd.removed:
+        target.pop(k, None)
+    target.update(kd.added)
+    target.update(kd.changed)

@@ -275,13 +275,13 @@ def assess(wl: WorkloadView, history: History, now: float, th: Thresholds = DEFA
             # every log silent long enough and every GPU idle now, but no GPU history says since when
             # (a one-shot command without Prometheus): hung, on the logs' word
             gpu = [j for j, r in enumerate(ranks) if running[j] and r.gpus > 0 and r.node]
-            if gpu and all(util[j] is not None and util[j] < th.idle_util for j in gpu):  # type: ignore[operator]
+            if gpu and all((u := util[j]) is not None and u < th.idle_util for j in gpu):
                 hung, hung_for, confirmed = True, min(known), True
                 summary = (f"hung for {age(min(known))}: every rank's log silent that long and every GPU under "
                            f"{th.idle_util:g}% now (no GPU history says since when; {th.said()})")
         if not hung and live and len(known) == len(live):
             gpu = [j for j, r in enumerate(ranks) if running[j] and r.gpus > 0 and r.node]
-            if gpu and all(util[j] is not None and util[j] < th.idle_util for j in gpu):  # type: ignore[operator]
+            if gpu and all((u := util[j]) is not None and u < th.idle_util for j in gpu):
                 quiet = min(known)
                 quiet_for = quiet if quiet >= QUIET_AFTER else None
 

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from ..humanize import age
 from ..humanize import gpus as fmt_gpus
 from ..records import NodeRec, Toleration
-from .idle import DEFAULT_THRESHOLD, session_idle_since
+from .idle import DEFAULT_THRESHOLD, session_idle_since, session_reads_busy
 from .why import PodShape, node_refuses
 
 if TYPE_CHECKING:
@@ -71,6 +71,7 @@ class Holder:
     nodes: tuple[str, ...]
     created: float | None
     idle_since: float | None  # an interactive session whose GPUs all read idle: since when
+    busy: bool = False  # an interactive session whose GPUs read (some of them busy); neither: not read yet
 
     @property
     def key(self) -> WorkloadKey:
@@ -88,7 +89,7 @@ class Holder:
         state = []
         if self.idle_since is not None:
             state.append(f"idle {age(now - self.idle_since)}")
-        elif self.interactive:
+        elif self.interactive and self.busy:
             state.append("in use")
         if self.created is not None:
             state.append(f"started {age(now - self.created)} ago")
@@ -137,7 +138,7 @@ def _quota_left(model: LiveModel, namespace: str) -> float | None:
     if not quotas:
         return None
     project = model.projects.get(namespace)
-    return sum(quotas) - (project.gpus_allocated if project is not None else 0.0)  # type: ignore[arg-type]
+    return sum(quotas) - (project.gpus_allocated if project is not None else 0.0)
 
 
 def gpu_fit(model: LiveModel, namespace: str, demand: GpuDemand | Sequence[GpuDemand], *, me: str = "",
@@ -200,5 +201,6 @@ def _holder(model: LiveModel, key: WorkloadKey, per_node: dict[str, float], me: 
     if wl is None:
         return None
     idle = session_idle_since(wl, model.gpu_history, now, idle_threshold) if wl.interactive else None
+    busy = idle is None and wl.interactive and session_reads_busy(wl, idle_threshold)
     return Holder(wl.namespace, wl.kind, wl.name, wl.project, wl.user, wl.interactive, bool(me) and wl.user == me,
-                  sum(per_node.values()), tuple(sorted(per_node)), wl.created, idle)
+                  sum(per_node.values()), tuple(sorted(per_node)), wl.created, idle, busy)

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from monitors.model_views import RankView, WorkloadView
 
 __all__ = ["DEFAULT_THRESHOLD", "IdleSession", "format_gpu_hours", "idle_sessions", "idle_sessions_of", "rfc3339",
-           "session_idle_since"]
+           "session_idle_since", "session_reads_busy"]
 
 DEFAULT_THRESHOLD = 5.0  # % utilisation under which a GPU counts as idle
 PodKey = tuple[str, str]
@@ -133,6 +133,14 @@ def session_idle_since(w: WorkloadView, history: History, now: float, threshold:
         s = _rank_idle_since(r, history.get((r.namespace, r.pod), ()), threshold, w.created)
         since.append(now if s is None else s)
     return min(max(since), now)
+
+
+def session_reads_busy(w: WorkloadView, threshold: float = DEFAULT_THRESHOLD) -> bool:
+    """Every GPU rank of the session has a current reading and one reads at or over `threshold`
+    (False when a reading is missing: then neither idle nor in use is known)."""
+    ranks = _gpu_ranks(w)
+    return bool(ranks) and all(r.gpu_state == "ok" and r.gpu_util is not None for r in ranks) and any(
+        r.gpu_util is not None and r.gpu_util >= threshold for r in ranks)
 
 
 def idle_sessions_of(workloads: Iterable[WorkloadView], history: History, now: float,

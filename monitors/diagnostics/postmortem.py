@@ -15,7 +15,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from ..flight_recorder import RecordedFailure, Recording
+from ..flight_records import RecordedFailure, Recording
 from ..humanize import age
 from ..model_views import WorkloadView
 from ..records import EventRec

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .. import api_paths
 from ..kube import ApiProblem
 from ..model_views import FirstFailure, WorkloadView
 from ..records import parse_time
@@ -66,7 +67,7 @@ async def locate_failure(client: KubeClient, wl: WorkloadView) -> FailureReport 
         return None
     report = FailureReport(f, wl.namespace, previous=False)
     try:
-        pod = await client.get(f"/api/v1/namespaces/{wl.namespace}/pods/{f.pod}")
+        pod = await client.get(api_paths.pod(wl.namespace, f.pod))
     except ApiProblem as exc:
         report.note = "the pod no longer exists; its logs are gone" if exc.status == 404 else exc.one_line()
         return report
@@ -90,7 +91,7 @@ async def first_failure_report(client: KubeClient, wl: WorkloadView, *, lines: i
     if which:
         params.append(("previous", "true"))
     try:
-        raw = await client.request("GET", f"/api/v1/namespaces/{ns}/pods/{f.pod}/log", params=params)
+        raw = await client.request("GET", api_paths.pod(ns, f.pod, "log"), params=params)
     except ApiProblem as exc:
         report.note = exc.one_line()
         return report

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime
 
+from ..humanize import format_ts
 from .terminal_text import MAX_LINE_BYTES, NOT_PRINTABLE_ASCII, SafeText, sanitize_line
 
 PARTIAL_RECORD = 16 * 1024  # containerd's max_container_log_line_size
@@ -56,12 +57,6 @@ def parse_ts(ts: bytes) -> int | None:
         return int(dt.timestamp()) * 1_000_000_000 + frac_ns
     except (ValueError, UnicodeDecodeError):
         return None
-
-
-def format_ts(ns: int) -> str:
-    """Nanoseconds as RFC3339 with a fixed 9-digit fraction (sortable as text): `...T12:00:00.000000001Z`."""
-    sec, frac = divmod(ns, 1_000_000_000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)) + f".{frac:09d}Z"
 
 
 def format_since(ns: int) -> str:

@@ -27,6 +27,9 @@ A `LogStream` reads `GET /api/v1/namespaces/{ns}/pods/{pod}/log?container=C&time
   pod being deleted whose instance ended is done: its containers do not start again).
 
 Lines are cut at 1 MiB while reading (the rest of a longer line is counted, not kept).
+
+A stream asks of its host (the engine) only what `StreamHost` names: its options, the merge it feeds,
+the client, and where it reports (its pod's record, lines, troubles, its end).
 """
 
 from __future__ import annotations
@@ -35,25 +38,62 @@ import asyncio
 import contextlib
 import random
 import time
-from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 
+from .. import api_paths
 from ..connection import ConnectionProblem, ExitCode
 from ..kube import ApiProblem, problem_from_body
 from .lines import LogLine, Origin, format_since, split_record
-from .merge import Source
+from .merge import Merger, Source
+from .options import LogOptions
 from .rank_tags import TaggedOrigins, speaks_for_ranks
 from .terminal_text import MAX_LINE_BYTES
 
 if TYPE_CHECKING:
+    from ..kube import KubeClient
     from ..records import PodRec
-    from .engine import LogEngine, LogOptions
 
 READ_LIMIT = MAX_LINE_BYTES + 64 * 1024  # bytes of one line kept while reading (timestamps and slack)
 MAX_AT_LAST = 10_000
 TRANSIENT = frozenset((429, 500, 502, 503, 504))  # answers worth asking again (with backoff)
+
+
+class StreamHost(Protocol):
+    """What a `LogStream` may ask of the engine that runs it (`engine.LogEngine`)."""
+
+    options: LogOptions
+    client: KubeClient
+    merger: Merger  # the merge its lines go into
+    history_done: asyncio.Event  # every stream's history is read: following may start
+    stopping: bool
+    started_at: float  # (unix time) when the engine started: a follow's gap is counted from then
+
+    def pod_record(self, s: LogStream) -> PodRec | None:
+        """The model's record of the stream's pod, None once it is gone."""
+
+    def note_log(self, s: LogStream, ts: int) -> None:
+        """The stream's newest line is at `ts` (ns)."""
+
+    def notice(self, message: str) -> None: ...
+
+    def notice_once(self, s: LogStream, message: str) -> None:
+        """A stream's trouble, said again only when it changes."""
+
+    def failed(self, s: LogStream, problem: ApiProblem | ConnectionProblem | None, message: str = "", *,
+               text: str | None = None) -> None:
+        """The stream's log cannot be read: recorded with its exit code."""
+
+    def unauthorized(self, s: LogStream, exc: ApiProblem) -> None:
+        """Following, and the server rejects the credentials."""
+
+    def server_lost(self, message: str) -> None: ...
+
+    def server_answered(self, s: LogStream | None = None) -> None: ...
+
+    def stream_done(self, s: LogStream) -> None:
+        """The stream ended: it holds no line back."""
 
 
 class _Stalled(Exception):
@@ -65,7 +105,7 @@ class _Dropped(Exception):
 
 
 class LogStream:
-    def __init__(self, engine: LogEngine, origin: Origin, uid: str, *, history: bool,
+    def __init__(self, engine: StreamHost, origin: Origin, uid: str, *, history: bool,
                  initial: bool | None = None) -> None:
         """`history`: read the history first (since/tail); `initial`: the user's since/tail apply
         to this stream's first read (default: with history; a pod attached later is read whole)."""
@@ -74,8 +114,7 @@ class LogStream:
         self.uid = uid
         self.with_history = history
         self.initial = history if initial is None else initial
-        self.path = (f"/api/v1/namespaces/{quote(origin.namespace, safe='')}/pods/"
-                     f"{quote(origin.pod, safe='')}/log")
+        self.path = api_paths.pod(origin.namespace, origin.pod, "log")
         self.state = "waiting"  # waiting / open / retrying / ended / done / queued
         self.message = ""  # why it waits, or the last error
         self.last_ts = 0
@@ -312,9 +351,8 @@ class LogStream:
         eng = self.engine
         o = self.origin
         self.recoveries += 1
-        path = f"/api/v1/namespaces/{quote(o.namespace, safe='')}/pods/{quote(o.pod, safe='')}"
         try:
-            pod = await eng.client.get(path)
+            pod = await eng.client.get(api_paths.pod(o.namespace, o.pod))
         except ApiProblem as exc:
             if exc.status == 404:
                 return None
@@ -457,6 +495,7 @@ class LogStream:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=eng.options.connect_timeout, sock_read=silence)
         self._got = 0
         self.opens += 1
+        sent = client.credentials_now()
         try:
             async with session.get(client.server + self.path, params=params, headers=client.headers("*/*"),
                                    timeout=timeout, server_hostname=client.server_hostname) as resp:
@@ -478,6 +517,10 @@ class LogStream:
                 finally:
                     if follow and self._catching is not None:
                         self._caught_up()
+        except ApiProblem as exc:
+            if exc.status == 401 and await client.credentials_rejected(sent):
+                raise _Dropped("the credentials were read again") from None  # (asked again at once with them)
+            raise
         except TimeoutError:
             self.stalls += 1
             raise _Stalled(f"no data for {silence:g} s") from None
@@ -656,7 +699,7 @@ def _retry_after(value: str | None) -> float | None:
 
 def backoff_delay(attempt: int, options: LogOptions) -> float:
     """Exponential backoff with jitter for the `attempt`-th retry (1-based)."""
-    base = min(options.backoff_max, options.backoff_min * 2 ** (attempt - 1))
+    base = min(options.backoff_max, options.backoff_min * 2.0 ** (attempt - 1))
     return base * (0.75 + random.random() * 0.5)
 
 

@@ -11,7 +11,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..kube import ApiProblem, seg
+from .. import api_paths
+from ..kube import ApiProblem
 from .lines import split_record
 from .terminal_text import sanitize_line
 
@@ -37,8 +38,7 @@ async def rank_tails(client: KubeClient, wl: WorkloadView, lines: int = 50,
         if container_of and container_of.get(r.pod):
             params.append(("container", container_of[r.pod]))
         try:
-            raw = await client.request("GET", f"/api/v1/namespaces/{seg(r.namespace)}/pods/{seg(r.pod)}/log",
-                                       params=params)
+            raw = await client.request("GET", api_paths.pod(r.namespace, r.pod, "log"), params=params)
         except (ApiProblem, OSError):
             return None
         except Exception:  # (a lost connection: left out, like an unreadable log)

@@ -262,7 +262,7 @@ class Connection(asyncssh.SSHServer):
         self._refused("remote unix socket forwarding")
         return False
 
-    def session_requested(self) -> asyncssh.SSHServerSession:
+    def session_requested(self) -> asyncssh.SSHServerSession[bytes]:
         self.touch()
         return Session(self.server, self)
 
@@ -270,10 +270,10 @@ class Connection(asyncssh.SSHServer):
         self.server.audit.log("refused", user=self.identity.name if self.identity else "?", peer=self.peer, what=what)
 
 
-class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
+class Session(asyncssh.SSHServerSession[bytes]):
     def __init__(self, server: Server, conn_server: Connection) -> None:
         self.server, self.conn_server = server, conn_server
-        self.chan: asyncssh.SSHServerChannel | None = None  # type: ignore[type-arg]
+        self.chan: asyncssh.SSHServerChannel[bytes] | None = None
         self.term: str | None = None
         self.size: tuple[int, int] = (80, 24)
         self.command: str | None = None
@@ -291,7 +291,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self._writable.set()
 
     # -- requests ---------------------------------------------------------------------------------
-    def connection_made(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
+    def connection_made(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
         self.chan = chan
         self.conn_server.sessions.add(self)
         self._audit_forwarding_requests(chan)
@@ -313,7 +313,7 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self.conn_server._refused(f"subsystem {subsystem}")
         return False
 
-    def _audit_forwarding_requests(self, chan: asyncssh.SSHServerChannel) -> None:  # type: ignore[type-arg]
+    def _audit_forwarding_requests(self, chan: asyncssh.SSHServerChannel[bytes]) -> None:
         """asyncssh refuses agent and X11 forwarding itself (`agent_forwarding=False`,
         `x11_forwarding=False`) without asking the session: its handlers of those channel requests
         (looked up on the channel by name) are wrapped so that each refusal is audited too."""
@@ -445,15 +445,17 @@ class Session(asyncssh.SSHServerSession):  # type: ignore[type-arg]
         self._started(proc)
         assert proc.stdout is not None and proc.stderr is not None
         self.stdin = proc.stdin
+        chan = self.chan
+        assert chan is not None  # (connection_made came first)
 
         async def pump(reader: asyncio.StreamReader, stderr: bool) -> None:
             while chunk := await reader.read(65536):
                 if self._closed:
                     continue
                 if stderr:
-                    self.chan.write_stderr(chunk)  # type: ignore[union-attr]
+                    chan.write_stderr(chunk)
                 else:
-                    self.chan.write(chunk)  # type: ignore[union-attr]
+                    chan.write(chunk)
 
         await asyncio.gather(pump(proc.stdout, False), pump(proc.stderr, True))
         rc = await proc.wait()
@@ -720,9 +722,14 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
     reloader = asyncio.get_running_loop().create_task(_reload(server, seen))
     ready(f"{cfg.host}:{port}")
     loop = asyncio.get_running_loop()
-    stop = loop.create_future()
+    stop: asyncio.Future[int] = loop.create_future()
+
+    def stopping(sig: int) -> None:
+        if not stop.done():
+            stop.set_result(sig)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, lambda s=sig: stop.done() or stop.set_result(s))
+        loop.add_signal_handler(sig, stopping, sig)
     try:
         await stop
     finally:

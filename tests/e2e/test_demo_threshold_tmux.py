@@ -54,14 +54,14 @@ def test_the_demo_and_a_second_terminal_judge_hangs_alike(tmp_path: Path, kubect
 
         tmux.wait_for(lambda s: "▲ hung" in s, timeout=120, why="the dashboard marking gpt-hung hung")
         tmux.keys("/")
-        tmux.wait_for(lambda s: "Filter" in s or "filter" in s, timeout=10, why="the filter input")
+        tmux.wait_for(lambda s: "Filter" in s or "filter" in s, timeout=30, why="the filter input")
         tmux.type("gpt-hung")
         tmux.keys("Enter")
-        tmux.wait_for(lambda s: "bert-crash" not in s and "gpt-hung" in s, timeout=10, why="only gpt-hung listed")
+        tmux.wait_for(lambda s: "bert-crash" not in s and "gpt-hung" in s, timeout=30, why="only gpt-hung listed")
         tmux.keys("Enter")
         screen = tmux.wait_for(lambda s: "of context ranks-sim" in s.replace("\n", " "), timeout=60,
                                why="gpt-hung's detail saying its threshold and where it came from")
         assert "hang_after_minutes" in screen
         tmux.keys("Escape")
-        tmux.wait_for(lambda s: crumbs(s)[-1] != "gpt-hung", timeout=10, why="back on the list")
+        tmux.wait_for(lambda s: crumbs(s)[-1] != "gpt-hung", timeout=30, why="back on the list")
         quit_and_check_restored(demo)

@@ -213,15 +213,15 @@ def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
 
         # the footer tells where the focus is: the filter input shows only "esc Back  / Filter"
         tmux.keys("/")
-        tmux.wait_for(lambda s: "l Logs" not in footer(s), timeout=10,
+        tmux.wait_for(lambda s: "l Logs" not in footer(s), timeout=30,
                       why="the filter input to take the focus")
         tmux.type("bert")
-        tmux.wait_for(lambda s: "bert-crash" in s and "hvd-interactive" not in s, timeout=10,
+        tmux.wait_for(lambda s: "bert-crash" in s and "hvd-interactive" not in s, timeout=30,
                       why="the filter to keep only bert-crash")
         tmux.keys("Enter")  # closes the filter, focus back on the table
-        tmux.wait_for(lambda s: "l Logs" in footer(s), timeout=10, why="the table to take the focus")
+        tmux.wait_for(lambda s: "l Logs" in footer(s), timeout=30, why="the table to take the focus")
         tmux.keys("Enter")
-        tmux.wait_for(lambda s: crumbs(s)[-1] == "bert-crash", timeout=10,
+        tmux.wait_for(lambda s: crumbs(s)[-1] == "bert-crash", timeout=30,
                       why="the workload screen of bert-crash")
         screen = tmux.wait_for("first failure", timeout=40, why="bert-crash's first failure")
         assert re.search(r"first failure: worker-1 \(rank 2\)", screen), screen
@@ -231,7 +231,7 @@ def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
                       timeout=20, why="bert-crash's merged logs")
         # the traceback may have scrolled away while following: filter the merged logs for it
         tmux.keys("/")
-        tmux.wait_for(lambda s: "Follow" not in footer(s), timeout=10, why="the log filter input")
+        tmux.wait_for(lambda s: "Follow" not in footer(s), timeout=30, why="the log filter input")
         tmux.type("Traceback|RuntimeError")
         tmux.keys("Enter")
         screen = tmux.wait_for(lambda s: "Traceback" in s and "RuntimeError" in s and "step 1" not in s,
@@ -239,11 +239,11 @@ def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
         assert re.search(r"\[worker-1\] .*RuntimeError", screen), screen
 
         tmux.keys("Escape")
-        tmux.wait_for(lambda s: crumbs(s)[-1] == "bert-crash" and "first failure" in s, timeout=10,
+        tmux.wait_for(lambda s: crumbs(s)[-1] == "bert-crash" and "first failure" in s, timeout=30,
                       why="back on the workload screen")
 
         tmux.keys("p")
-        screen = tmux.wait_for(lambda s: crumbs(s)[-1] == "projects" and "team-a" in s, timeout=10,
+        screen = tmux.wait_for(lambda s: crumbs(s)[-1] == "projects" and "team-a" in s, timeout=30,
                                why="the projects list")
         assert "runai-team-a" in screen and "team-b" in screen, screen
 
@@ -253,9 +253,9 @@ def test_demo_in_tmux_100x30_navigation_and_clean_exit(tmp_path: Path) -> None:
         assert "a100-node-01" in screen and "8 nodes" in screen, screen
 
         tmux.keys("?")
-        tmux.wait_for(is_help, timeout=10, why="the help screen")
+        tmux.wait_for(is_help, timeout=30, why="the help screen")
         tmux.keys("Escape")
-        tmux.wait_for(lambda s: not is_help(s) and "h100-node-01" in s, timeout=10, why="the help to close")
+        tmux.wait_for(lambda s: not is_help(s) and "h100-node-01" in s, timeout=30, why="the help to close")
 
         quit_and_check_restored(demo)
 
@@ -268,12 +268,12 @@ def test_dashboard_shell_suspends_runs_and_repaints(tmp_path: Path) -> None:
         tmux = demo.tmux
         workloads_listed(demo)
         tmux.keys("/")
-        tmux.wait_for(lambda s: "l Logs" not in footer(s), timeout=10, why="the filter input")
+        tmux.wait_for(lambda s: "l Logs" not in footer(s), timeout=30, why="the filter input")
         tmux.type("hvd")
-        tmux.wait_for(lambda s: "hvd-interactive" in s and "bert-crash" not in s, timeout=10,
+        tmux.wait_for(lambda s: "hvd-interactive" in s and "bert-crash" not in s, timeout=30,
                       why="the filter to keep only hvd-interactive")
         tmux.keys("Enter")
-        tmux.wait_for(lambda s: "l Logs" in footer(s), timeout=10, why="the table to take the focus")
+        tmux.wait_for(lambda s: "l Logs" in footer(s), timeout=30, why="the table to take the focus")
         tmux.wait_for(lambda s: re.search(r"hvd-interactive .*Running .*3/3", s) is not None, timeout=40,
                       why="the session's three ranks running")
 
@@ -286,16 +286,22 @@ def test_dashboard_shell_suspends_runs_and_repaints(tmp_path: Path) -> None:
         assert flags["alternate_on"] == "0", f"the dashboard did not step aside: {flags}"
         tmux.type('echo "marker-$((6*7))"; cat "$OMPI_MCA_orte_default_hostfile"')
         tmux.keys("Enter")
-        tmux.wait_for(lambda s: "marker-42" in s and "slots=" in s, timeout=10, why="the commands' output")
+        tmux.wait_for(lambda s: "marker-42" in s and "slots=" in s, timeout=30, why="the commands' output")
         tmux.run("resize-window", "-t", tmux.target, "-x", "90", "-y", "26")
-        # a suspended app's shell notices size changes by polling (no SIGWINCH off the main thread)
         tmux.wait_for(lambda s: tmux.run("display-message", "-p", "-t", tmux.target,
-                                         "#{pane_width}x#{pane_height}").strip() == "90x26", timeout=5,
+                                         "#{pane_width}x#{pane_height}").strip() == "90x26", timeout=30,
                       why="tmux to resize the pane")
-        time.sleep(0.5)
-        tmux.type("stty size")
-        tmux.keys("Enter")
-        tmux.wait_for(lambda s: "26 90" in s, timeout=10, why="the resize to reach the remote pty")
+
+        def remote_size() -> bool:  # asked again until the resize has reached the remote pty
+            tmux.type("stty size")
+            tmux.keys("Enter")
+            try:
+                tmux.wait_for(lambda s: "26 90" in s, timeout=2, why="stty size saying 26 90")
+            except AssertionError:
+                return False
+            return True
+
+        wait_for(remote_size, 60, "the resize to reach the remote pty")
         tmux.type("exit 3")
         tmux.keys("Enter")
 
@@ -303,9 +309,9 @@ def test_dashboard_shell_suspends_runs_and_repaints(tmp_path: Path) -> None:
                                why="the dashboard back after the shell")
         assert tmux.flags()["alternate_on"] == "1", "the dashboard did not take the screen back"
         assert "marker-42" not in screen, f"the shell's output is still on the dashboard's screen:\n{screen}"
-        tmux.wait_for(lambda s: "exit 3" in s, timeout=10, why="the notification of the shell's exit status")
+        tmux.wait_for(lambda s: "exit 3" in s, timeout=30, why="the notification of the shell's exit status")
         tmux.keys("Escape")  # the dashboard still answers keys (the filter is cleared)
-        tmux.wait_for(lambda s: "bert-crash" in s, timeout=10, why="the filter to clear after the shell")
+        tmux.wait_for(lambda s: "bert-crash" in s, timeout=30, why="the filter to clear after the shell")
         quit_and_check_restored(demo)
 
 
@@ -319,12 +325,12 @@ def test_demo_in_tmux_80x24_ascii_clean_exit(tmp_path: Path) -> None:
         screens["cluster load"] = tmux.wait_for(lambda s: "h100-node-01" in s and "a100-node-01" in s,
                                                 timeout=15, why="the cluster load with its nodes")
         tmux.keys("Escape")
-        tmux.wait_for(lambda s: "hvd-interactive" in s and "h100-node-01" not in s, timeout=10,
+        tmux.wait_for(lambda s: "hvd-interactive" in s and "h100-node-01" not in s, timeout=30,
                       why="back on the workloads list")
         tmux.keys("?")
-        screens["help"] = tmux.wait_for(is_help, timeout=10, why="the help screen")
+        screens["help"] = tmux.wait_for(is_help, timeout=30, why="the help screen")
         tmux.keys("Escape")
-        tmux.wait_for(lambda s: not is_help(s) and "hvd-interactive" in s, timeout=10,
+        tmux.wait_for(lambda s: not is_help(s) and "hvd-interactive" in s, timeout=30,
                       why="the help to close")
         quit_and_check_restored(demo)
         assert "rows 24; columns 80" in demo.after.read_text()

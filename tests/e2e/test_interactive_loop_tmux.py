@@ -17,6 +17,7 @@ import re
 import shlex
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ import pytest
 from simcluster.scenarios.nodes import gpu_node
 from tests.e2e.test_demo_tmux import RANKS, clean_env
 from tests.kubectl_binary import kubectl_path
+from tests.simcluster.test_dcgm import scrape, series
 from tests.tmux_driver import Tmux
 from tests.waiting import processes_matching, wait_for
 
@@ -109,6 +111,24 @@ def workers_busy(sim, name: str) -> bool:
     return bool(workers) and all((r.get("gpu_util") or 0) > 0 for r in workers)
 
 
+def busy_while_training(simcluster, name: str, done: Callable[[], bool], timeout: float = 120) -> None:
+    """Every worker's GPU read busy by its node's DCGM exporter at least once before `done()`: the
+    exporters asked directly and often (a run of 10 steps lasts 5 s; one `ranks get` on a busy
+    machine takes seconds of it). What `ranks get` makes of the exporters: test_demo_pods, test_dcgm."""
+    seen: set[str] = set()
+    workers = {r["pod"] for r in workload(simcluster.sim, name)["ranks"] if r["role"].lower() == "worker"}
+
+    def busy() -> bool:
+        for node, _host, _port in simcluster.call(simcluster.sim.dcgm.targets):
+            for labels, value in series(scrape(simcluster, node), "DCGM_FI_DEV_GPU_UTIL").values():
+                if labels.get("pod") in workers and value > 0:
+                    seen.add(labels["pod"])
+        return seen == workers
+
+    wait_for(lambda: busy() or done(), timeout, "the workers' GPUs busy while they train")
+    assert seen == workers, f"only {sorted(seen)} of {sorted(workers)} read busy before the run ended"
+
+
 def shell(sim, tmp_path: Path, name: str, width: int = 160, height: int = 50) -> Tmux:
     env = clean_env(tmp_path)
     if VENV_BIN is not None:  # `ranks` on the PATH: the banner shows its `ranks exec` hint
@@ -161,7 +181,7 @@ def test_horovod_session_end_to_end(simcluster, tmp_path):
         # the workers' sshd; both ranks train, each line with Open MPI 5's --tag-output prefix
         tmux.type(line)
         tmux.keys("Enter")
-        wait_for(lambda: workers_busy(sim, "hvd"), timeout=20, what="the workers' GPUs busy while they train")
+        busy_while_training(simcluster, "hvd", lambda: "(local 0) done" in tmux.screen())
         screen = tmux.wait_for(lambda s: all(f"[1,{r}]<stdout>: rank {r}/2 (local 0) done" in s for r in (0, 1)),
                                timeout=60, why="every rank's steps and end")
         for r in (0, 1):
@@ -177,14 +197,14 @@ def test_horovod_session_end_to_end(simcluster, tmp_path):
         tmux.wait_for(lambda s: s.count("step 2/10") >= 4, timeout=30, why="the second run training")
         assert len(processes_matching(mark)) >= 2
         tmux.keys("C-c")
-        wait_for(lambda: not processes_matching(mark), timeout=15, what="every rank of the stopped run gone",
+        wait_for(lambda: not processes_matching(mark), timeout=60, what="every rank of the stopped run gone",
                  detail=lambda: processes_matching(mark))
         prompt_ready(tmux, "hvd-launcher")
 
         # 3. exit 5 ends the shell with status 5
         tmux.type("exit 5")
         tmux.keys("Enter")
-        tmux.wait_for("EXIT=5", timeout=20, why="ranks shell exiting with the shell's status")
+        tmux.wait_for("EXIT=5", timeout=60, why="ranks shell exiting with the shell's status")
     finally:
         tmux.kill()
 
@@ -229,7 +249,7 @@ def test_pytorch_session_end_to_end(simcluster, tmp_path):
         tmux.keys("Enter")
         others = subprocess.Popen(shlex.split(hint), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                   env=cli_env(sim))
-        wait_for(lambda: workers_busy(sim, "pt"), timeout=30, what="the workers' GPUs busy while they train")
+        busy_while_training(simcluster, "pt", lambda: "rank 0/3 (local 0) done" in tmux.screen())
         tmux.wait_for("rank 0/3 (local 0) done", timeout=60, why="rank 0 trained to the end")
         out, err = others.communicate(timeout=60)
         assert others.returncode == 0, (out, err)
@@ -244,17 +264,17 @@ def test_pytorch_session_end_to_end(simcluster, tmp_path):
         others = subprocess.Popen(shlex.split(hint.replace(" train.py'", f" train.py {mark}'")),
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(sim))
         tmux.wait_for("rank 0/3 (local 0) step 2/10", timeout=30, why="the second run training")
-        wait_for(lambda: len(processes_matching(mark)) >= 3, timeout=15, what="three ranks of the second run")
+        wait_for(lambda: len(processes_matching(mark)) >= 3, timeout=60, what="three ranks of the second run")
         tmux.keys("C-c")
         others.send_signal(2)
         others.communicate(timeout=30)
-        wait_for(lambda: not processes_matching(mark), timeout=15, what="every rank of the stopped run gone",
+        wait_for(lambda: not processes_matching(mark), timeout=60, what="every rank of the stopped run gone",
                  detail=lambda: processes_matching(mark))
         prompt_ready(tmux, "pt-master-0")
 
         tmux.type("exit 5")
         tmux.keys("Enter")
-        tmux.wait_for("EXIT=5", timeout=20, why="ranks shell exiting with the shell's status")
+        tmux.wait_for("EXIT=5", timeout=60, why="ranks shell exiting with the shell's status")
     finally:
         if others is not None and others.poll() is None:
             others.kill()

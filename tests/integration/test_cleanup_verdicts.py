@@ -25,12 +25,10 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
-from monitors.connection import load_cluster_config
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
+from tests.dashboard_kit import make_app
 from tests.waiting import pilot_wait, wait_for
-from themes import load_themes
-from tui.app import RanksApp
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.workload import WorkloadScreen
 from tui.settings import Settings
@@ -124,7 +122,7 @@ async def test_the_clean_up_after_success_is_no_failure(simcluster, tmp_path: Pa
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     simcluster.call(setup, sim)
     mpi, pt = (NS, "MPIJob", "mpi-clean"), (NS, "PyTorchJob", "pt-clean")
-    app = RanksApp(load_cluster_config(str(kc), None), Settings(refresh_interval=1), themes=load_themes(None))
+    app = make_app(kc, Settings(refresh_interval=1))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and app.store.synced,
                          timeout=20, what="the workloads list")
@@ -223,7 +221,7 @@ async def test_while_the_others_terminate_the_dashboard_says_the_job_failed(simc
     wait_for(lambda: simcluster.call(terminating, sim, "pt-fail"), timeout=60,
              what="pt-fail failed, worker-1 gone, the others Terminating")
     key = (NS, "PyTorchJob", "pt-fail")
-    app = RanksApp(load_cluster_config(str(kc), None), Settings(refresh_interval=1), themes=load_themes(None))
+    app = make_app(kc, Settings(refresh_interval=1))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and app.store.synced,
                          timeout=20, what="the workloads list")

@@ -41,9 +41,8 @@ from sessions.submit import submit
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
+from tests.dashboard_kit import make_app
 from tests.waiting import one_line_error, pilot_wait, wait_for
-from themes import load_themes
-from tui.app import RanksApp
 from tui.screens.dialogs import ConfirmScreen, ConvertScreen
 from tui.screens.lists import WorkloadsScreen
 from tui.settings import Settings
@@ -426,7 +425,7 @@ def test_mpi_banner_lines_run_as_pasted_then_convert_takes_the_last(
 async def test_dashboard_convert_offers_the_launches_that_exited_0_and_the_failed_ones_on_request(
         cluster: ThreadedSimCluster, env: dict[str, str], sessions: dict[str, Any]) -> None:
     write_history(env, "hvd", "launcher", *mpi_history())
-    app = RanksApp(load_cluster_config(str(cluster.sim.kubeconfig_path), None), Settings(), themes=load_themes(None))
+    app = make_app(cluster.sim.kubeconfig_path, Settings())
     key = (A, "MPIJob", "hvd")
     async with app.run_test(size=(140, 44)) as pilot:
         await pilot_wait(pilot, lambda: app.store.synced and isinstance(app.screen, WorkloadsScreen)
@@ -576,7 +575,7 @@ async def test_the_dashboards_convert_puts_secrets_in_a_secret_and_shows_none(
     monkeypatch.setenv("XDG_STATE_HOME", env["XDG_STATE_HOME"])
     write_history(env, "hvd", "launcher",
                   record(100, 0, "HF_TOKEN=hf_dash_secret horovodrun -np 2 -hostfile /etc/mpi/hostfile python train.py"))
-    app = RanksApp(load_cluster_config(str(cluster.sim.kubeconfig_path), None), Settings(), themes=load_themes(None))
+    app = make_app(cluster.sim.kubeconfig_path, Settings())
     key = (A, "MPIJob", "hvd")
     try:
         async with app.run_test(size=(140, 44)) as pilot:

@@ -15,11 +15,9 @@ from typing import Any
 import pytest
 from textual.widgets import Checkbox, Static
 
-from monitors.connection import load_cluster_config
 from simcluster.scenarios.nodes import gpu_node
+from tests.dashboard_kit import make_app
 from tests.waiting import pilot_wait, wait_for
-from themes import load_themes
-from tui.app import RanksApp
 from tui.screens.dialogs import ConvertScreen
 from tui.screens.lists import WorkloadsScreen
 from tui.settings import Settings
@@ -112,7 +110,7 @@ async def test_the_dashboards_convert_says_so_and_starts_with_the_box_ticked(sim
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     assert ranks(env, "submit", "pt", "--framework", "pytorch", "-i", "pytorch:latest", "--workers", "1", "-g", "1",
                  "--interactive", "-p", "default").returncode == 0
-    app = RanksApp(load_cluster_config(str(sim.kubeconfig_path), None), Settings(), themes=load_themes(None))
+    app = make_app(sim.kubeconfig_path, Settings())
     key = ("default", "PyTorchJob", "pt")
     async with app.run_test(size=(140, 44)) as pilot:
         await pilot_wait(pilot, lambda: app.store.synced and isinstance(app.screen, WorkloadsScreen)

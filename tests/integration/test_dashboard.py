@@ -11,32 +11,36 @@ from __future__ import annotations
 import asyncio
 import copy
 import re
-from collections.abc import Hashable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.text import Text
 from textual.command import CommandList, CommandPalette
-from textual.geometry import Region
-from textual.pilot import Pilot
-from textual.widget import Widget
 from textual.widgets import Static, TabbedContent
 
-from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests.dashboard_kit import (
+    banner,
+    crumbs,
+    make_app,
+    move_to,
+    rendered,
+    row_names,
+    synced,
+    table,
+    text_of,
+    type_text,
+    wait_screen,
+)
 from tests.kubeflow_objects import job, pod
 from tests.waiting import pilot_wait
-from themes import load_themes
-from tui.app import RanksApp
-from tui.screens.base import Banner, Crumbs
 from tui.screens.cluster import ClusterScreen
 from tui.screens.describe import HelpScreen
 from tui.screens.lists import FilterInput, ProjectsScreen, WorkloadsScreen
 from tui.screens.logs import LogsScreen
 from tui.screens.workload import WorkloadScreen
 from tui.settings import Settings
-from tui.widgets.keyed_table import KeyedTable
 
 SIZE = (160, 48)
 DEMO = {
@@ -57,64 +61,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluste
     """The demo as `ranks demo` runs it, shared by the read-only tests of this module."""
     with sim_in_thread(scenario="demo", workdir=tmp_path_factory.mktemp("live") / "sim") as t:
         yield t
-
-
-def make_app(kubeconfig: Path, settings: Settings | None = None) -> RanksApp:
-    return RanksApp(load_cluster_config(str(kubeconfig), None), settings or Settings(), themes=load_themes(None))
-
-
-async def wait_screen(pilot: Pilot[Any], cls: type, timeout: float = 5.0) -> Any:
-    await pilot_wait(pilot, lambda: isinstance(pilot.app.screen, cls), timeout, f"screen {cls.__name__}")
-    return pilot.app.screen
-
-
-async def synced(pilot: Pilot[Any], app: RanksApp, workloads: int = 1) -> None:
-    await pilot_wait(pilot, lambda: app.store.synced and len(app.store.workloads) >= workloads
-                     and isinstance(app.screen, WorkloadsScreen) and app.screen.table.row_count >= workloads,
-                     timeout=20, what="first sync")
-
-
-def table(app: RanksApp, selector: str = "#table") -> KeyedTable:
-    return app.screen.query_one(selector, KeyedTable)
-
-
-def row_names(app: RanksApp) -> list[str]:
-    """The workload names of the visible list, top to bottom."""
-    return [str(k[2]) for k in table(app).order]  # type: ignore[index]
-
-
-def crumbs(app: RanksApp) -> list[str]:
-    """The breadcrumb path shown at the top of the screen (the context on the right dropped)."""
-    plain = text_of(app.screen.query_one(Crumbs))
-    left = re.split(r"\s{3,}", plain.strip())[0]
-    return [p.strip() for p in left.split("›")]
-
-
-def banner(app: RanksApp) -> str:
-    b = app.screen.query_one(Banner)
-    return text_of(b) if b.has_class("-shown") else ""
-
-
-def text_of(widget: Static) -> str:
-    content = widget.content
-    return content.plain if isinstance(content, Text) else str(content)
-
-
-def rendered(widget: Widget) -> str:
-    """What the widget paints on the terminal, row by row."""
-    w, h = widget.size
-    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, w, h)))
-
-
-async def move_to(pilot: Pilot[Any], t: KeyedTable, key: Hashable) -> None:
-    """Put the cursor on the row of `key` with the arrow keys."""
-    await pilot_wait(pilot, lambda: key in t.order, what=f"row {key}")
-    while t.cursor_key != key:
-        await pilot.press("down" if t.order.index(key) > t.cursor_row else "up")
-
-
-async def type_text(pilot: Pilot[Any], text: str) -> None:
-    await pilot.press(*["space" if ch == " " else ch for ch in text])
 
 
 # -- 1. navigation ------------------------------------------------------------------------------

@@ -16,15 +16,14 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Log, Select, Static
 
-from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests import dashboard_kit as kit
+from tests.dashboard_kit import make_app, notifications
 from tests.waiting import pilot_wait
-from themes import load_themes
 from tui.app import RanksApp
 from tui.screens.dialogs import ConfirmScreen, ConvertScreen, ExecScreen, NewSessionScreen, PromptScreen
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.workload import WorkloadScreen
-from tui.settings import Settings
 
 HVD = ("runai-team-a", "MPIJob", "hvd-interactive")
 XGB = ("research", "XGBoostJob", "xgb-churn")
@@ -37,25 +36,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluste
         yield t
 
 
-def make_app(kubeconfig: Path, **settings: Any) -> RanksApp:
-    return RanksApp(load_cluster_config(str(kubeconfig), None), Settings(**settings), themes=load_themes(None))
-
-
 def running(app: RanksApp, key: tuple[str, str, str], ranks: int) -> bool:
     w = app.store.workloads.get(key)
     return w is not None and len(w.ranks) == ranks and all(r.phase == "Running" for r in w.ranks)
 
 
 async def select(pilot: Pilot[Any], app: RanksApp, key: tuple[str, str, str], ranks: int) -> WorkloadsScreen:
-    await pilot_wait(pilot, lambda: app.store.synced and running(app, key, ranks), 60, f"{key[2]} running")
-    screen = app.screen
-    assert isinstance(screen, WorkloadsScreen)
-    await pilot_wait(pilot, lambda: screen.table.move_to_key(key), what=f"{key[2]} in the table", timeout=20)
-    return screen
-
-
-def notifications(app: RanksApp) -> list[str]:
-    return [n.message for n in app._notifications]
+    return await kit.select(pilot, app, key, lambda: running(app, key, ranks))
 
 
 def job_object(demo: ThreadedSimCluster, key: tuple[str, str, str]) -> dict[str, Any] | None:

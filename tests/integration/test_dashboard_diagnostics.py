@@ -8,19 +8,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from textual.widgets import Static
 
-from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests.dashboard_kit import make_app, status_of, text_of
 from tests.waiting import pilot_wait
-from themes import load_themes
-from tui.app import RanksApp
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.workload import WorkloadScreen
-from tui.settings import Settings
 from tui.widgets.keyed_table import KeyedTable
 
 SIZE = (160, 48)
@@ -33,19 +29,6 @@ GANG = ("runai-team-a", "PyTorchJob", "big-pretrain")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
     with sim_in_thread(scenario="demo", workdir=tmp_path_factory.mktemp("diag") / "sim") as t:
         yield t
-
-
-def make_app(kubeconfig: Path, **settings: Any) -> RanksApp:
-    return RanksApp(load_cluster_config(str(kubeconfig), None), Settings(**settings), themes=load_themes(None))
-
-
-def status_of(t: KeyedTable, key: Any) -> str:
-    return t.shown[key][t.labels.index("STATUS")].plain if key in t.shown else ""
-
-
-def text_of(widget: Static) -> str:
-    content = widget.content
-    return getattr(content, "plain", str(content))
 
 
 async def test_hung_marker_straggler_progress_and_why_pending(live: ThreadedSimCluster,

@@ -15,19 +15,21 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
-from textual.geometry import Region
 from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Button, Static, TabbedContent, TextArea
 
-from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
-from tests.integration.test_dashboard import (
+from tests import dashboard_kit as kit
+from tests.dashboard_kit import (
     crumbs,
+    make_app,
     move_to,
+    notifications,
     synced,
     table,
     text_of,
@@ -36,7 +38,7 @@ from tests.integration.test_dashboard import (
 )
 from tests.kubeflow_objects import job
 from tests.waiting import pilot_wait
-from themes import ColourMode, load_themes
+from themes import ColourMode
 from tui.app import RanksApp
 from tui.screens.cluster import ClusterScreen
 from tui.screens.describe import DescribeScreen, HelpScreen
@@ -44,7 +46,6 @@ from tui.screens.dialogs import ConfirmScreen, ConvertScreen
 from tui.screens.lists import FilterInput, ProjectsScreen, WorkloadsScreen
 from tui.screens.logs import LogsScreen
 from tui.screens.workload import WorkloadScreen
-from tui.settings import Settings
 from tui.widgets.keyed_table import KeyedTable
 from tui.widgets.log_view import LogView
 
@@ -71,20 +72,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluste
         yield t
 
 
-def make_app(demo: ThreadedSimCluster, *, colour_mode: ColourMode = ColourMode.TRUECOLOR,
-             **settings: Any) -> RanksApp:
-    return RanksApp(load_cluster_config(str(demo.sim.kubeconfig_path), None), Settings(**settings),
-                    themes=load_themes(None), colour_mode=colour_mode)
-
-
-def rendered(widget: Widget) -> str:
-    """What the widget paints on the terminal (border and padding included), row by row."""
-    w, h = widget.outer_size
-    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, w, h)))
-
-
-def notifications(app: RanksApp) -> list[str]:
-    return [str(n.message) for n in app._notifications]  # (Textual has no public list)
+rendered = partial(kit.rendered, outer=True)  # (border and padding included)
 
 
 def crumb_line(app: RanksApp) -> str:

@@ -19,14 +19,13 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Static, TabbedContent
 
-from monitors.connection import load_cluster_config
-from monitors.dataloop import DataOptions
 from monitors.records import EventRec
 from sessions.ssh import SSH_SESSION_ENV
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests import dashboard_kit as kit
+from tests.dashboard_kit import Feed, fed_app, painted
 from tests.snapshots.test_views import NOW, load, objects, open_workload, show_tab, synced
 from tests.waiting import pilot_wait
-from themes.loader import load_themes
 from tui.app import RanksApp
 from tui.screens.cluster import ClusterScreen, NodePodsScreen
 from tui.screens.describe import DescribeScreen, HelpScreen
@@ -52,16 +51,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimClu
 
 
 def make_app(t: ThreadedSimCluster, settings: Settings | None = None) -> RanksApp:
-    cfg = load_cluster_config(str(t.sim.kubeconfig_path))
-    app = RanksApp(cfg, settings or Settings(), themes=load_themes(None), data_options=DataOptions(metrics=False),
-                   clock=lambda: NOW)
-    app.animation_level = "none"
-    return app
+    return kit.make_app(t, settings, metrics=False, clock=lambda: NOW, still=True)
 
 
-def painted(widget: Widget) -> list[str]:
-    w, h = widget.size
-    return [strip.text for strip in widget.render_lines(Region(0, 0, w, h))]
+def fed(settings: Settings | None = None) -> tuple[RanksApp, Feed]:
+    """A dashboard fed the same objects with no cluster (for the tests of what it makes of them)."""
+    app, feed = fed_app(settings, clock=lambda: NOW, still=True)
+    feed.apply(*objects())
+    return app, feed
 
 
 async def wait(pilot: Pilot[Any], cond: Any, what: str) -> None:
@@ -86,9 +83,10 @@ async def walk(pilot: Pilot[Any], table: KeyedTable, down: str = "j", up: str = 
 # -- 1. j/k and g/G in every list ---------------------------------------------------------------------
 
 
-async def test_j_k_g_G_move_the_cursor_of_every_list(cluster: ThreadedSimCluster) -> None:
-    app = make_app(cluster)
+async def test_j_k_g_G_move_the_cursor_of_every_list() -> None:
+    app, feed = fed()
     async with app.run_test(size=SIZE) as pilot:
+        feed.send()
         await synced(pilot)
         screen = app.screen
         assert isinstance(screen, WorkloadsScreen)
@@ -141,9 +139,10 @@ async def test_j_k_g_G_move_the_cursor_of_every_list(cluster: ThreadedSimCluster
         assert picker.highlighted == 0
 
 
-async def test_list_keys_are_remapped_by_id_and_listed_by_help(cluster: ThreadedSimCluster) -> None:
-    app = make_app(cluster, Settings(keymap={"row_down": "ctrl+n", "row_last": "L"}))
+async def test_list_keys_are_remapped_by_id_and_listed_by_help() -> None:
+    app, feed = fed(Settings(keymap={"row_down": "ctrl+n", "row_last": "L"}))
     async with app.run_test(size=SIZE) as pilot:
+        feed.send()
         await synced(pilot)
         table = app.screen.table  # type: ignore[attr-defined]
         await pilot.press("j")
@@ -167,11 +166,12 @@ async def test_list_keys_are_remapped_by_id_and_listed_by_help(cluster: Threaded
 
 
 @pytest.mark.parametrize("width", [80, 100])
-async def test_placement_draws_a_launcher_outside_the_gpu_columns(cluster: ThreadedSimCluster, width: int) -> None:
+async def test_placement_draws_a_launcher_outside_the_gpu_columns(width: int) -> None:
     """hvd-interactive: a launcher without a GPU and two 1-GPU workers on a100-node-01 (4 GPUs). The
     node's row is its four GPU columns (w0, w1, two free), then the launcher under "no GPU"."""
-    app = make_app(cluster)
+    app, feed = fed()
     async with app.run_test(size=(width, 24)) as pilot:
+        feed.send()
         screen = await open_workload(pilot, "hvd-interactive")
         await show_tab(pilot, "tab-placement")
         placement = screen.query_one("#placement", Static)
@@ -192,7 +192,8 @@ async def test_placement_draws_a_launcher_outside_the_gpu_columns(cluster: Threa
 @pytest.mark.simcluster(components=("kubelet",))
 async def test_ctrl_s_saves_to_a_named_file_in_xdg_data_home_never_the_current_directory(
         simcluster: ThreadedSimCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.integration.test_dashboard_smaller import kf_pod, open_logs, seed
+    from tests.dashboard_kit import open_logs
+    from tests.integration.test_dashboard_smaller import kf_pod, seed
     from tests.integration.test_dashboard_smaller import make_app as kubelet_app
 
     data, cwd = tmp_path / "data", tmp_path / "cwd"
@@ -228,7 +229,8 @@ async def test_ctrl_s_is_refused_over_the_ssh_door(simcluster: ThreadedSimCluste
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """A dashboard served by `ranks serve --ssh` runs on the server, as the server's user: a save
     would write the server's files. Refused, saying why (and what does it on the user's machine)."""
-    from tests.integration.test_dashboard_smaller import kf_pod, open_logs, seed
+    from tests.dashboard_kit import open_logs
+    from tests.integration.test_dashboard_smaller import kf_pod, seed
     from tests.integration.test_dashboard_smaller import make_app as kubelet_app
 
     monkeypatch.chdir(tmp_path)
@@ -315,9 +317,10 @@ def column_text(table: KeyedTable, label: str) -> list[str]:
     return [table.shown[k][column].plain for k in table.order]
 
 
-async def test_a_click_on_a_header_sorts_every_list_by_that_column(cluster: ThreadedSimCluster) -> None:
-    app = make_app(cluster)
+async def test_a_click_on_a_header_sorts_every_list_by_that_column() -> None:
+    app, feed = fed()
     async with app.run_test(size=SIZE) as pilot:
+        feed.send()
         await synced(pilot)
         listing = app.screen
         assert isinstance(listing, WorkloadsScreen)
@@ -355,9 +358,10 @@ async def test_a_click_on_a_header_sorts_every_list_by_that_column(cluster: Thre
         assert "PODS▼" in nodes.labels
 
 
-async def test_o_goes_from_column_to_column_in_a_table_that_sorts_itself(cluster: ThreadedSimCluster) -> None:
-    app = make_app(cluster)
+async def test_o_goes_from_column_to_column_in_a_table_that_sorts_itself() -> None:
+    app, feed = fed()
     async with app.run_test(size=SIZE) as pilot:
+        feed.send()
         await synced(pilot)
         await pilot.press("c")
         await wait(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,

@@ -8,28 +8,22 @@ Pods run as real processes (the kubelet only: they are seeded directly, with no 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-from textual.geometry import Region
-from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import Input, Static
 
-from monitors.connection import load_cluster_config
-from monitors.dataloop import DataOptions
 from simcluster.cluster import ThreadedSimCluster
 from simcluster.scenarios.nodes import gpu_node
+from tests import dashboard_kit as kit
+from tests.dashboard_kit import open_detail, open_logs
 from tests.kubeflow_objects import job
 from tests.waiting import pilot_wait
-from themes import load_themes
 from tui.app import RanksApp
 from tui.screens.dialogs import ConfirmScreen, ConvertScreen
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.logs import LogsScreen
-from tui.screens.workload import WorkloadScreen
-from tui.settings import Settings
 
 NS = "default"
 NODE = "node-0"
@@ -64,8 +58,7 @@ def seed(t: ThreadedSimCluster, name: str, pods: list[dict[str, Any]], *, condit
 
 
 def make_app(t: ThreadedSimCluster) -> RanksApp:
-    return RanksApp(load_cluster_config(str(t.sim.kubeconfig_path)), Settings(), themes=load_themes(None),
-                    data_options=DataOptions(metrics=False))
+    return kit.make_app(t, metrics=False)
 
 
 def status_of(screen: LogsScreen) -> str:
@@ -74,25 +67,7 @@ def status_of(screen: LogsScreen) -> str:
 
 
 def painted(widget: Widget) -> list[str]:
-    w, h = widget.size
-    return [strip.text.rstrip() for strip in widget.render_lines(Region(0, 0, w, h))]
-
-
-async def open_logs(pilot: Pilot[Any], app: RanksApp, key: Key) -> LogsScreen:
-    await pilot_wait(pilot, lambda: app.store.synced and key in app.store.workloads, what=f"{key[2]}", timeout=15)
-    app.open_logs(key)
-    await pilot_wait(pilot, lambda: isinstance(app.screen, LogsScreen) and app.screen.is_mounted, what="logs", timeout=15)
-    assert isinstance(app.screen, LogsScreen)
-    return app.screen
-
-
-async def open_detail(pilot: Pilot[Any], app: RanksApp, key: Key, ready: Callable[[], object]) -> WorkloadScreen:
-    await pilot_wait(pilot, lambda: app.store.synced and key in app.store.workloads and ready(), 30, f"{key[2]}")
-    app.open_workload(key)
-    await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.last is not None,
-                     what="the detail screen", timeout=15)
-    assert isinstance(app.screen, WorkloadScreen)
-    return app.screen
+    return [line.rstrip() for line in kit.painted(widget)]
 
 
 @pytest.mark.simcluster(components=("kubelet",))

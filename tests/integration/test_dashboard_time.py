@@ -16,16 +16,13 @@ from textual.pilot import Pilot
 from textual.widget import Widget
 from textual.widgets import TabbedContent
 
-from monitors.connection import load_cluster_config
-from monitors.dataloop import DataOptions
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests import dashboard_kit as kit
 from tests.kubeflow_objects import job
 from tests.waiting import pilot_wait
-from themes import load_themes
 from tui.app import RanksApp
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.workload import WorkloadScreen
-from tui.settings import Settings
 from tui.widgets.keyed_table import KeyedTable
 
 NS = "default"
@@ -58,8 +55,7 @@ def add_event(t: ThreadedSimCluster, name: str, about: str, at: float) -> None:
 
 
 def make_app(t: ThreadedSimCluster, clock: Callable[[], float] = time.time) -> RanksApp:
-    return RanksApp(load_cluster_config(str(t.sim.kubeconfig_path)), Settings(), themes=load_themes(None),
-                    data_options=DataOptions(metrics=False), clock=clock)
+    return kit.make_app(t, metrics=False, clock=clock)
 
 
 async def list_shown(pilot: Pilot[Any], app: RanksApp, rows: int) -> KeyedTable:

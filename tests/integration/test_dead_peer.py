@@ -10,6 +10,7 @@ the CLI as a user runs it.
 from __future__ import annotations
 
 import subprocess
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -59,7 +60,7 @@ def test_a_failing_worker_fails_the_master_launch(cluster: ThreadedSimCluster) -
     pods = wait_for(lambda: running(cluster, "ddp", 2), timeout=60, what="the session's 2 pods Running")
     assert len({p["spec"]["nodeName"] for p in pods.values()}) == 2, pods  # two simulated nodes
 
-    marker = "ddp-peer-marker"
+    marker = f"ddp-peer-{uuid.uuid4().hex[:12]}"  # (train.py ignores unknown options: this run's processes)
     r = ranks(env, "exec", "ddp", "-p", "team-a", "--all", "--", "torchrun", "train.py", "--steps", "400",
               "--step-seconds", "0.05", "--busy", "0.1", "--fail-rank", "1", "--fail-step", "3", marker)
     assert r.returncode == 1, (r.stdout, r.stderr)

@@ -347,16 +347,13 @@ def test_a_resize_storm_ends_at_the_last_size(env: dict[str, str], session: str,
         wait_for(lambda: BANNER_END in run.text() and run.text().rstrip().endswith(("$", "#")), timeout=30,
                  what="the banner and the remote prompt", detail=lambda: run.text()[-2000:])
         assert re.search(r"^30 100$", run.run("stty size", "@@one"), re.M)
-        # the storm: 400 size changes (each one a SIGWINCH from the kernel) and 200 more signals, in
-        # well under a second
-        t0 = time.monotonic()
+        # the storm: 400 size changes (each one a SIGWINCH from the kernel) and 200 more signals, back
+        # to back (well under a second on a quiet machine)
         for i in range(400):
             run.set_size(60 + i % 90, 15 + i % 40)
             if i % 2:
                 os.kill(run.proc.pid, signal.SIGWINCH)
         run.set_size(111, 37)
-        storm = time.monotonic() - t0
-        assert storm < 1.0, f"the storm took {storm:.2f} s"
         assert run.proc.poll() is None, f"ranks ended in the storm: {run.err.read_text()}"
 
         def last_size() -> bool:

@@ -13,11 +13,9 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
-from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from tests.dashboard_kit import make_app
 from tests.waiting import pilot_wait
-from themes import load_themes
-from tui.app import RanksApp
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.workload import WorkloadScreen
 from tui.settings import Settings
@@ -51,8 +49,7 @@ def text_of(widget: Static) -> str:
 async def test_the_hang_grows_and_the_detail_judges_with_the_logs_it_follows(
         live: ThreadedSimCluster, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    app = RanksApp(load_cluster_config(str(live.sim.kubeconfig_path), None),
-                   Settings(hang_after_minutes=0.25, refresh_interval=1), themes=load_themes(None))
+    app = make_app(live.sim.kubeconfig_path, Settings(hang_after_minutes=0.25, refresh_interval=1))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and app.store.synced,
                          timeout=20, what="the workloads list")

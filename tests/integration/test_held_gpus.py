@@ -21,13 +21,11 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
-from monitors.connection import load_cluster_config
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
+from tests.dashboard_kit import make_app
 from tests.tmux_driver import Tmux
 from tests.waiting import pilot_wait, wait_for
-from themes import load_themes
-from tui.app import RanksApp
 from tui.screens.cluster import ClusterScreen
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.workload import WorkloadScreen
@@ -115,7 +113,7 @@ async def test_a_failed_job_s_surviving_ranks_are_said_and_freed_as_pasted(simcl
     assert found and "Still held:" in r.stdout, r.stdout
     pasted = found.group(1)
 
-    app = RanksApp(load_cluster_config(str(kc), None), Settings(refresh_interval=1), themes=load_themes(None))
+    app = make_app(kc, Settings(refresh_interval=1))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and app.store.synced,
                          timeout=20, what="the workloads list")

@@ -46,10 +46,9 @@ from monitors.logs.lines import parse_ts
 from simcluster.cluster import ThreadedSimCluster
 from simcluster.operators.common import api_delete, rtype
 from simcluster.scenarios.nodes import gpu_node
+from tests.dashboard_kit import make_app
 from tests.faults import assert_consumed
 from tests.waiting import pilot_wait, processes_matching
-from themes import load_themes
-from tui.app import RanksApp
 from tui.screens.logs import LogsScreen
 from tui.settings import Settings
 
@@ -343,7 +342,7 @@ async def test_every_line_exactly_once_across_faults(simcluster: ThreadedSimClus
     kubeconfig = sim.kubeconfig_path
     followers: list[Follower] = []
     cases: list[str] = []
-    app = RanksApp(load_cluster_config(str(kubeconfig), None), Settings(), themes=load_themes(None))
+    app = make_app(kubeconfig, Settings())
     try:
         followers.append(Follower("text", kubeconfig, tmp_path, "--timestamps"))
         followers.append(Follower("json", kubeconfig, tmp_path, "-o", "json"))
@@ -414,7 +413,7 @@ async def test_every_line_exactly_once_across_faults(simcluster: ThreadedSimClus
             await caught_up("after the log rotation")
 
             async def master_stalls() -> list[int]:
-                engine = app.data._engines[KEY]
+                engine = app.data.engines.open[KEY]
                 return [s.stalls for s in engine.streams.values() if s.origin.pod == f"{JOB}-master-0"]
 
             stalls = await asyncio.wrap_future(app.data.run_coroutine(master_stalls()))

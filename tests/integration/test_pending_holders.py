@@ -19,12 +19,10 @@ from typing import Any
 import pytest
 from textual.widgets import Static
 
-from monitors.connection import load_cluster_config
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
+from tests.dashboard_kit import make_app
 from tests.waiting import pilot_wait, wait_for
-from themes import load_themes
-from tui.app import RanksApp
 from tui.screens.lists import WorkloadsScreen
 from tui.screens.workload import WorkloadScreen
 from tui.settings import Settings
@@ -101,7 +99,7 @@ async def test_a_job_pending_on_the_user_s_session_s_gpus_names_it(simcluster, t
     assert "held by your interactive session hvd" in head, head
     assert [line for line in rest if line.startswith("  held: ")] and "llama" not in out, out  # (not needed)
 
-    app = RanksApp(load_cluster_config(str(kc), None), Settings(refresh_interval=1), themes=load_themes(None))
+    app = make_app(kc, Settings(refresh_interval=1))
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and app.store.synced,
                          timeout=20, what="the workloads list")

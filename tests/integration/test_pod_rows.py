@@ -25,7 +25,7 @@ async def _load(kubeconfig: Path, rows: bool) -> Monitor:
     m = Monitor(load_cluster_config(str(kubeconfig)), once=True, events=False, pod_rows=rows, unsettled=False)
     await m.start()
     await m.wait_synced()
-    if rows:  # as `tui.cli.common.load_monitor` does
+    if rows:  # as `tui.cli.loading.load_monitor` does
         await asyncio.gather(m.read_unclaimed(), m.explain_pending())
     await m.stop()
     return m

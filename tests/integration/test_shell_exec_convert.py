@@ -39,7 +39,7 @@ from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import namespace
 from simcluster.scenarios.nodes import gpu_nodes
 from tests.tmux_driver import Tmux, stty_flags
-from tests.waiting import one_line_error, processes_matching, wait_for
+from tests.waiting import one_line_error, processes_matching, unique_sleep, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 A = "runai-team-a"
@@ -274,7 +274,7 @@ def shell_in_tmux(env: dict[str, str], tmp: Path, *args: str, width: int = 100, 
 
 # -- the shell: PyTorch session ---------------------------------------------------------------------------
 
-SLEEP = f"sleep {1000 + os.getpid() % 9000}"  # a command line no other test run has
+SLEEP = unique_sleep(4242)  # a command line no other test run has
 # launches that fail (no such script; one node, so that nothing waits for the others)
 OLD_LAUNCH = "torchrun --nnodes=1 --node_rank=$RANK old_train.py"
 NEW_LAUNCH = "torchrun --nnodes=1 --node_rank=$RANK new_train.py"

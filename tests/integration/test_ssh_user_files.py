@@ -94,7 +94,11 @@ def test_every_path_input_over_ssh_reaches_no_server_file_and_a_save_comes_back_
             tmux.wait_for(shows, timeout=20, why=f"what {key} {text!r} shows")
 
         prompt("/", "/", path, lambda s: "no workload matches" in s)  # the list's filter: a regex, no file
-        tmux.keys("Escape")
+        tmux.wait_for(lambda s: "Logs" in footer(s) and "no workload matches" in s, timeout=20,
+                      why="the filter's input closed, its filter kept")  # (the list filters as one types)
+        tmux.keys("Escape")  # clears the filter: the same list, every workload again
+        tmux.wait_for(lambda s: "pt-interactive" in s and "llama-finetune" in s and "matches" not in s, timeout=20,
+                      why="the filter cleared by Esc")
         prompt("/", "/", "llama", lambda s: "llama-finetune" in s and "pt-interactive" not in s)
         press("Enter", lambda s: "Placement" in s and "l Logs" in footer(s), "llama-finetune's detail")
         press("l", lambda s: "following" in s and "[master-0]" in s, "the merged logs")

@@ -21,3 +21,11 @@ def custom(k8s):
 def batch(k8s):
     client, api = k8s
     return client.BatchV1Api(api)
+
+
+@pytest.fixture
+def nodes(simcluster):
+    """Four GPU nodes of 8 GPUs each (the operators' tests)."""
+    from .operator_kit import add_nodes
+
+    add_nodes(simcluster)

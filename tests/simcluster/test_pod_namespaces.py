@@ -24,7 +24,7 @@ from simcluster.node import launchers, podns
 from simcluster.node.podns_helper import _unescape, host_mounts
 from simcluster.node.podruntime import TRAIN
 from simcluster.scenarios.nodes import gpu_node
-from tests.waiting import processes_matching, wait_for
+from tests.waiting import processes_matching, unique_sleep, wait_for
 
 pytestmark = pytest.mark.simcluster(components=("kubelet", "exec"))
 
@@ -266,20 +266,21 @@ def test_home_persists_per_pod(simcluster, core):
 def test_deleted_pod_leaves_no_process_and_no_mount(simcluster, core):
     namespaces_or_skip(simcluster)
     setup_cluster(simcluster, core)
-    start(simcluster, core, mpi_pod("gone", ["sleep", "3611"]))
+    pod_sleep, exec_sleep = unique_sleep(3611), unique_sleep(3612)
+    start(simcluster, core, mpi_pod("gone", pod_sleep.split()))
     holder, root = runtime(simcluster, "gone", lambda rt: (rt.holder.pid, rt.root))
     assert alive(holder)
-    ws = stream(core.connect_get_namespaced_pod_exec, "gone", "default", command=["sleep", "3612"], stdin=False,
+    ws = stream(core.connect_get_namespaced_pod_exec, "gone", "default", command=exec_sleep.split(), stdin=False,
                 stdout=True, stderr=True, tty=False, _preload_content=False)
-    wait_for(lambda: processes_matching("sleep 3612"), timeout=5, what="the exec'd sleep")
+    wait_for(lambda: processes_matching(exec_sleep), timeout=20, what="the exec'd sleep")
     # the pod's mounts are in its own namespaces only, never in the host's
     assert str(root) not in host_mount_table()
     for kind in ("mnt", "uts"):
         assert os.readlink(f"/proc/{holder}/ns/{kind}") != os.readlink(f"/proc/self/ns/{kind}")
-    sleeper = processes_matching("sleep 3611")[0]
+    sleeper = processes_matching(pod_sleep)[0]
     assert os.readlink(f"/proc/{sleeper}/ns/mnt") == os.readlink(f"/proc/{holder}/ns/mnt")
     core.delete_namespaced_pod("gone", "default", grace_period_seconds=1)
-    wait_for(lambda: not processes_matching("sleep 3611") and not processes_matching("sleep 3612"), timeout=10,
+    wait_for(lambda: not processes_matching(pod_sleep) and not processes_matching(exec_sleep), timeout=10,
              what="the pod's processes to go")
     wait_for(lambda: not alive(holder), timeout=10, what="the namespace holder to go")
     wait_for(lambda: not root.exists(), timeout=10, what="the pod directory to go")
@@ -289,6 +290,7 @@ def test_deleted_pod_leaves_no_process_and_no_mount(simcluster, core):
 
 def test_cluster_stop_leaves_no_holder(tmp_path):
     workdir = tmp_path / "own"
+    sleep = unique_sleep(3613)
     with sim_in_thread(components=("kubelet",), tls=False, workdir=workdir) as t:
         podns_ = t.sim.kubelet.podns
         if podns_ is None or not t.run(podns_.ready()):
@@ -296,19 +298,20 @@ def test_cluster_stop_leaves_no_holder(tmp_path):
         t.call(t.sim.apply, gpu_node(NODE, 8))
         t.call(t.sim.apply, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
                              "spec": {"nodeName": NODE, "containers": [
-                                 {"name": "main", "image": "x", "command": ["sleep", "3613"]}]}})
+                                 {"name": "main", "image": "x", "command": sleep.split()}]}})
         wait_for(lambda: t.call(lambda: (rt := t.sim.kubelet.runtime("default", "p")) is not None
                                 and rt.is_running("main")), timeout=20)
         holder = t.call(lambda: t.sim.kubelet.runtime("default", "p").holder.pid)
         helper = processes_matching(str(workdir))
         assert helper and alive(holder)
-    wait_for(lambda: not alive(holder) and not processes_matching("sleep 3613"), timeout=10,
+    wait_for(lambda: not alive(holder) and not processes_matching(sleep), timeout=10,
              what="the holder and the container to go")
     wait_for(lambda: not processes_matching(str(workdir)), timeout=10, what="the helper to go")
 
 
 def test_killed_simcluster_leaves_no_holder(tmp_path):
     """simcluster SIGKILLed: the holders die with the helper, which dies with the kubelet."""
+    sleep = unique_sleep(3614)
     script = (
         "import sys, time\n"
         "from simcluster.cluster import sim_in_thread\n"
@@ -316,7 +319,7 @@ def test_killed_simcluster_leaves_no_holder(tmp_path):
         "with sim_in_thread(components=('kubelet',), tls=False, workdir=sys.argv[1]) as t:\n"
         "    t.call(t.sim.apply, gpu_node('n', 8))\n"
         "    t.call(t.sim.apply, {'apiVersion': 'v1', 'kind': 'Pod', 'metadata': {'name': 'p'},\n"
-        "        'spec': {'nodeName': 'n', 'containers': [{'name': 'm', 'image': 'x', 'command': ['sleep', '3614']}]}})\n"
+        f"        'spec': {{'nodeName': 'n', 'containers': [{{'name': 'm', 'image': 'x', 'command': {sleep.split()!r}}}]}}}})\n"
         "    while True:\n"
         "        rt = t.call(lambda: t.sim.kubelet.runtime('default', 'p'))\n"
         "        if rt is not None and rt.is_running('m'):\n"
@@ -338,7 +341,7 @@ def test_killed_simcluster_leaves_no_holder(tmp_path):
     finally:
         proc.kill()
         proc.wait()
-    wait_for(lambda: not alive(holder) and not processes_matching("sleep 3614"), timeout=10,
+    wait_for(lambda: not alive(holder) and not processes_matching(sleep), timeout=10,
              what="the holder and the container to go")
     wait_for(lambda: not processes_matching(str(tmp_path / "w")), timeout=10, what="the helper to go")
 

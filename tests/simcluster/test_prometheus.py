@@ -7,7 +7,6 @@ one cluster and one Prometheus serve the whole module.
 from __future__ import annotations
 
 import json
-import time
 import urllib.parse
 from collections.abc import Iterator
 from typing import Any
@@ -81,7 +80,6 @@ def values(result: list[dict[str, Any]]) -> dict[tuple[str, ...], float]:
 
 
 def test_prometheus_scrapes_dcgm_exporters(simcluster: Any, prometheus: PrometheusServer) -> None:
-    started = time.monotonic()
     targets = prometheus.active_targets()
     assert {t["labels"]["node"] for t in targets} == {"gpu-node-01", "gpu-node-02"}
     assert {t["scrapePool"] for t in targets} == {"gpu-metrics", "gpu-metrics-sm"}
@@ -105,7 +103,6 @@ def test_prometheus_scrapes_dcgm_exporters(simcluster: Any, prometheus: Promethe
     assert {r["metric"]["namespace"] for r in sm} == {"gpu-operator"}
     assert {r["metric"]["pod"] for r in sm} == {simcluster.call(simcluster.sim.dcgm.exporter_pods)["gpu-node-01"]}
     assert {r["metric"]["exported_container"] for r in sm} == {"pytorch"}
-    assert time.monotonic() - started < 5
 
 
 def test_prometheus_through_the_api_server(simcluster: Any, k8s: Any, prometheus: PrometheusServer,

@@ -29,20 +29,17 @@ from textual.pilot import Pilot
 from textual.widgets import Static, TabbedContent, TextArea
 
 from monitors.connection import load_cluster_config
-from monitors.dataloop import DataOptions
 from simcluster.cluster import SimCluster, ThreadedSimCluster, sim_in_thread
 from simcluster.scenarios.demo import gpu_quota, namespace
 from simcluster.scenarios.nodes import gpu_node
+from tests import dashboard_kit as kit
 from tests.waiting import pilot_wait, wait_for
-from themes import ColourMode
-from themes.loader import load_themes
 from tui.app import RanksApp
 from tui.screens.cluster import ClusterScreen
 from tui.screens.describe import DescribeScreen, HelpScreen
 from tui.screens.lists import ProjectsScreen, WorkloadsScreen
 from tui.screens.logs import LogsScreen
 from tui.screens.workload import WorkloadScreen
-from tui.settings import Settings
 
 SnapCompare = Callable[..., bool]
 THEMES = ["dark", "light"]
@@ -296,11 +293,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimClu
 
 
 def make_app(t: ThreadedSimCluster, theme: str) -> RanksApp:
-    cfg = load_cluster_config(str(t.sim.kubeconfig_path))
-    app = RanksApp(cfg, Settings(theme=theme), themes=load_themes(None), colour_mode=ColourMode.TRUECOLOR,
-                   data_options=DataOptions(metrics=False), clock=lambda: NOW)
-    app.animation_level = "none"
-    return app
+    return kit.make_app(t, metrics=False, clock=lambda: NOW, still=True, theme=theme)
 
 
 # every wait here gives the screen one more pause once the condition holds, so the snapshot

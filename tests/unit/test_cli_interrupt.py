@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 SCRIPT = r'''
 import asyncio, sys
-from tui.cli.common import _run_interruptible
+from tui.cli.running import _run_interruptible
 
 async def main(stuck):
     print("ready", flush=True)
@@ -40,7 +40,7 @@ def interrupt(mode: str, grace: float) -> tuple[subprocess.CompletedProcess[str]
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
+    out, err = proc.communicate(timeout=120)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - t0
 
 
@@ -48,13 +48,13 @@ def test_a_wind_down_that_hangs_ends_at_the_grace_with_130() -> None:
     r, took = interrupt("stuck", 1.0)
     assert r.returncode == 130 and r.stdout == "winding down\n", r
     assert r.stderr.strip() == "ranks: interrupted (it had not wound down 1s after Ctrl-C)", r.stderr
-    assert 0.9 <= took < 10, took
+    assert 0.9 <= took < 30, took
 
 
 def test_a_quick_wind_down_ends_at_once_as_an_interrupt() -> None:
-    r, took = interrupt("quick", 4.0)
+    r, took = interrupt("quick", 60.0)
     assert r.returncode == 130 and r.stdout == "winding down\ninterrupted cleanly\n" and r.stderr == "", r
-    assert took < 3.5, took  # (not held to the grace)
+    assert took < 30, took  # (not held to the grace)
 
 
 def test_a_command_started_to_ignore_ctrl_c_keeps_ignoring_it() -> None:

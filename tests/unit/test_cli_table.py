@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tui.cli.common import table
+from tui.cli.printers import table
 
 HEADERS = ("PROJECT", "NAME", "KIND", "STATUS", "RANKS", "GPUS", "GPU UTIL", "AGE")
 ROWS = [("research", "mnist-quick", "PyTorchJob", "Succeeded", "0/2", "0/2", "-", "16s"),

@@ -390,7 +390,7 @@ RECORDING = {"namespace": "team-a", "kind": "PyTorchJob", "name": "job", "uid": 
 def test_a_flight_recording_of_any_shape(doc: Any) -> None:
     """The issue's cases among them: a list where an object belongs, a huge timestamp."""
     from monitors.flight_recorder import Recording
-    from tui.cli.common import print_failure
+    from tui.cli.printers import print_failure
 
     try:
         rec = Recording.from_json(doc)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import calendar
 
-from monitors.connection import ClusterConfig
-from monitors.dataloop import DataLoop
+from monitors.dataloop import Judging
+from monitors.dataloop.health import HealthJudge
 from monitors.diagnostics.hangs import Thresholds
 from monitors.model import GpuReading, LiveModel
 from monitors.parse import parse_job, parse_namespace, parse_pod
@@ -38,17 +38,14 @@ def test_a_hang_is_sent_again_as_it_grows_and_once_its_logs_are_read() -> None:
                        for p in pods}, {})
             m.flush()
 
-    loop = DataLoop(ClusterConfig(server="https://127.0.0.1:1", context="c", namespace="default", user="u"),
-                    on_update=lambda _u: None)
-    loop.thresholds = Thresholds(hang_after=60)
-    loop.clock = clock
+    judge = HealthJudge(Judging(thresholds=Thresholds(hang_after=60), clock=clock))
     refresh(t0 + 180)
-    first = loop._assess(m)
+    first = judge.assess(m)
     assert first is not None and first[KEY].hung
     assert "no rank's log is followed" in first[KEY].summary
 
     refresh(t0 + 480)  # five minutes later, still hung: sent again, with the longer hang
-    later = loop._assess(m)
+    later = judge.assess(m)
     assert later is not None, "the same hang, five minutes longer, was not sent again"
     assert later[KEY].hung_for is not None and first[KEY].hung_for is not None
     assert later[KEY].hung_for - first[KEY].hung_for >= 290
@@ -56,7 +53,7 @@ def test_a_hang_is_sent_again_as_it_grows_and_once_its_logs_are_read() -> None:
 
     for p in pods:  # the detail follows their logs: the last lines were written 20 s in
         m.note_log(p.namespace, p.name, t0 + 20)
-    read = loop._assess(m)
+    read = judge.assess(m)
     assert read is not None and read[KEY].hung and read[KEY].logs_confirmed
     assert "no rank's log is followed" not in read[KEY].summary and "log silent" in read[KEY].summary
-    assert loop._assess(m) is None  # nothing moved since: nothing sent
+    assert judge.assess(m) is None  # nothing moved since: nothing sent

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 from textual.app import App, ComposeResult
 from textual.binding import Binding
+from textual.dom import DOMNode
 from textual.widgets import Static
 
 from tui.keymap import (
@@ -134,8 +137,6 @@ def test_conflicts() -> None:
     assert str(conflict) == "key 'd' is bound to 'describe' (table), 'logs' (table)"
     # different screens may share keys: a table key and a logs key
     assert Keymap({"tail": "d"}).conflicts() == []
-    # the shell receives every key: its bindings only clash with each other, not with global
-    assert Keymap({"detach": "q"}).conflicts() == []
     # keys Textual reserves
     [reserved] = Keymap({"open": "tab"}).conflicts()
     assert reserved.key == "tab" and reserved.ids == ("open", "focus next (Textual)")
@@ -202,3 +203,50 @@ async def test_default_keys_work_in_textual() -> None:
         await pilot.pause()
         assert app.return_code == 0  # "q" quit the app
     assert app.calls == ["help", "filter", "refresh", "back"]
+
+
+def test_every_id_is_bound_where_its_scope_says() -> None:
+    """Remapping an id changes a key that acts: each id is bound by the app or a screen (global), by
+    a screen with lists or a list widget (table), by the logs screen or its view (logs)."""
+    import tui.app
+    from tui.screens.base import RanksScreen
+    from tui.screens.cluster import ClusterScreen, NodePodsScreen
+    from tui.screens.lists import ListScreen
+    from tui.screens.logs import LogsScreen
+    from tui.screens.workload import WorkloadScreen
+    from tui.widgets.event_list import EventList
+    from tui.widgets.keyed_table import KeyedTable
+    from tui.widgets.log_view import LogView
+    from tui.widgets.picker import Picker
+
+    homes: dict[str, tuple[type, ...]] = {
+        "global": (tui.app.RanksApp, RanksScreen),
+        "table": (ListScreen, WorkloadScreen, ClusterScreen, NodePodsScreen, KeyedTable, EventList, Picker),
+        "logs": (LogsScreen, LogView),
+    }
+
+    def dashboard_classes(base: type) -> Iterator[type]:
+        for sub in base.__subclasses__():
+            if sub.__module__.startswith("tui."):
+                yield sub
+            yield from dashboard_classes(sub)
+
+    bound_by: dict[str, set[type]] = {}
+    for cls in set(dashboard_classes(DOMNode)):
+        for b in cls.__dict__.get("BINDINGS", ()):
+            if isinstance(b, Binding) and b.id:
+                bound_by.setdefault(b.id, set()).add(cls)
+    nowhere = [f"{s.id} ({s.scope})" for s in CATALOGUE
+               if not any(issubclass(cls, homes.get(s.scope, ())) for cls in bound_by.get(s.id, ()))]
+    assert nowhere == [], "bound by no screen of their scope"
+    assert set(homes) == set(SCOPES)
+    assert tui.app.RanksApp.bound_ids() == set(BY_ID)  # the help lists every id
+
+
+def test_a_retired_id_in_a_keymap_is_told_to_go() -> None:
+    with pytest.raises(KeymapError) as info:
+        Keymap({"detach": "ctrl+x", "yaml": "Y"})
+    assert info.value.problems == [
+        ("detach", "binding id 'detach' was removed (the shell never had it): delete this line"),
+        ("yaml", "binding id 'yaml' was removed (the describe view never had it): delete this line"),
+    ]

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from monitors.model import LiveModel, is_sleep_infinity
 from monitors.parse import parse_job, parse_namespace, parse_pod, parse_quota
 from tests.kubeflow_objects import job, pod
@@ -132,11 +129,3 @@ def test_sleep_infinity_detection():
     assert is_sleep_infinity(["/bin/sleep", "infinity"])
     assert not is_sleep_infinity(["python", "train.py", "--sleep", "3"])
     assert not is_sleep_infinity([])
-
-
-def test_monitors_imports_no_ui_library():
-    code = ("import sys, monitors.monitor, monitors.model, monitors.metrics, monitors.export, monitors.gpu_feed; "
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('textual', 'tui')]; print(bad); "
-            "sys.exit(1 if bad else 0)")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -14,7 +14,7 @@ import yaml
 
 from monitors.logs.terminal_text import sanitize_line
 from tests.unit.test_sanitize_argv import event, workload
-from tui.cli.common import emit_structured, print_get, print_workloads
+from tui.cli.printers import emit_structured, print_get, print_workloads
 
 SEPARATORS = "\u2028\u2029\x85"
 BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import random
-import time
 
 import pytest
 
@@ -299,19 +298,6 @@ def test_summary_for_json() -> None:
     assert board.summary() == {"trainer-worker-0": {"step": 46, "loss": 2.4, "throughput": 15.0,
                                                     "unit": "samples/s", "rate": 2.0}}
     json.dumps(board.summary())
-
-
-def test_feeding_is_cheap() -> None:
-    """Loose bounds (a loaded CI machine): the measured figures are in the module's report."""
-    board = ProgressBoard()
-    miss = "2026-01-15T12:00:00Z NCCL INFO Channel 00/02 :    0   1   2   3   4   5   6   7"
-    hit = "[rank 3] step 42 loss=2.4871 lr=3.0e-04 throughput=15.2 samples/s"
-    for line, bound in ((miss, 50e-6), (hit, 200e-6)):
-        n = 2000
-        t0 = time.perf_counter()
-        for _ in range(n):
-            board.feed("r", 1.0, line)
-        assert (time.perf_counter() - t0) / n < bound
 
 
 def test_the_dashboard_reads_a_batchs_newest_lines_of_each_rank_in_order() -> None:

@@ -15,9 +15,10 @@ from monitors.model_views import ConditionView, WorkloadView
 from monitors.names import LookupProblem, project_problem, workload_problem
 from monitors.records import EventRec
 from monitors.sanitize import clean, shown
-from tui.cli.common import error, fail, print_get, print_workloads
+from tui.cli.errors import error, fail
 from tui.cli.logs import parse_duration
 from tui.cli.options import parse_request_timeout
+from tui.cli.printers import print_get, print_workloads
 
 BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e",
         "\u200f", "\u061c"]

@@ -477,7 +477,7 @@ def test_a_token_is_not_in_the_reprs_of_what_holds_it() -> None:
     "cannot load kubeconfig: password=hunter2-0815",
 ])
 def test_error_lines_redact_credentials(message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from tui.cli.common import error, fail
+    from tui.cli.errors import error, fail
 
     assert error(message, 1) == 1
     with pytest.raises(SystemExit):
@@ -489,7 +489,7 @@ def test_error_lines_redact_credentials(message: str, capsys: pytest.CaptureFixt
 
 
 def test_plain_messages_are_left_alone() -> None:
-    from tui.cli.common import redact
+    from tui.cli.errors import redact
 
     for message in ("no such token file ~/.kube/token", "token expired: log in again", "pods is forbidden"):
         assert redact(message) == message

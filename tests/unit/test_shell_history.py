@@ -29,7 +29,7 @@ from sessions.exec_bridge import ExecOutcome
 from sessions.history import HistoryEntry, parse_history
 from sessions.history_store import HistoryStore
 from sessions.launches import Launch, launch_choices, launches, pick_launch
-from tests.unit.test_sessions import mpi
+from tests.unit.session_objects import mpi
 from tests.waiting import wait_for
 
 # -- shell: the history ------------------------------------------------------------------------------

@@ -114,3 +114,34 @@ def test_fault_checks_fail_when_the_fault_did_not_fire(tmp_path: Path) -> None:
         assert_consumed(sim, r"/pods/b/log$")
     assert sim.faults.take_stall("/api/v1/namespaces/n/pods/b/log") is not None
     assert_consumed(sim, r"/pods/b/log$")
+
+
+def test_unique_sleep_is_a_sleep_no_other_run_has() -> None:
+    import subprocess
+
+    from tests.waiting import processes_matching, unique_sleep
+
+    lines = {unique_sleep(3) for _ in range(50)}
+    assert len(lines) == 50 and all(ln.startswith("sleep 3.") for ln in lines)
+    line = unique_sleep(30)
+    proc = subprocess.Popen(line.split())  # GNU sleep takes the fraction
+    try:
+        assert wait_for(lambda: processes_matching(line), 20, "the sleep") == [proc.pid]
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_no_test_looks_for_processes_by_a_name_another_run_could_share() -> None:
+    """`processes_matching` scans the whole machine: a literal marker ("sleep 3173") matches the same
+    test of another worker or another checkout's run; the marker must be made per run."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    shared = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) ==
+                    "processes_matching" and node.args and isinstance(node.args[0], ast.Constant)):
+                shared.append(f"{path.relative_to(root)}:{node.lineno}: {node.args[0].value!r}")
+    assert shared == []

@@ -5,8 +5,9 @@
 - `read`: `projects`, `list`, `get`, `top`; `logs`: `logs`;
 - `sessions`: `submit`, `shell`, `exec`, `convert`, `delete`, `suspend`, `resume`;
 - `dashboard`: launching the dashboard, `demo` and `sim`;
-- `options`: the flags the commands share; `common`: the helpers they share (errors and exit
-  codes, the asyncio runner, project resolution, read-only refusal, confirmation, printers).
+- `options`: the flags the commands share; what they share besides: `errors` (errors and exit
+  codes), `running` (the asyncio runner), `guards` (read-only refusal, confirmation), `loading`
+  (the cluster listed once, project resolution, finding a workload), `printers` (tables, JSON/YAML).
 
 What acts on the cluster is in `sessions/` and `monitors/`, shared with the dashboard (`tui.app`),
 which never imports this package. A command's module is imported only when the command is

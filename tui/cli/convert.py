@@ -18,17 +18,12 @@ import click
 
 from monitors.connection import ClusterConfig, ExitCode
 
-from .common import (
-    UserError,
-    confirm,
-    emit_structured,
-    error,
-    read_only_refusal,
-    resolve_project,
-    run,
-    user_error,
-)
+from .errors import UserError, error, user_error
+from .guards import confirm, read_only_refusal
+from .loading import resolve_project
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
+from .printers import emit_structured
+from .running import run
 
 if TYPE_CHECKING:
     from monitors.kube import KubeClient
@@ -59,7 +54,7 @@ if TYPE_CHECKING:
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (needed without a terminal).")
 @global_options
 @click.pass_context
-def convert_command(ctx: click.Context, workload: str, project: str | None, command: str | None,
+def convert_command(ctx: click.Context, /, workload: str, project: str | None, command: str | None,
                     from_history: bool, allow_failed: bool, name: str | None, delete_interactive: bool,
                     secret_env: str | None, allow_secrets: bool, dry_run: bool, yes: bool, **kw: Any) -> None:
     """Turn the interactive session WORKLOAD into an unattended training job.
@@ -89,7 +84,7 @@ def convert_command(ctx: click.Context, workload: str, project: str | None, comm
               help="Print the manifest (--dry-run) or the created object in this format.")
 @global_options
 @click.pass_context
-def debug_command(ctx: click.Context, workload: str, project: str | None, name: str | None, same_nodes: bool,
+def debug_command(ctx: click.Context, /, workload: str, project: str | None, name: str | None, same_nodes: bool,
                   dry_run: bool, output: str | None, **kw: Any) -> None:
     """An interactive session made from the job WORKLOAD (failed or running), to fix it by hand.
 
@@ -295,7 +290,7 @@ async def convert_source(cfg: ClusterConfig, opts: dict[str, Any], client: KubeC
     from sessions.lifecycle import Target, get, target_of
     from sessions.session_history import launches_of, session_launches
 
-    from .common import locate
+    from .loading import locate
 
     try:
         monitor, wl = await locate(cfg, opts, ref, project, nodes=True, metrics=True)

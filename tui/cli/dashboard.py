@@ -23,8 +23,9 @@ import click
 from monitors.connection import ConnectionProblem, ExitCode, load_cluster_config, write_context_settings
 from monitors.sanitize import clean
 
-from .common import configure, error, fail
+from .errors import error, fail
 from .options import command, dashboard_options, global_options, group_project, impersonation, merge_globals
+from .running import configure
 
 if TYPE_CHECKING:
     from tui.settings import Settings
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
               help="Keep the demo cluster's kubeconfig and files here (default: a temporary directory).")
 @global_options
 @click.pass_context
-def demo_command(ctx: click.Context, theme: str | None, ascii: bool, project: str | None, workdir: str | None,
+def demo_command(ctx: click.Context, /, theme: str | None, ascii: bool, project: str | None, workdir: str | None,
                  **kwargs: Any) -> None:
     """The dashboard on simcluster's demo scenario (8 GPU nodes, 8 workloads), with a real
     Prometheus scraping its GPU exporters when `prometheus` is installed."""
@@ -254,7 +255,7 @@ def run_demo(opts: dict[str, Any], *, theme: str | None, ascii: bool, project: s
         finally:  # the demo's cluster ends with it, and so do its flight recordings (a new one each run)
             import shutil
 
-            from monitors.flight_recorder import store_for
+            from monitors.flight_store import store_for
 
             shutil.rmtree(store_for(cfg).dir, ignore_errors=True)
 
@@ -279,7 +280,7 @@ def _check_kubeconfig_target(path: Path) -> str | None:
     return None if clusters == ["ranks-sim"] else refusal
 
 
-async def _serve(sim_kwargs: dict, kubeconfig: Path | None) -> int:
+async def _serve(sim_kwargs: dict[str, Any], kubeconfig: Path | None) -> int:
     import asyncio
     import signal
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from monitors.connection import ExitCode
 
-from .common import UserError
+from .errors import UserError
 
 if TYPE_CHECKING:
     from monitors.diagnostics.hangs import JobHealth, Thresholds
@@ -76,7 +76,8 @@ async def failure_log(monitor: Monitor, wl: WorkloadView, lines: int = 10) -> tu
     """The last lines of the first failure's container instance when it is not the current one
     (restarted once since: the previous instance; the current one is among the rank tails), read
     alongside them; more restarts since: that instance's log is no longer kept."""
-    from monitors.kube import ApiProblem, seg
+    from monitors import api_paths
+    from monitors.kube import ApiProblem
     from monitors.logs.lines import split_record
     from monitors.logs.terminal_text import sanitize_line
 
@@ -88,8 +89,7 @@ async def failure_log(monitor: Monitor, wl: WorkloadView, lines: int = 10) -> tu
         return None, "the container restarted since it failed; the failed instance's log is no longer kept"
     params = [("container", f.container), ("timestamps", "true"), ("tailLines", str(lines)), ("previous", "true")]
     try:
-        raw = await monitor.client.request("GET", f"/api/v1/namespaces/{seg(wl.namespace)}/pods/{seg(f.pod)}/log",
-                                           params=params)
+        raw = await monitor.client.request("GET", api_paths.pod(wl.namespace, f.pod, "log"), params=params)
     except ApiProblem as exc:
         return None, exc.one_line()
     except Exception as exc:  # (a lost connection)
@@ -113,11 +113,11 @@ def judge(monitor: Monitor, wl: WorkloadView, diag: RankDiagnostics) -> RankDiag
 async def located_with_tails(cfg: Any, opts: dict[str, Any], ref: str, project: str | None, *,
                              events: bool = False, nodes: bool = False
                              ) -> tuple[Monitor, WorkloadView, RankDiagnostics]:
-    """`common.locate` (with GPU metrics), the workload's rank tails read alongside the metrics,
+    """`loading.locate` (with GPU metrics), the workload's rank tails read alongside the metrics,
     then judged: one round trip more than listing alone, none more than `ranks get` always took."""
     from sessions.locate import pick_workload
 
-    from .common import locate
+    from .loading import locate
 
     found: dict[str, RankDiagnostics] = {}
 

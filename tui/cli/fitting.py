@@ -2,7 +2,7 @@
 table wider than the terminal leaves out columns in a fixed order of priority (the rank's name and
 its status never), and an event's message goes on a line of its own under the event. `-o wide`
 shows every column, as kubectl's wide does; piped output (no terminal) keeps every column too, for
-scripts. The gaps are the two spaces `common.table` narrows to when a table does not fit."""
+scripts. The gaps are the two spaces `printers.table` narrows to when a table does not fit."""
 
 from __future__ import annotations
 

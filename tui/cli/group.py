@@ -7,7 +7,7 @@ their modules (read, logs, sessions, dashboard...) and never import this module;
 here (`SUBCOMMANDS`) and each module is imported only when its command is resolved, so `ranks
 shell` loads the command line it uses and none of the others (`ranks --help` and completion load
 them all, for their help lines). `main` turns every failure into one line on stderr and a
-documented exit code (tui.cli.common).
+documented exit code (tui.cli.errors).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import click
 
 from monitors.connection import ExitCode
 
-from .common import fail
+from .errors import fail
 from .options import GLOBAL_KEYS, PINNED, dashboard_options, global_options, take_global
 
 PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
@@ -74,7 +74,7 @@ class LazyGroup(click.Group):
 @global_options
 @dashboard_options
 @click.pass_context
-def cli(ctx: click.Context, theme: str | None, ascii: bool, project: str | None, **kwargs: Any) -> None:
+def cli(ctx: click.Context, /, theme: str | None, ascii: bool, project: str | None, **kwargs: Any) -> None:
     """ranks: distributed training workloads on Kubernetes, rank by rank.
 
     Without a command, opens the dashboard on the current context.

@@ -26,8 +26,10 @@ import click
 
 from monitors.connection import ClusterConfig, ExitCode
 
-from .common import emit_structured, error, run, table
+from .errors import error
 from .options import ALL, PROJECT, command, global_options, group_project, merge_globals
+from .printers import emit_structured, table
+from .running import run
 
 if TYPE_CHECKING:
     from monitors.diagnostics.idle import IdleSession
@@ -55,7 +57,7 @@ def _threshold(ctx: click.Context, param: click.Parameter, value: float | None) 
 @OUTPUT
 @global_options
 @click.pass_context
-def idle_command(ctx: click.Context, project: str | None, all_projects: bool, threshold: float | None,
+def idle_command(ctx: click.Context, /, project: str | None, all_projects: bool, threshold: float | None,
                  output: str, **kwargs: Any) -> None:
     """Interactive sessions holding GPUs that all read under a threshold now: since when, and the
     GPU-hours idle so far (GPUs x idle hours), most first. Training jobs are never listed; a session
@@ -68,7 +70,7 @@ def configured_threshold() -> float:
     from themes import ConfigFileError
     from tui.settings import load_settings
 
-    from .common import UserError
+    from .errors import UserError
 
     try:
         return load_settings().idle_threshold_percent
@@ -124,7 +126,7 @@ async def read_session_metrics(gm: GpuMetrics, monitor: Monitor) -> None:
     """One metrics refresh for the running GPU pods of the interactive sessions (nothing is sent
     when there are none); the utilisation history the refresh brought (Prometheus' range query)
     seeds the model's GPU history before the readings of now are applied."""
-    from .common import read_metrics
+    from .loading import read_metrics
 
     await read_metrics(gm, monitor, only=lambda w: w.interactive)
 

@@ -25,8 +25,11 @@ from monitors.connection import ClusterConfig, ExitCode
 from monitors.humanize import plural
 from monitors.sanitize import clean
 
-from .common import INTERRUPT_GRACE, colour_enabled, error, load_recording, locate, run
+from .errors import error
+from .loading import load_recording, locate
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
+from .printers import colour_enabled
+from .running import INTERRUPT_GRACE, run
 
 if TYPE_CHECKING:
     from monitors.flight_recorder import FlightRecorder, Recording
@@ -62,7 +65,7 @@ if TYPE_CHECKING:
               help="Output format (json: one object per line).")
 @global_options
 @click.pass_context
-def logs_command(ctx: click.Context, workload: str, project: str | None, **kw: Any) -> None:
+def logs_command(ctx: click.Context, /, workload: str, project: str | None, **kw: Any) -> None:
     """Merged logs of every rank of WORKLOAD, in time order, each line prefixed with its rank.
 
     WORKLOAD is a name, or KIND/NAME (pytorchjob/mnist) when names clash.
@@ -264,7 +267,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
                 recording, story = None, []
                 if report is None and wl.status == "Failed":  # the pods are gone: a recording?
                     from monitors.diagnostics.postmortem import what_happened
-                    from monitors.flight_recorder import store_for
+                    from monitors.flight_store import store_for
 
                     recording = await load_recording(store_for(cfg), wl)
                     story = what_happened(wl, monitor.model.events_for(wl, 10_000), recording)
@@ -386,7 +389,7 @@ def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, 
         doc: dict[str, Any] = {"workload": wl.name, "namespace": wl.namespace, "kind": wl.kind, "failure": None}
         if report is not None:
             doc["failure"] = report.as_json()
-            lines = [{"ts": ln.iso, "line": ln.text} for ln in report.lines]
+            lines: list[dict[str, str | None]] = [{"ts": ln.iso, "line": ln.text} for ln in report.lines]
             if not lines and report.failure.message:
                 lines = [{"ts": None, "line": t} for t in report.failure.message.splitlines()]
                 doc["failure"]["source"] = "termination message"
@@ -396,12 +399,12 @@ def _print_failure(wl: WorkloadView, report: FailureReport | None, output: str, 
             doc["lines"] = [{"ts": None, "line": t} for t in recorded.lines]
         if story:
             doc["what_happened"] = story
-        from .common import emit_structured
+        from .printers import emit_structured
 
         emit_structured(doc, "json")
         return
     if report is None and recorded is not None:
-        from .common import print_failure
+        from .printers import print_failure
 
         print_failure(recorded, time.time())
         for line in story or ():

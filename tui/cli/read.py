@@ -15,19 +15,8 @@ import click
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.model import WORKLOAD_STATUSES
 
-from .common import (
-    UserError,
-    emit_structured,
-    error,
-    event_order,
-    load_monitor,
-    load_recording,
-    print_get,
-    print_nodes,
-    print_projects,
-    print_workloads,
-    run,
-)
+from .errors import UserError, error
+from .loading import load_monitor, load_recording
 from .options import (
     ALL,
     OUTPUT,
@@ -38,6 +27,8 @@ from .options import (
     merge_globals,
     workload_argument,
 )
+from .printers import emit_structured, event_order, print_get, print_nodes, print_projects, print_workloads
+from .running import run
 
 if TYPE_CHECKING:
     from monitors.monitor import Monitor
@@ -47,7 +38,7 @@ if TYPE_CHECKING:
 @OUTPUT
 @global_options
 @click.pass_context
-def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
+def projects_command(ctx: click.Context, /, output: str, **kwargs: Any) -> None:
     """Projects (Run:ai namespaces, or plain namespaces) with GPU quota, allocation and use."""
     sys.exit(run_projects(merge_globals(ctx, kwargs), output))
 
@@ -61,7 +52,7 @@ def projects_command(ctx: click.Context, output: str, **kwargs: Any) -> None:
 @OUTPUT
 @global_options
 @click.pass_context
-def list_command(ctx: click.Context, project: str | None, all_projects: bool, status: str | None, mine: bool,
+def list_command(ctx: click.Context, /, project: str | None, all_projects: bool, status: str | None, mine: bool,
                  output: str, **kwargs: Any) -> None:
     """Distributed workloads of a project (default: the context's) or of all projects."""
     sys.exit(run_list(merge_globals(ctx, kwargs), group_project(ctx, project), all_projects, status, mine, output))
@@ -73,7 +64,7 @@ def list_command(ctx: click.Context, project: str | None, all_projects: bool, st
 @OUTPUT
 @global_options
 @click.pass_context
-def get_command(ctx: click.Context, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
+def get_command(ctx: click.Context, /, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
     """One workload: header, every rank with placement and GPU use, recent events.
 
     WORKLOAD is a name, or KIND/NAME (pytorchjob/mnist) when names clash.
@@ -86,7 +77,7 @@ def get_command(ctx: click.Context, workload: str, project: str | None, output: 
 @OUTPUT
 @global_options
 @click.pass_context
-def top_command(ctx: click.Context, what: str, output: str, **kwargs: Any) -> None:
+def top_command(ctx: click.Context, /, what: str, output: str, **kwargs: Any) -> None:
     """GPU allocation and utilisation per node or per project."""
     sys.exit(run_top(merge_globals(ctx, kwargs), what, output))
 
@@ -206,7 +197,7 @@ async def postmortem(cfg: ClusterConfig, monitor: Monitor, wl: Any, events: list
     import dataclasses
 
     from monitors.diagnostics.postmortem import first_failure_of, what_happened
-    from monitors.flight_recorder import store_for
+    from monitors.flight_store import store_for
     from monitors.logs.first_failure import first_failure_report
 
     recording = None

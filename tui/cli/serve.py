@@ -10,7 +10,7 @@ import click
 
 from monitors.connection import ExitCode
 
-from .common import error
+from .errors import error
 from .options import command, global_options, merge_globals, parse_request_timeout
 
 
@@ -49,7 +49,7 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
 @click.option("--audit-log", metavar="FILE", default=None, help="Append the audit lines here (default: stderr).")
 @global_options
 @click.pass_context
-def serve_command(ctx: click.Context, listen: str, host_key: str, authorized_keys: str, users: str | None,
+def serve_command(ctx: click.Context, /, listen: str, host_key: str, authorized_keys: str, users: str | None,
                   max_sessions: int, max_sessions_per_user: int, max_commands_per_user: int,
                   command_cpu_limit: float, command_time_limit: float, user_files: str | None, audit_log: str | None,
                   **kwargs: Any) -> int:

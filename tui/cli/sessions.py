@@ -19,18 +19,12 @@ import click
 
 from monitors.connection import ClusterConfig, ExitCode
 
-from .common import (
-    INTERRUPT_GRACE,
-    UserError,
-    confirm,
-    emit_structured,
-    error,
-    read_only_refusal,
-    resolve_project,
-    run,
-    user_error,
-)
+from .errors import UserError, error, user_error
+from .guards import confirm, read_only_refusal
+from .loading import resolve_project
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
+from .printers import emit_structured
+from .running import INTERRUPT_GRACE, run
 
 if TYPE_CHECKING:
     from monitors.kube import KubeClient
@@ -75,7 +69,7 @@ WAIT_POLL = 1.0
               help="Print the manifest (--dry-run) or the created object in this format.")
 @global_options
 @click.pass_context
-def submit_command(ctx: click.Context, name: str, project: str | None, **kw: Any) -> None:
+def submit_command(ctx: click.Context, /, name: str, project: str | None, **kw: Any) -> None:
     """Submit a distributed job NAME: interactive (a session to shell into) or unattended (--command).
 
     The job is labelled with its project and with you (ranks/user); an existing name is an error,
@@ -94,7 +88,7 @@ def submit_command(ctx: click.Context, name: str, project: str | None, **kw: Any
 @click.option("--wait", is_flag=True, help="If the pod is not running yet, wait for it without asking.")
 @global_options
 @click.pass_context
-def shell_cmd(ctx: click.Context, workload: str, project: str | None, rank: str | None, pod: str | None,
+def shell_cmd(ctx: click.Context, /, workload: str, project: str | None, rank: str | None, pod: str | None,
               container: str | None, wait: bool, **kwargs: Any) -> None:
     """A shell in the lead pod of WORKLOAD (MPI launcher, PyTorch master, TF chief), or another rank's.
 
@@ -118,7 +112,7 @@ def shell_cmd(ctx: click.Context, workload: str, project: str | None, rank: str 
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @global_options
 @click.pass_context
-def exec_cmd(ctx: click.Context, workload: str, project: str | None, all_ranks: bool, ranks: tuple[str, ...],
+def exec_cmd(ctx: click.Context, /, workload: str, project: str | None, all_ranks: bool, ranks: tuple[str, ...],
              container: str | None, verbose: bool, command: tuple[str, ...], **kwargs: Any) -> None:
     """Run a command on several ranks of WORKLOAD at once: ranks exec WORKLOAD --all -- CMD...
 
@@ -135,7 +129,7 @@ def exec_cmd(ctx: click.Context, workload: str, project: str | None, all_ranks: 
 @click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (needed without a terminal).")
 @global_options
 @click.pass_context
-def delete_command(ctx: click.Context, workload: str, project: str | None, yes: bool, **kw: Any) -> None:
+def delete_command(ctx: click.Context, /, workload: str, project: str | None, yes: bool, **kw: Any) -> None:
     """Delete WORKLOAD (NAME or KIND/NAME) and its pods; asks first unless --yes."""
     sys.exit(run_delete(merge_globals(ctx, kw), workload, group_project(ctx, project), yes))
 
@@ -146,7 +140,7 @@ def delete_command(ctx: click.Context, workload: str, project: str | None, yes: 
 @click.option("-y", "--yes", is_flag=True, help="Do not ask (an interactive session is asked about on a terminal).")
 @global_options
 @click.pass_context
-def suspend_command(ctx: click.Context, workload: str, project: str | None, yes: bool, **kw: Any) -> None:
+def suspend_command(ctx: click.Context, /, workload: str, project: str | None, yes: bool, **kw: Any) -> None:
     """Suspend WORKLOAD (runPolicy.suspend): the operator deletes its pods and keeps the job.
 
     An interactive session's pods lose their files: ranks keeps the launches of its shells first
@@ -160,7 +154,7 @@ def suspend_command(ctx: click.Context, workload: str, project: str | None, yes:
 @PROJECT
 @global_options
 @click.pass_context
-def resume_command(ctx: click.Context, workload: str, project: str | None, **kw: Any) -> None:
+def resume_command(ctx: click.Context, /, workload: str, project: str | None, **kw: Any) -> None:
     """Resume a suspended WORKLOAD: the operator recreates its pods."""
     sys.exit(run_resume(merge_globals(ctx, kw), workload, group_project(ctx, project)))
 
@@ -170,10 +164,11 @@ def resume_command(ctx: click.Context, workload: str, project: str | None, **kw:
 async def project_name(client: KubeClient, namespace: str) -> str:
     """The Run:ai project of a namespace (its runai/queue label, else runai-<project>), else the
     namespace itself."""
-    from monitors.kube import ApiProblem, seg
+    from monitors import api_paths
+    from monitors.kube import ApiProblem
 
     try:
-        ns = await client.get(f"/api/v1/namespaces/{seg(namespace)}")
+        ns = await client.get(api_paths.namespace(namespace))
     except ApiProblem:
         ns = {}
     labels = (ns.get("metadata") or {}).get("labels") or {}
@@ -360,13 +355,15 @@ async def wait_until_running(cfg: ClusterConfig, ref: str, project: str | None, 
     from sessions.shell import NotYet, not_running_reason, pick_rank
 
     deadline = None if timeout is None else time.monotonic() + timeout
-    last = ""
+    last: str | None = ""
     while True:
         wl = await locate_workload(cfg, ref, project)
+        rank: RankView | None = None
+        why: str | None
         try:
-            rank: RankView | None = pick_rank(wl, **pick)
+            rank = pick_rank(wl, **pick)
         except NotYet as exc:
-            rank, why = None, exc.message
+            why = exc.message
         else:
             why = not_running_reason(rank)
         if why is None and rank is not None:
@@ -519,7 +516,7 @@ def run_exec(opts: dict[str, Any], ref: str, project: str | None, *, all_ranks: 
             refused = {(r.error, r.code) for r in results if r.outcome is None}
             if len(refused) == 1 and all(r.outcome is None for r in results):
                 message, code = refused.pop()  # the same refusal everywhere (RBAC, unreachable): say it once
-                raise UserError(message, ExitCode(code) if code in iter(ExitCode) else ExitCode.ERROR)
+                raise UserError(message, ExitCode(code) if code in set(ExitCode) else ExitCode.ERROR)
             failed = sum(not res.ok for res in results)
             if failed or verbose:  # a summary only when it says something (or asked for with -v)
                 for res in results:

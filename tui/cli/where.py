@@ -8,7 +8,7 @@
 
 `list` and `idle` load by it (`load_where`); `get`, `why` and `logs`, which name one workload,
 look in the context's namespace, then in the one project you may read that has it
-(`common.locate`).
+(`loading.locate`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from monitors.connection import ClusterConfig
 from monitors.sanitize import clean
 
-from .common import load_monitor
+from .loading import load_monitor
 
 if TYPE_CHECKING:
     from monitors.monitor import Monitor
@@ -62,7 +62,7 @@ class Looked:
 
 async def load_where(cfg: ClusterConfig, opts: dict[str, Any], project: str | None, all_projects: bool,
                      **kwargs: Any) -> tuple[Monitor, Looked]:
-    """A monitor loaded (`common.load_monitor`, its keywords) where the rule says, and where that was."""
+    """A monitor loaded (`loading.load_monitor`, its keywords) where the rule says, and where that was."""
     if project:
         monitor = await load_monitor(cfg, opts, project, **kwargs)
         return monitor, Looked("project", monitor.scope, cfg.namespace)

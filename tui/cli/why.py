@@ -16,8 +16,9 @@ import click
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.sanitize import clean
 
-from .common import emit_structured, run
 from .options import PROJECT, command, global_options, group_project, merge_globals, workload_argument
+from .printers import emit_structured
+from .running import run
 
 if TYPE_CHECKING:
     from monitors.diagnostics.why import Diagnosis
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
               help="Output format.")
 @global_options
 @click.pass_context
-def why_command(ctx: click.Context, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
+def why_command(ctx: click.Context, /, workload: str, project: str | None, output: str, **kwargs: Any) -> None:
     """Why a workload is pending (gang, node fit, taints, quota, the scheduler's words), or what is
     wrong with a running one (ranks not ready, restarts, the rank that failed first, a hang, a
     straggler or a silent or idle rank).

@@ -81,12 +81,14 @@ def _child(req: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
             env["RANKS_AUDIT_FD"] = str(fds[1])
         os.environ.clear()
         os.environ.update(env)
-        # the standard streams again, on the terminal (the template's were pipes)
-        sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
-        sys.stdout = sys.__stdout__ = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
-                                                       errors="backslashreplace", line_buffering=True)
-        sys.stderr = sys.__stderr__ = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
-                                                       errors="backslashreplace", line_buffering=True)
+        # the standard streams again, on the terminal (the template's were pipes); the original ones
+        # too (Final to the type checker), as what Textual's suspend writes to is sys.__stdout__
+        sys.stdin = sys.__stdin__ = io.TextIOWrapper(  # type: ignore[misc]  # (the child's own terminal)
+            io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout = sys.__stdout__ = io.TextIOWrapper(  # type: ignore[misc]  # (the same)
+            io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+        sys.stderr = sys.__stderr__ = io.TextIOWrapper(  # type: ignore[misc]  # (the same)
+            io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
         sys.argv = ["ranks", *req["args"]]
         gc.unfreeze()
         from tui.cli.group import main
@@ -114,7 +116,7 @@ def serve(sock: socket.socket) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server's terminal's Ctrl-C is the server's
     _send(sock, {"ready": True})
     while True:
-        ready, _, _ = select.select([sock, wake_r], [], [])
+        ready, _, _ = select.select([sock.fileno(), wake_r], [], [])
         if wake_r in ready:
             with contextlib.suppress(OSError):
                 while os.read(wake_r, 512):
@@ -127,7 +129,7 @@ def serve(sock: socket.socket) -> None:
             if pid == 0:
                 break
             _send(sock, {"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
-        if sock not in ready:
+        if sock.fileno() not in ready:
             continue
         try:
             data, fds, _, _ = socket.recv_fds(sock, 1 << 20, MAX_FDS)

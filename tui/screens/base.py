@@ -5,7 +5,7 @@ back resyncs from the store)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, ClassVar
+from typing import Any, ClassVar, cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -17,11 +17,9 @@ from monitors.dataloop import DataStatus
 from monitors.model_views import ModelDiff
 from monitors.sanitize import clean
 
+from ..dashboard import Dashboard
 from ..keymap import Keymap
 from ..widgets.keyed_table import KeyedTable
-
-if TYPE_CHECKING:
-    from ..app import RanksApp
 
 
 def bindings(scope: str, only: tuple[str, ...] | None = None) -> list[BindingType]:
@@ -112,12 +110,18 @@ class RanksScreen(Screen[None]):
     """Base of the dashboard's screens."""
 
     BINDINGS: ClassVar[list[BindingType]] = bindings("global", ("back",))
-    crumb: str = ""
+
+    @property
+    def crumb(self) -> str:
+        """This screen's part of the breadcrumbs (a class attribute where it never changes)."""
+        return ""
+
     focus_key: tuple[str, str, str] | None = None  # the workload this screen is about
 
     @property
-    def dashboard(self) -> RanksApp:
-        return self.app  # type: ignore[return-value]
+    def dashboard(self) -> Dashboard:
+        """The app, as far as a screen may use it (`tui.dashboard.Dashboard`; `RanksApp` provides it)."""
+        return cast(Dashboard, self.app)
 
     def compose(self) -> ComposeResult:
         yield Crumbs(id="crumbs")
@@ -129,7 +133,7 @@ class RanksScreen(Screen[None]):
         yield from ()
 
     def on_mount(self) -> None:
-        self.set_class(self.dashboard.glyphs.name == "ascii", "-ascii")
+        self.set_class(self.dashboard.look.glyphs.name == "ascii", "-ascii")
         self.query_one(RanksFooter).compact = self.is_narrow()
         self.show_status()
 
@@ -158,7 +162,7 @@ class RanksScreen(Screen[None]):
         return None
 
     # -- sorting a table that sorts itself (`o` next column, `O` the other way; a header click) ----
-    def sort_table(self, table: KeyedTable | None, *, reverse: bool = False) -> None:
+    def sort_table(self, table: KeyedTable[Any] | None, *, reverse: bool = False) -> None:
         if table is None or not table.row_count:
             return
         if reverse:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
-from collections.abc import Hashable, Iterable
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual import on
@@ -15,7 +15,8 @@ from textual.binding import BindingType
 from textual.message import Message
 from textual.widgets import Static, TabbedContent, TabPane
 
-from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions, idle_sessions_of
+from monitors import api_paths
+from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions_of
 from monitors.diagnostics.leftovers import still_held_all
 from monitors.humanize import age, gpus, percent
 from monitors.model_views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
@@ -41,6 +42,7 @@ POD_COLUMNS: list[Column] = [
     Column("WORKLOAD", None, 14), Column("RANK", None, 8), Column("STATUS", None, 9, 1), Column("GPUS", 5),
     Column("UTIL", 10), Column("AGE", 5)]
 WorkloadKey = tuple[str, str, str]
+PodKey = tuple[WorkloadKey, str]  # a node's pods table: (its workload, the pod)
 
 
 def heat_cell(look: Look, n: NodeView) -> Text:
@@ -182,7 +184,7 @@ class ClusterScreen(RanksScreen):
 
     def __init__(self) -> None:
         super().__init__()
-        self._cells: dict[Hashable, Cells] = {}
+        self._cells: dict[str, Cells] = {}  # node -> its row
         self.narrow = False
         self._texts: dict[str, Text] = {}  # what each panel shows: redrawn only when it changes
         self._had_rows: bool | None = None
@@ -210,11 +212,11 @@ class ClusterScreen(RanksScreen):
                 yield KeyedTable(id="idle-table")
 
     @property
-    def table(self) -> KeyedTable:
+    def table(self) -> KeyedTable[str]:  # (its rows: the nodes)
         return self.query_one("#nodes", KeyedTable)
 
-    def active_table(self) -> KeyedTable | None:
-        """The table of the tab shown (the quota tab has none)."""
+    def active_table(self) -> KeyedTable[Any] | None:
+        """The table of the tab shown (the quota tab has none; its rows' keys are the tab's)."""
         selector = self.TABLES.get(self.query_one(TabbedContent).active)
         return self.query_one(selector, KeyedTable) if selector else None
 
@@ -244,7 +246,7 @@ class ClusterScreen(RanksScreen):
         self._set_columns()
         self.resync()
 
-    def _draw(self, changed: list[Hashable] | None) -> None:
+    def _draw(self, changed: list[str] | None) -> None:
         store = self.dashboard.store
         look = self.dashboard.look
         tabs = self.query_one(TabbedContent)
@@ -303,16 +305,9 @@ class ClusterScreen(RanksScreen):
         if self._idle_asked:
             self._idle_again = True
             return
-        data, clock, threshold = self.dashboard.data, self.dashboard.clock, self.idle_threshold
-
-        def compute() -> list[IdleSession]:
-            monitor = data.monitor
-            if monitor is None:
-                raise LookupError("not connected")
-            return idle_sessions(monitor.model, clock(), threshold)
-
         self._idle_asked = True
-        data.call(compute).add_done_callback(lambda f: self.post_message(IdleComputed(f)))
+        self.dashboard.data.idle_sessions(self.dashboard.clock, self.idle_threshold).add_done_callback(
+            lambda f: self.post_message(IdleComputed(f)))
 
     @on(IdleComputed)
     def _idle_computed(self, msg: IdleComputed) -> None:
@@ -352,13 +347,13 @@ class ClusterScreen(RanksScreen):
         for key in table.order:
             row: Cells
             if active == "tab-idle":
-                s = idle.get(key)  # type: ignore[call-overload]
+                s = idle.get(key)
                 if s is None:
                     continue
                 cells[key] = row = idle_row(s, now)
                 since.append(s.idle_since)
             else:
-                w = workloads.get(key)  # type: ignore[call-overload]
+                w = workloads.get(key)
                 if w is None:
                     continue
                 cells[key] = row = pending_row(look, w, now)
@@ -384,7 +379,7 @@ class ClusterScreen(RanksScreen):
     def _show_pending_detail(self) -> None:
         table = self.query_one("#pending-table", KeyedTable)
         key = table.cursor_key
-        w = self.dashboard.store.workloads.get(key) if key is not None else None  # type: ignore[arg-type]
+        w = self.dashboard.store.workloads.get(key) if key is not None else None
         self._update("#pending", pending_detail(self.dashboard.look, w, table.row_count, self.dashboard.clock()))
 
     @on(KeyedTable.CursorMoved, "#pending-table")
@@ -431,9 +426,9 @@ class ClusterScreen(RanksScreen):
         if key is None or table is None:
             return
         if table is self.table:
-            self.dashboard.push_screen(NodePodsScreen(str(key)))
+            self.app.push_screen(NodePodsScreen(str(key)))
         elif key in self.dashboard.store.workloads:
-            self.dashboard.open_workload(key)  # type: ignore[arg-type]
+            self.dashboard.open_workload(key)
 
     def action_describe(self) -> None:
         """d: the node's YAML, or the workload's."""
@@ -442,8 +437,8 @@ class ClusterScreen(RanksScreen):
         if key is None or table is None:
             return
         if table is self.table:
-            self.dashboard.open_describe_path(f"node {key}", f"/api/v1/nodes/{key}")
-        elif (w := self.dashboard.store.workloads.get(key)) is not None:  # type: ignore[arg-type]
+            self.dashboard.open_describe_path(f"node {key}", api_paths.node(str(key)))
+        elif (w := self.dashboard.store.workloads.get(key)) is not None:
             self.dashboard.open_describe(w)
 
     def action_back(self) -> None:
@@ -463,13 +458,13 @@ class NodePodsScreen(RanksScreen):
     def __init__(self, node: str) -> None:
         super().__init__()
         self.node = node
-        self._cells: dict[Hashable, Cells] = {}
-        self._by_workload: dict[WorkloadKey, list[tuple[WorkloadKey, str]]] = {}
+        self._cells: dict[PodKey, Cells] = {}
+        self._by_workload: dict[WorkloadKey, list[PodKey]] = {}
         self._note = Text()
         self._had_rows: bool | None = None
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return f"pods on {self.node}"
 
     def body(self) -> ComposeResult:
@@ -477,7 +472,7 @@ class NodePodsScreen(RanksScreen):
         yield KeyedTable(id="pods")
 
     @property
-    def table(self) -> KeyedTable:
+    def table(self) -> KeyedTable[PodKey]:
         return self.query_one("#pods", KeyedTable)
 
     def on_mount(self) -> None:
@@ -511,7 +506,7 @@ class NodePodsScreen(RanksScreen):
         if not (wd or self.node in diff.nodes.changed or self.node in diff.nodes.removed):
             return
         now = self.dashboard.clock()
-        touched: list[Hashable] = []
+        touched: list[PodKey] = []
         for key in (*wd.removed, *wd.added, *wd.changed):
             for old in self._by_workload.pop(key, []):
                 self._cells.pop(old, None)
@@ -521,8 +516,8 @@ class NodePodsScreen(RanksScreen):
                 touched.extend(self._by_workload[key])
         self._show(touched)
 
-    def _show(self, changed: list[Hashable] | None) -> None:
-        order = sorted(self._cells, key=lambda k: (k[0][0], k[0][2], k[1]))  # type: ignore[index]
+    def _show(self, changed: list[PodKey] | None) -> None:
+        order = sorted(self._cells, key=lambda k: (k[0][0], k[0][2], k[1]))
         self.table.sync(order, self._cells, changed)
         store = self.dashboard.store
         self.dashboard.ages_shown([r.created for w in store.workloads.values() for r in w.ranks
@@ -553,7 +548,7 @@ class NodePodsScreen(RanksScreen):
         """The app's age ticker: only the AGE cells whose text is another at `now` are repainted."""
         since = []
         for key, cells in self._cells.items():
-            wkey, pod = key  # type: ignore[misc]
+            wkey, pod = key
             w = self.dashboard.store.workloads.get(wkey)
             r = next((r for r in w.ranks if r.pod == pod), None) if w is not None else None
             if r is None or not r.created:
@@ -576,7 +571,7 @@ class NodePodsScreen(RanksScreen):
         key = self.table.cursor_key
         if key is None:
             return None
-        wkey, pod = key  # type: ignore[misc]
+        wkey, pod = key
         w = self.dashboard.store.workloads.get(wkey)
         return None if w is None else (w, pod)
 

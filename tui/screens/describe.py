@@ -19,8 +19,7 @@ from monitors.sanitize import clean
 from ..keymap import SCOPES, Keymap
 from .base import RanksScreen, bindings
 
-SCOPE_TITLES = {"global": "Everywhere", "table": "Lists and details", "details": "Describe",
-                "logs": "Logs", "shell": "Shell"}
+SCOPE_TITLES = {"global": "Everywhere", "table": "Lists and details", "logs": "Logs"}
 
 
 def _strip(obj: Any) -> Any:
@@ -68,7 +67,7 @@ class DescribeScreen(RanksScreen):
         self.loaded: Any = None
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return f"describe {self.title_text}"
 
     def body(self) -> ComposeResult:
@@ -150,5 +149,5 @@ class HelpScreen(ModalScreen[None]):
                  "or change the theme.\n", style="dim")
         return t
 
-    def action_dismiss(self) -> None:  # type: ignore[override]
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

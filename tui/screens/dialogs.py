@@ -4,7 +4,9 @@ data loop (tui/dashboard_actions.py)."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -16,6 +18,7 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.content import Content
+from textual.message import Message
 from textual.screen import ModalScreen, Screen
 from textual.style import Style as VisualStyle
 from textual.widgets import Button, Checkbox, Input, Label, Log, OptionList, Select, Static
@@ -160,24 +163,54 @@ class ExecScreen(RanksScreen):
     ExecScreen #summary { height: auto; padding: 0 1; background: $panel; }
     """
 
+    MAX_LINES = 20_000  # the output kept (the oldest lines go first)
+
+    class LinesWaiting(Message):
+        """Lines of output wait in the screen's batch (one such message at a time)."""
+
     def __init__(self, key: tuple[str, str, str], command: Sequence[str]) -> None:
         super().__init__()
         self.key = key
         self.command = list(command)
         self.done = False
+        self._waiting: deque[str] = deque(maxlen=self.MAX_LINES)
+        self._waiting_lock = threading.Lock()
+        self._posted = False
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return f"exec {clean(' '.join(self.command), limit=40)}"
 
     def body(self) -> ComposeResult:
-        yield Log(max_lines=20_000, id="output")
+        yield Log(max_lines=self.MAX_LINES, id="output")
         yield Static(Text("running…", style="italic"), id="summary")
 
     def add_line(self, label: str, width: int, line: str) -> None:
-        self.query_one(Log).write_line(f"[{label:<{width}}] {clean(line.rstrip(chr(10)), limit=4000)}")
+        """A line of a rank's output, from any thread, never waiting for the UI: it joins the batch,
+        and one message at a time takes the batch to the screen (what arrives while the UI is busy
+        goes in one write)."""
+        text = f"[{label:<{width}}] {clean(line.rstrip(chr(10)), limit=4000)}"
+        with self._waiting_lock:
+            self._waiting.append(text)
+            if self._posted:
+                return
+            self._posted = True
+        self.post_message(self.LinesWaiting())
+
+    def on_exec_screen_lines_waiting(self, _: LinesWaiting) -> None:
+        self._write_waiting()
+
+    def _write_waiting(self) -> None:
+        with self._waiting_lock:
+            lines = list(self._waiting)
+            self._waiting.clear()
+            self._posted = False
+        if lines:
+            self.query_one(Log).write_lines(lines)
 
     def finish(self, summary: Text) -> None:
+        """Every rank has ended: the lines still in the batch are written, then the summary."""
+        self._write_waiting()
         self.done = True
         self.query_one("#summary", Static).update(summary)
 
@@ -245,7 +278,7 @@ class ConvertScreen(RanksScreen):
                 f"{last.outcome()}); tick the box below to pick one anyway")
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return f"convert {self.key[2]}"
 
     def body(self) -> ComposeResult:
@@ -323,7 +356,7 @@ class ConvertScreen(RanksScreen):
             self.notify("fix the problem first", severity="error", markup=False)
             return
         delete = self.query_one("#delete", Checkbox).value
-        self.dashboard.submit_conversion(self.key, self.new, delete, self.secret)
+        self.dashboard.actions.submit_conversion(self.key, self.new, delete, self.secret)
 
     def action_back(self) -> None:
         self.dashboard.go_back()

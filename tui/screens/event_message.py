@@ -51,5 +51,5 @@ class EventMessageScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.set_class(getattr(getattr(self.app, "glyphs", None), "name", "") == "ascii", "-ascii")
 
-    def action_dismiss(self) -> None:  # type: ignore[override]
+    async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

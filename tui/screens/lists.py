@@ -13,16 +13,19 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.widgets import Input, Label, Static
 
+from monitors import api_paths
 from monitors.humanize import age, age_changes_in
 from monitors.model_views import KeyedDiff, ModelDiff, ProjectView, WorkloadView
 from monitors.sanitize import clean
 
 from ..cells import Cells, age_cell, project_row, workload_row
+from ..dashboard import WorkloadKey
 from ..filtering import RowFilter
 from ..widgets.keyed_table import Column, KeyedTable
 from ..widgets.table_sort import cell_key, sort_rows
 from .base import RanksScreen, bindings
 
+K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
@@ -94,7 +97,7 @@ class EmptyNote(Static):
     """
 
 
-class ListScreen(RanksScreen, Generic[V]):
+class ListScreen(RanksScreen, Generic[K, V]):
     BINDINGS: ClassVar[list[BindingType]] = [*bindings("global", ("filter",)), *bindings(
         "table", ("open", "describe", "logs", "sort", "sort_reverse", "toggle_mine", "all_projects",
                   "new_session"))]
@@ -110,14 +113,14 @@ class ListScreen(RanksScreen, Generic[V]):
         self.sort_reverse = False
         self.sort_column: int | None = None  # a header clicked that no sort name shows: by its cells' text
         self.mine = False
-        self._cells: dict[Hashable, Cells] = {}
+        self._cells: dict[K, Cells] = {}
         # row -> (the cells reckoned, when their age shows another text, the time it counts from)
-        self._age_ahead: dict[Hashable, tuple[Cells, float, float]] = {}
+        self._age_ahead: dict[K, tuple[Cells, float, float]] = {}
         self.narrow = False
         self._note = ""  # the filter note shown after the breadcrumb
 
     # -- what a list shows (subclasses say; the defaults are an empty list) ------------------------
-    def items(self) -> Mapping[Hashable, V]:
+    def items(self) -> Mapping[K, V]:
         return {}
 
     def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
@@ -141,7 +144,7 @@ class ListScreen(RanksScreen, Generic[V]):
     def empty_text(self) -> str:
         return "nothing here"
 
-    def open_item(self, key: Hashable, item: V) -> None:
+    def open_item(self, key: K, item: V) -> None:
         """Enter on a row."""
 
     # -- layout ------------------------------------------------------------------------------------
@@ -152,7 +155,7 @@ class ListScreen(RanksScreen, Generic[V]):
                         id="filterbar")
 
     @property
-    def table(self) -> KeyedTable:
+    def table(self) -> KeyedTable[K]:
         return self.query_one(KeyedTable)
 
     def on_mount(self) -> None:
@@ -227,7 +230,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self._set_columns()
         self.resync()
 
-    def _order(self) -> list[Hashable]:
+    def _order(self) -> list[K]:
         items = self.items()
         flt = self.row_filter
         if not flt.active:
@@ -243,7 +246,7 @@ class ListScreen(RanksScreen, Generic[V]):
                              self.sort_reverse)
         name = self.sort_names[self.sort_index]
 
-        def key(k: Hashable) -> tuple[Any, ...]:
+        def key(k: K) -> tuple[Any, ...]:
             v = self.sort_value(items[k], name)
             return (v is None, v if v is not None else 0, str(k))
         keys.sort(key=key, reverse=self.sort_reverse)
@@ -251,7 +254,7 @@ class ListScreen(RanksScreen, Generic[V]):
             keys.sort(key=lambda k: self.sort_value(items[k], name) is None)
         return keys
 
-    def _show(self, changed: list[Hashable] | None) -> None:
+    def _show(self, changed: list[K] | None) -> None:
         self.table.sync(self._order(), self._cells, changed)
         self._update_empty()
         note = self._filter_note()
@@ -297,7 +300,7 @@ class ListScreen(RanksScreen, Generic[V]):
         """When the age in an item's row (its last cell) is measured from; None: no age."""
         return None
 
-    def _ages_since(self, keys: Iterable[Hashable]) -> list[float]:
+    def _ages_since(self, keys: Iterable[K]) -> list[float]:
         items = self.items()
         return [t for k in keys if k in self._cells and (item := items.get(k)) is not None
                 and (t := self.age_since(item)) is not None]
@@ -332,7 +335,7 @@ class ListScreen(RanksScreen, Generic[V]):
         return [] if soonest_t is None else [soonest_t]
 
     # -- actions -----------------------------------------------------------------------------------
-    def selected(self) -> tuple[Hashable, V] | None:
+    def selected(self) -> tuple[K, V] | None:
         key = self.table.cursor_key
         if key is None:
             return None
@@ -442,7 +445,7 @@ class ListScreen(RanksScreen, Generic[V]):
         self.notify("only my workloads" if self.mine else "everyone's workloads", timeout=1.5, markup=False)
 
 
-class ProjectsScreen(ListScreen[ProjectView]):
+class ProjectsScreen(ListScreen[str, ProjectView]):
     crumb = "projects"
     noun = "project"
     columns: ClassVar[list[Column]] = [
@@ -452,7 +455,7 @@ class ProjectsScreen(ListScreen[ProjectView]):
     sort_columns: ClassVar[dict[str, str]] = {"name": "PROJECT", "gpus_allocated": "ALLOCATED", "gpu_util": "UTIL",
                                               "pending": "PENDING"}
 
-    def items(self) -> Mapping[Hashable, ProjectView]:
+    def items(self) -> Mapping[str, ProjectView]:
         return self.dashboard.store.projects
 
     def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
@@ -470,7 +473,7 @@ class ProjectsScreen(ListScreen[ProjectView]):
             return f"forbidden: {clean(forbidden)}"
         return "no projects: no namespace with workloads or GPU quota is visible to you"
 
-    def open_item(self, key: Hashable, item: ProjectView) -> None:
+    def open_item(self, key: str, item: ProjectView) -> None:
         self.dashboard.open_workloads(item.namespace)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -484,17 +487,17 @@ class ProjectsScreen(ListScreen[ProjectView]):
         sel = self.selected()
         if sel is not None:
             ns = sel[1].namespace
-            self.dashboard.open_describe_path(f"namespace/{ns}", f"/api/v1/namespaces/{ns}")
+            self.dashboard.open_describe_path(f"namespace/{ns}", api_paths.namespace(ns))
 
     def action_all_projects(self) -> None:
         self.dashboard.open_workloads(None)
 
     def action_new_session(self) -> None:
         sel = self.selected()
-        self.dashboard.new_session(sel[1].namespace if sel else None)
+        self.dashboard.actions.new_session(sel[1].namespace if sel else None)
 
 
-class WorkloadsScreen(ListScreen[WorkloadView]):
+class WorkloadsScreen(ListScreen[WorkloadKey, WorkloadView]):
     noun = "workload"
     BINDINGS: ClassVar[list[BindingType]] = bindings(
         "table", ("shell", "exec_all", "delete", "suspend", "convert", "debug"))
@@ -506,7 +509,7 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         self._health_shown: dict[Any, Any] = {}
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         if self.namespace is None:
             return "all projects" + (" (mine)" if self.mine else "")
         p = self.dashboard.store.projects.get(self.namespace)
@@ -524,7 +527,7 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
             cols.insert(1, Column("PROJECT", None, 7, 2))
         return cols
 
-    def items(self) -> Mapping[Hashable, WorkloadView]:
+    def items(self) -> Mapping[WorkloadKey, WorkloadView]:
         return self.dashboard.store.workloads
 
     def part(self, diff: ModelDiff) -> KeyedDiff[Any, Any]:
@@ -587,7 +590,7 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
             return Text(f"you may not list all namespaces; watching {', '.join(st.namespaces)}", style="dim")
         return None
 
-    def open_item(self, key: Hashable, item: WorkloadView) -> None:
+    def open_item(self, key: WorkloadKey, item: WorkloadView) -> None:
         self.dashboard.open_workload(item.key)
 
     def action_describe(self) -> None:
@@ -609,9 +612,9 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         if sel is None:
             return
         wl = sel[1]
-        {"shell": self.dashboard.shell_into, "exec_all": self.dashboard.exec_all, "delete": self.dashboard.delete_workload,
-         "suspend": self.dashboard.toggle_suspend, "convert": self.dashboard.convert_workload,
-         "debug": self.dashboard.debug_workload}[act](wl)
+        {"shell": self.dashboard.actions.shell_into, "exec_all": self.dashboard.actions.exec_all, "delete": self.dashboard.actions.delete_workload,
+         "suspend": self.dashboard.actions.toggle_suspend, "convert": self.dashboard.actions.convert_workload,
+         "debug": self.dashboard.actions.debug_workload}[act](wl)
 
     def action_shell(self) -> None:
         self._on_selected("shell")
@@ -632,5 +635,5 @@ class WorkloadsScreen(ListScreen[WorkloadView]):
         self._on_selected("debug")
 
     def action_new_session(self) -> None:
-        self.dashboard.new_session(self.namespace)
+        self.dashboard.actions.new_session(self.namespace)
 

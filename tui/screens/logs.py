@@ -73,7 +73,7 @@ class LogsScreen(RanksScreen):
         self.only_rank = rank
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return f"{'previous logs' if self.previous else 'logs'} {self.key[2]}"
 
     def body(self) -> ComposeResult:
@@ -103,8 +103,13 @@ class LogsScreen(RanksScreen):
 
         only = LineFilter.build(ranks=self.only_rank) if self.previous and self.only_rank else None
         opts = LogOptions(follow=not self.previous, tail=HISTORY_LINES, previous=self.previous, filter=only)
-        fut = self.dashboard.data.open_logs(self.key, opts, lambda lines: self.post_message(LinesArrived(lines)),
-                                        lambda text: self.post_message(LogNotice(text)))
+        def lines_arrived(lines: list[LogLine]) -> None:  # (on the data loop's thread)
+            self.post_message(LinesArrived(lines))
+
+        def notice(text: str) -> None:  # (the same)
+            self.post_message(LogNotice(text))
+
+        fut = self.dashboard.data.open_logs(self.key, opts, lines_arrived, notice)
         try:
             handle = await asyncio.wrap_future(fut)
         except LookupError:
@@ -252,8 +257,8 @@ class LogsScreen(RanksScreen):
                     }[(bool(self.text_filter), bool(self.rank_filter))]
             wl = self.dashboard.store.workloads.get(self.key)
             unknown = flt.unknown_ranks(wl.ranks) if wl is not None and ranks else []
-            if unknown:  # (a rank that may still come: said, not refused)
-                have = ", ".join(clean(r.label, limit=40) for r in wl.ranks) or "none yet"  # type: ignore[union-attr]
+            if unknown and wl is not None:  # (a rank that may still come: said, not refused)
+                have = ", ".join(clean(r.label, limit=40) for r in wl.ranks) or "none yet"
                 self.view.empty_text = (f"no rank {', '.join(clean(u, limit=40) for u in unknown)} in this workload "
                                         f"(ranks: {clean(have, limit=200)}; {keys})")
             else:
@@ -272,7 +277,7 @@ class LogsScreen(RanksScreen):
 
     def action_previous_logs(self) -> None:
         if not self.previous:
-            self.dashboard.push_screen(LogsScreen(self.key, previous=True))
+            self.app.push_screen(LogsScreen(self.key, previous=True))
 
     def action_describe(self) -> None:
         wl = self.dashboard.store.workloads.get(self.key)

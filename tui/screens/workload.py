@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Hashable
 from typing import Any, ClassVar
 
 from rich.cells import cell_len
@@ -17,8 +16,9 @@ from textual.binding import BindingType
 from textual.geometry import Region
 from textual.widgets import Static, TabbedContent, TabPane
 
+from monitors.api_paths import object_path
 from monitors.humanize import age, gpus
-from monitors.logs.first_failure import FailureReport, locate_failure
+from monitors.logs.first_failure import FailureReport
 from monitors.model_views import ModelDiff, RankView, WorkloadView
 from monitors.records import EventRec
 from monitors.sanitize import clean
@@ -275,22 +275,6 @@ def _short_label(r: RankView) -> str:
     return f"{r.role[:1]}{'' if idx is None else idx}"[:3]
 
 
-OBJECT_PATHS = {  # kinds an event may be about, besides pods, nodes and workloads: where to read them
-    "Job": "/apis/batch/v1/namespaces/{ns}/jobs/{name}", "Service": "/api/v1/namespaces/{ns}/services/{name}",
-    "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}",
-    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps/{name}",
-    "PodGroup": "/apis/scheduling.volcano.sh/v1beta1/namespaces/{ns}/podgroups/{name}",
-    "Namespace": "/api/v1/namespaces/{name}",
-}
-
-
-def object_path(kind: str, namespace: str, name: str) -> str | None:
-    from urllib.parse import quote
-
-    template = OBJECT_PATHS.get(kind)
-    return None if template is None else template.format(ns=quote(namespace, safe=""), name=quote(name, safe=""))
-
-
 EVENT_FIELDS = 34  # cells before an event's object and message: age, mark, reason, count and gaps
 EVENT_MESSAGE_MIN = 30  # fewer cells left for the message than this: it goes on a line of its own
 EVENT_INDENT = 9  # a message on its own line starts under the reason
@@ -363,7 +347,7 @@ class WorkloadScreen(RanksScreen):
         self._diag_shown: tuple[Any, Any] = (None, None)
         self._progress_shown: tuple[Any, Any] = (None, None)
         self.gone = False
-        self._cells: dict[Hashable, Cells] = {}
+        self._cells: dict[str, Cells] = {}
         self.narrow = False
         self._hist_shown: dict[str, tuple[float, ...]] = {}
         self._pending_shown: Text | None = None
@@ -374,7 +358,7 @@ class WorkloadScreen(RanksScreen):
         self._event_ages: list[str] = []  # as shown, top to bottom
 
     @property
-    def crumb(self) -> str:  # type: ignore[override]
+    def crumb(self) -> str:
         return self.key[2]
 
     def body(self) -> ComposeResult:
@@ -390,7 +374,7 @@ class WorkloadScreen(RanksScreen):
                 yield EventList(id="event-list", static_id="events")
 
     @property
-    def table(self) -> KeyedTable:
+    def table(self) -> KeyedTable[str]:  # (its rows: the ranks' pods)
         return self.query_one("#ranks", KeyedTable)
 
     def on_mount(self) -> None:
@@ -580,7 +564,7 @@ class WorkloadScreen(RanksScreen):
         if msg.what == "message":
             from .event_message import EventMessageScreen
 
-            self.dashboard.push_screen(EventMessageScreen(msg.event, self.dashboard.clock()))
+            self.app.push_screen(EventMessageScreen(msg.event, self.dashboard.clock()))
         else:
             self.open_event_object(msg.event)
 
@@ -599,7 +583,7 @@ class WorkloadScreen(RanksScreen):
         elif kind == "Node":
             from .cluster import NodePodsScreen
 
-            self.dashboard.push_screen(NodePodsScreen(name))
+            self.app.push_screen(NodePodsScreen(name))
         elif (ns, kind, name) in self.dashboard.store.workloads and (ns, kind, name) != self.key:
             self.dashboard.open_workload((ns, kind, name))
         elif wl is not None and (kind, name) == (wl.kind, wl.name):
@@ -660,17 +644,9 @@ class WorkloadScreen(RanksScreen):
         ff = wl.first_failure
         if ff is None:
             return
-        data = self.dashboard.data
-
-        async def locate() -> FailureReport | None:
-            monitor = data.monitor
-            if monitor is None:
-                raise LookupError("not connected")
-            return await locate_failure(monitor.client, wl)
-
         report: FailureReport | None = None
         try:
-            report = await asyncio.wrap_future(data.run_coroutine(locate()))
+            report = await asyncio.wrap_future(self.dashboard.data.locate_failure(wl))
             note = report.note if report is not None else ""
         except Exception as exc:
             note = f"cannot tell which instance failed: {getattr(exc, 'message', None) or exc}"
@@ -687,7 +663,7 @@ class WorkloadScreen(RanksScreen):
             return
         pod = self.table.cursor_key if self.focused is self.table else None
         rank = next((r for r in wl.ranks if r.pod == pod), None)
-        self.dashboard.shell_into(wl, rank)
+        self.dashboard.actions.shell_into(wl, rank)
 
     def _live(self) -> WorkloadView | None:
         wl = self.dashboard.store.workloads.get(self.key)
@@ -697,23 +673,23 @@ class WorkloadScreen(RanksScreen):
 
     def action_exec_all(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.exec_all(wl)
+            self.dashboard.actions.exec_all(wl)
 
     def action_delete(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.delete_workload(wl)
+            self.dashboard.actions.delete_workload(wl)
 
     def action_suspend(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.toggle_suspend(wl)
+            self.dashboard.actions.toggle_suspend(wl)
 
     def action_convert(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.convert_workload(wl)
+            self.dashboard.actions.convert_workload(wl)
 
     def action_debug(self) -> None:
         if (wl := self._live()) is not None:
-            self.dashboard.debug_workload(wl)
+            self.dashboard.actions.debug_workload(wl)
 
     def action_back(self) -> None:
         self.dashboard.go_back()

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
+from rich.console import OverflowMethod
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -41,10 +42,12 @@ from textual.strip import Strip
 from ..keymap import LIST_BINDING_IDS, Keymap
 from .table_sort import cell_key, sort_rows
 
+K = TypeVar("K", bound=Hashable)  # a table's row keys
+
 Cells = tuple[Text, ...]
 
 
-def list_bindings() -> list[Binding]:
+def list_bindings() -> list[BindingType]:
     """j/k and g/G (with the arrows, Home and End) as the catalogue's `row_*` bindings, with their
     ids: a list widget binds them to its `cursor_down`, `cursor_up`, `first` and `last` actions."""
     return [b for b in Keymap().bindings("table") if b.id in LIST_BINDING_IDS]
@@ -75,7 +78,7 @@ def same_text(a: object, b: object) -> bool:
     return a == b
 
 
-class KeyedTable(ScrollView, can_focus=True):
+class KeyedTable(ScrollView, Generic[K], can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [
         *list_bindings(),
         Binding("pageup", "page(-1)", "Page up", show=False),
@@ -91,47 +94,47 @@ class KeyedTable(ScrollView, can_focus=True):
     """
 
     class RowSelected(Message):
-        def __init__(self, table: KeyedTable, key: Hashable, row: int) -> None:
+        def __init__(self, table: KeyedTable[Any], key: Hashable, row: int) -> None:
             super().__init__()
             self.table = table
             self.key = key
             self.row = row
 
         @property
-        def control(self) -> KeyedTable:
+        def control(self) -> KeyedTable[Any]:
             return self.table
 
     class HeaderClicked(Message):
         """A column's header was clicked (the table's screen sorts its rows: `sorts_rows` off)."""
 
-        def __init__(self, table: KeyedTable, column: int) -> None:
+        def __init__(self, table: KeyedTable[Any], column: int) -> None:
             super().__init__()
             self.table = table
             self.column = column
 
         @property
-        def control(self) -> KeyedTable:
+        def control(self) -> KeyedTable[Any]:
             return self.table
 
     class CursorMoved(Message):
         """The cursor is on another row (or the row under it is another key)."""
 
-        def __init__(self, table: KeyedTable, key: Hashable | None) -> None:
+        def __init__(self, table: KeyedTable[Any], key: Hashable | None) -> None:
             super().__init__()
             self.table = table
             self.key = key
 
         @property
-        def control(self) -> KeyedTable:
+        def control(self) -> KeyedTable[Any]:
             return self.table
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
-        self.order: list[Hashable] = []
+        self.order: list[K] = []
         self.cursor_row = 0
         self.header_height = 1
-        self.shown: dict[Hashable, Cells] = {}
-        self._index: dict[Hashable, int] = {}
+        self.shown: dict[K, Cells] = {}
+        self._index: dict[K, int] = {}
         self.labels: list[str] = []  # as shown (the sorted column's with its arrow)
         self.base_labels: list[str] = []
         self.sort_column: int | None = None
@@ -143,10 +146,10 @@ class KeyedTable(ScrollView, can_focus=True):
         self.widths: list[int] = []  # what each column gets (`natural`, shrunk to fit the view)
         self.mins: list[int | None] = []
         self.shrink_order: list[int] = []  # indexes of the columns that may shrink, first to shrink first
-        self._strips: dict[Hashable, Strip] = {}
+        self._strips: dict[K, Strip] = {}
         self._header: Strip | None = None
-        self.overflow = "ellipsis"  # "crop" where the terminal may not show "…" (--ascii)
-        self._cursor_key_posted: Hashable | None = None
+        self.overflow: OverflowMethod = "ellipsis"  # "crop" where the terminal may not show "…" (--ascii)
+        self._cursor_key_posted: K | None = None
         self.rebuilds = 0
         self.cell_updates = 0
         self.render_count = 0
@@ -187,23 +190,22 @@ class KeyedTable(ScrollView, can_focus=True):
         return len(self.order)
 
     @property
-    def cursor_key(self) -> Hashable | None:
+    def cursor_key(self) -> K | None:
         if not self.order or not 0 <= self.cursor_row < len(self.order):
             return None
         return self.order[self.cursor_row]
 
-    def key_at(self, row: int) -> Hashable | None:
+    def key_at(self, row: int) -> K | None:
         return self.order[row] if 0 <= row < len(self.order) else None
 
-    def move_to_key(self, key: Hashable) -> bool:
+    def move_to_key(self, key: K) -> bool:
         row = self._index.get(key)
         if row is None:
             return False
         self.move_cursor(row)
         return True
 
-    def sync(self, order: Sequence[Hashable], cells: Mapping[Hashable, Cells],
-             changed: Iterable[Hashable] | None = None) -> bool:
+    def sync(self, order: Sequence[K], cells: Mapping[K, Cells], changed: Iterable[K] | None = None) -> bool:
         """Show `order` with `cells`; `changed` (None: all) names the rows whose cells may differ.
         Returns True when anything will be redrawn."""
         order = list(order)
@@ -219,7 +221,7 @@ class KeyedTable(ScrollView, can_focus=True):
             # it comes back), and rows never seen before
             candidates = [k for k in dict.fromkeys(changed) if k in cells]
             candidates += [k for k in order if k not in self.shown]
-        touched: list[Hashable] = []
+        touched: list[K] = []
         grew = False
         for key in candidates:
             new = cells[key]
@@ -258,7 +260,7 @@ class KeyedTable(ScrollView, can_focus=True):
         self.refresh()
         return True
 
-    def update_cell(self, key: Hashable, column: int, cell: Text) -> bool:
+    def update_cell(self, key: K, column: int, cell: Text) -> bool:
         """Replace one cell of a row (an age ticking): only that cell's region is repainted (every
         line when its column has to grow). Returns True when the cell differed."""
         row = self.shown.get(key)
@@ -468,9 +470,9 @@ class KeyedTable(ScrollView, can_focus=True):
         for i, width in enumerate(self.widths):
             cell = cells[i] if i < len(cells) else Text("")
             part = cell.copy()
-            part.overflow = self.overflow  # type: ignore[assignment]
+            part.overflow = self.overflow
             part.no_wrap = True
-            part.truncate(width, overflow=self.overflow)  # type: ignore[arg-type]
+            part.truncate(width, overflow=self.overflow)
             part.align(cell.justify if cell.justify in ("left", "center", "right") else "left", width)
             line.append_text(part)
             line.append(" ")
@@ -483,7 +485,7 @@ class KeyedTable(ScrollView, can_focus=True):
             self._header = self._line([Text(label) for label in self.labels], style)
         return self._header
 
-    def _row_strip(self, key: Hashable) -> Strip:
+    def _row_strip(self, key: K) -> Strip:
         strip = self._strips.get(key)
         if strip is None:
             strip = self._line(self.shown[key], self.rich_style)
@@ -517,8 +519,8 @@ class KeyedTable(ScrollView, can_focus=True):
         height = self.scrollable_content_region.height
         return [self.render_line(y).text for y in range(height)]
 
-    def row_text(self, key: Hashable) -> str:
+    def row_text(self, key: K) -> str:
         return self._row_strip(key).text if key in self.shown else ""
 
-    def get_row(self, key: Hashable) -> tuple[Any, ...]:
+    def get_row(self, key: K) -> tuple[Any, ...]:
         return self.shown[key]

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any
+from typing import Any, TypeVar
+
+K = TypeVar("K", bound=Hashable)
 
 _AGE = re.compile(r"(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)%")
@@ -40,7 +42,7 @@ def _natural(t: str) -> tuple[Any, ...]:
     return tuple(int(p) if p.isdigit() else p.casefold() for p in _CHUNKS.split(t) if p)
 
 
-def sort_rows(order: Sequence[Hashable], key: Callable[[Hashable], Any], descending: bool) -> list[Hashable]:
+def sort_rows(order: Sequence[K], key: Callable[[K], Any], descending: bool) -> list[K]:
     """`order` sorted by `key` (None: missing, always last); rows with equal keys keep their order."""
     present = [k for k in order if key(k) is not None]
     missing = [k for k in order if key(k) is None]

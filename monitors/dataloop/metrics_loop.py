@@ -1,0 +1,66 @@
+"""The GPU metrics loop: the running GPU pods the model holds, refreshed every interval into the
+model (`gpu_feed`); with no source found, refreshes are skipped until discovery is due again (unless
+the GPU pods shown changed). After each refresh the data loop is told (`refreshed`): the focused
+workload's histories grew, and hangs may be judged."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig
+from ..monitor import Monitor
+from .status import ConnectionStatus
+from .thread import LoopThread
+from .updates import DataOptions
+
+
+class MetricsLoop:
+    def __init__(self, cfg: ClusterConfig, options: DataOptions, status: ConnectionStatus, thread: LoopThread,
+                 refreshed: Callable[[bool, bool], None]) -> None:
+        """`refreshed(asked, sent)`: after each turn; `asked`: a refresh was made, `sent`: the
+        model's flush sent an update."""
+        self.cfg = cfg
+        self.options = options
+        self.status = status
+        self.thread = thread
+        self.refreshed = refreshed
+
+    async def run(self, monitor: Monitor) -> None:
+        """Until the loop is stopped (or this task cancelled: the connection ended)."""
+        from .. import promql
+        from ..gpu_feed import apply_snapshot, make_metrics
+
+        opts = self.options
+        gm = make_metrics(self.cfg, opts.prometheus_url, interval=opts.refresh_interval,
+                          timeout=self.cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)  # a slow link is no failure
+        if opts.metric_names:
+            gm.names = promql.metric_names(opts.metric_names)
+        listed_from: object = None  # the workloads the shown pods were last read from
+        pods: list[tuple[str, str]] = []
+        try:
+            while not self.thread.stopping:
+                model = monitor.model
+                same = model.workloads is listed_from  # the model replaces it when a workload changes
+                if not same:
+                    listed_from = model.workloads
+                    pods = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
+                            if r.gpus > 0 and r.node and r.phase == "Running"]
+                # no source yet and the same pods shown: the last answer stands, nothing to ask
+                skip = same and gm.nothing_to_ask()
+                if not skip:
+                    gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=True)
+                try:
+                    snap = None if skip else await gm.refresh()
+                except Exception as exc:  # a metrics bug must not take the dashboard down
+                    monitor.metrics_problem = f"{type(exc).__name__}: {exc}"
+                    snap = None
+                if snap is not None:
+                    apply_snapshot(model, snap)
+                    monitor.metrics_note = snap.source.description if snap.source else ""
+                    monitor.metrics_problem = snap.reason if snap.state.value == "unavailable" else ""
+                    monitor.metrics_forbidden = snap.source.forbidden if snap.source else ""
+                model.status_changed = model.status_changed or self.status.metrics_moved(monitor)
+                self.refreshed(not skip, not skip and bool(monitor.flush()))
+                await self.thread.pause(gm.interval)
+        finally:
+            await gm.aclose()
