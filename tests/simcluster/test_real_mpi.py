@@ -7,6 +7,7 @@ reaching them over ssh with the job's key pair, its ranks (mpi4py) in the worker
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import uuid
@@ -159,3 +160,16 @@ def test_servers_in_two_pods_on_one_port(cluster, kubectl):
         got = kubectl.run("exec", "web-a", "--", "python", "-c",
                           f"import urllib.request as u; print(u.urlopen('http://{ip}:8000/who').read().decode())").stdout
         assert got.strip() == name, (name, got)
+
+
+def test_a_typod_script_fails_with_open_mpis_own_message(cluster, kubectl):
+    mpijob(kubectl, "typo")
+    launcher = launcher_of(kubectl, "typo", 2)
+    r = kubectl.run("exec", launcher, "--", "mpirun", "-np", "2", "--hostfile", "/etc/mpi/hostfile", "--tag-output",
+                    "python", "trian.py", check=False, timeout=90)
+    assert r.returncode == 2, (r.stdout, r.stderr)  # the first failing rank's status, as Open MPI exits
+    # a rank's own error, with Open MPI 5's tag (the other's too, unless Open MPI stopped it first)
+    assert re.search(r"\[1,[01]\]<stderr>: /opt/venv/bin/python: can't open file '/workspace/trian.py': \[Errno 2\]",
+                     r.stderr), r.stderr
+    assert "prterun detected that one or more processes exited with non-zero status" in r.stderr, r.stderr
+    assert re.search(r"Process name: \[prterun-typo-launcher-\d+@1,[01]\]\n\s+Exit code:\s+2", r.stderr), r.stderr
