@@ -7,6 +7,7 @@ reaching them over ssh with the job's key pair, its ranks (mpi4py) in the worker
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import sys
@@ -36,11 +37,11 @@ def real_mpi_or_skip(simcluster) -> None:
     namespaces_or_skip(simcluster)
 
 
-def mpijob(kubectl, name: str, workers: int = 2, launcher: list[str] | None = None, steps: int | None = None) -> None:
+def mpijob(kubectl, name: str, workers: int = 2, launcher: list[str] | None = None, slots: int = 1) -> None:
     """An MPIJob whose workers give no command (the operator's sshd), the launcher waiting for them."""
     body = {
         "apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob", "metadata": {"name": name, "namespace": NS},
-        "spec": {"slotsPerWorker": 1, "launcherCreationPolicy": "WaitForWorkersReady", "mpiReplicaSpecs": {
+        "spec": {"slotsPerWorker": slots, "launcherCreationPolicy": "WaitForWorkersReady", "mpiReplicaSpecs": {
             "Launcher": {"replicas": 1, "template": {"spec": {"containers": [
                 {"name": "launcher", "image": "registry.local/train:1", "command": launcher or ["sleep", "infinity"]}]}}},
             "Worker": {"replicas": workers, "template": {"spec": {"containers": [
@@ -173,3 +174,14 @@ def test_a_typod_script_fails_with_open_mpis_own_message(cluster, kubectl):
                      r.stderr), r.stderr
     assert "prterun detected that one or more processes exited with non-zero status" in r.stderr, r.stderr
     assert re.search(r"Process name: \[prterun-typo-launcher-\d+@1,[01]\]\n\s+Exit code:\s+2", r.stderr), r.stderr
+
+
+def test_more_ranks_on_a_worker_than_the_machine_has_cores(cluster, kubectl):
+    """A worker's slots are its ranks, whatever the cores of the machine simcluster runs on (a real
+    node has a core per slot): `mpirun -np N` with the operator's hostfile runs N ranks there."""
+    n = (os.cpu_count() or 1) + 1
+    mpijob(kubectl, "many", workers=1, slots=n)
+    launcher = launcher_of(kubectl, "many", 1)
+    out = kubectl.run("exec", launcher, "--", "mpirun", "-np", str(n), "python", "-c", ALLREDUCE, timeout=120).stdout
+    total = n * (n + 1) // 2
+    assert sorted(out.splitlines()) == sorted(f"rank {r} of {n} on many-worker-0 sum {total}" for r in range(n)), out

