@@ -185,3 +185,31 @@ def test_more_ranks_on_a_worker_than_the_machine_has_cores(cluster, kubectl):
     out = kubectl.run("exec", launcher, "--", "mpirun", "-np", str(n), "python", "-c", ALLREDUCE, timeout=120).stdout
     total = n * (n + 1) // 2
     assert sorted(out.splitlines()) == sorted(f"rank {r} of {n} on many-worker-0 sum {total}" for r in range(n)), out
+
+
+def test_banner_style_lines_and_converts_rewrites_run_on_open_mpi(cluster, kubectl):
+    """What the banner and convert write (`-H host:slots`, `--hostfile`, `-x`, `--map-by`, `--bind-to
+    none`, `--tag-output`) is what real Open MPI accepts: each line as typed in the session, then as
+    `sessions.convert.rewrite_command` rewrites it for the job, runs every rank in the workers."""
+    from sessions.convert import rewrite_command
+
+    mpijob(kubectl, "acc")
+    launcher = launcher_of(kubectl, "acc", 2)
+    job = json.loads(kubectl.run("get", "mpijob", "acc", "-n", NS, "-o", "json").stdout)
+    hosts = "acc-worker-0.acc.default.svc:1,acc-worker-1.acc.default.svc:1"
+    program = ("python -c \"import os; from mpi4py import MPI; c = MPI.COMM_WORLD; print('rank', c.rank, 'on', "
+               "MPI.Get_processor_name(), os.environ.get('FOO'), 'sum', c.allreduce(c.rank + 1))\"")
+    typed = [
+        f"mpirun -np 2 -H {hosts} -x FOO=bar --map-by slot --bind-to none --tag-output {program}",
+        f"mpirun -np 2 --hostfile /etc/mpi/hostfile -x FOO=bar --tag-output {program}",
+        f"horovodrun -np 2 -H {hosts} {program.replace('python ', 'env FOO=bar python ', 1)}",
+    ]
+    want = {f"[1,{r}]<stdout>: rank {r} on acc-worker-{r} bar sum 3" for r in (0, 1)}
+    rewritten = [rewrite_command(line, job, "acc") for line in typed]
+    assert rewritten[0] == f"mpirun -np 2 --hostfile /etc/mpi/hostfile -x FOO=bar --map-by slot --bind-to none " \
+                           f"--tag-output {program}", rewritten[0]
+    assert rewritten[2].startswith("horovodrun -np 2 --hostfile /etc/mpi/hostfile "), rewritten[2]
+    for line in [*typed, *rewritten[::2]]:
+        r = kubectl.run("exec", launcher, "--", "sh", "-c", line, check=False, timeout=120)
+        assert r.returncode == 0, (line, r.stdout, r.stderr)
+        assert set(r.stdout.splitlines()) == want, (line, r.stdout)
