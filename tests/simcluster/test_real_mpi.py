@@ -87,6 +87,7 @@ def test_workers_run_sshd_and_mpirun_reaches_them(cluster, kubectl):
     for name, pod in workers.items():
         assert pod["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
         assert ready(pod), pod["status"]
+        assert "sshd: /usr/sbin/sshd -De [listener]" in kubectl.run("exec", name, "--", "ps", "-eo", "args").stdout
         mine = kubectl.run("exec", name, "--", "sh", "-c", 'for p in $(pgrep -x sshd); do '
                            '[ "$(readlink /proc/$p/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && ps -o args= -p $p; '
                            'done; true').stdout
