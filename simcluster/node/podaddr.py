@@ -6,7 +6,8 @@ routes whole to `lo` (`127.0.0.0/8`), so a server in a pod can bind its pod's ad
 reached there from any other pod, and the same port in two pods never collides. Each kubelet
 leases a block `127.<b>.0.0/16` of its own for its lifetime (an exclusive `flock` on
 `<tmp>/simcluster-podaddr/127.<b>.lock`: two clusters on one machine, in one process or in
-several, never hand out the same address; the lease ends with the process), and hands out
+several, never hand out the same address; the lease ends with the process; the directory is
+1733, the empty lock files 0600: a block whose lock file another user made is left to them), and hands out
 `127.<b>.<x>.<y>` (`y` 2..254), each reused only after its pod is gone and the rest of the block
 has been used. Where no block can be leased (every one taken, or no writable temporary directory),
 pods get the node's podCIDR addresses as before (nothing listens there), said once in the log.
@@ -36,6 +37,7 @@ from typing import Any
 log = logging.getLogger("simcluster.kubelet")
 
 LEASE_DIR = "simcluster-podaddr"
+LEASE_DIR_MODE = 0o1733  # every user may lease there (create, search), none may list it; sticky
 FIRST_BLOCK = 16  # 127.0/16 .. 127.15/16 left alone (127.0.0.1, 127.0.1.1 and other local uses)
 CLUSTER_DOMAIN = "cluster.local"
 HEADER = ("# Kubernetes-managed hosts file (simcluster: pod addresses on the loopback range; "
@@ -58,8 +60,11 @@ class AddressBlock:
         """Take a block (True), or say why not once (False)."""
         if self._fd is not None:
             return True
-        try:
-            os.makedirs(self.lease_dir, mode=0o1777, exist_ok=True)
+        try:  # (a drop box every user can lease in and none can list: 1733; the locks 0600, empty)
+            os.makedirs(self.lease_dir, mode=0o700, exist_ok=True)
+            st = os.stat(self.lease_dir)
+            if st.st_uid == os.getuid() and st.st_mode & 0o7777 != LEASE_DIR_MODE:
+                os.chmod(self.lease_dir, LEASE_DIR_MODE)
         except OSError as exc:
             log.warning("kubelet: pod addresses from the podCIDR (nothing answers there): %s", exc)
             return False
@@ -67,8 +72,8 @@ class AddressBlock:
         for i in range(255 - FIRST_BLOCK):
             b = FIRST_BLOCK + (start - FIRST_BLOCK + i) % (255 - FIRST_BLOCK)
             try:
-                fd = os.open(os.path.join(self.lease_dir, f"127.{b}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
-            except OSError:
+                fd = os.open(os.path.join(self.lease_dir, f"127.{b}.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError:  # (another user's lock file: that block may be theirs)
                 continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

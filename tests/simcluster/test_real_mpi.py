@@ -214,3 +214,25 @@ def test_banner_style_lines_and_converts_rewrites_run_on_open_mpi(cluster, kubec
         r = kubectl.run("exec", launcher, "--", "sh", "-c", line, check=False, timeout=120)
         assert r.returncode == 0, (line, r.stdout, r.stderr)
         assert set(r.stdout.splitlines()) == want, (line, r.stdout)
+
+
+def test_horovodrun_runs_the_mpirun_command_horovod_builds(cluster, kubectl):
+    """horovodrun's MPI controller (horovod/runner/mpi_run.py for Open MPI): `--verbose` prints the
+    mpirun command it runs; the ranks' lines come tagged by Open MPI."""
+    mpijob(kubectl, "hcmd")
+    launcher = launcher_of(kubectl, "hcmd", 2)
+    hosts = "hcmd-worker-0.hcmd.default.svc:1,hcmd-worker-1.hcmd.default.svc:1"
+    r = kubectl.run("exec", launcher, "--", "horovodrun", "--verbose", "-np", "2", "-H", hosts, "python", "-c",
+                    "print('hello')", timeout=120)
+    (command,) = [ln for ln in r.stdout.splitlines() if ln.startswith("mpirun ")]
+    # (horovod's `-bind-to none -map-by slot` with two dashes: Open MPI 5 takes `-bind-to`'s value for
+    # the program; the rest as mpi_run.py writes it: flags, the exportable variables, the command)
+    assert re.fullmatch(rf"mpirun --allow-run-as-root --tag-output -np 2 -H {re.escape(hosts)} --bind-to none "
+                        r"--map-by slot -mca pml ob1 -mca btl \^openib +(-x \w+ )+ *python -c 'print\('\"'\"'hello"
+                        r"'\"'\"'\)'", command), command
+    assert "-x K_MPI_JOB_ROLE " in command and "-x OMPI_MCA_orte_default_hostfile " in command, command
+    assert r.stdout.splitlines()[:4] == ["Filtering local host names.", f"Remote host found: {hosts.replace(':1', '')}"
+                                         .replace(",", " "), "Checking ssh on all remote hosts.",
+                                         "SSH was successful into all the remote hosts."], r.stdout
+    assert sorted(ln for ln in r.stdout.splitlines() if "<stdout>" in ln) == [
+        "[1,0]<stdout>: hello", "[1,1]<stdout>: hello"], r.stdout
