@@ -15,18 +15,19 @@ $(BIN)/python:
 
 # the demo needs ranks itself; the tests also need the test extras (pytest, ruff, kubectl...)
 # (setuptools' editable-install warning is noise for a user running the demo: PYTHONWARNINGS)
+# (the `sim` extra: Open MPI and mpi4py for the embedded cluster's pods, not for ranks itself)
 $(DEMO_STAMP): pyproject.toml | $(BIN)/python
-	@echo "make: installing ranks and the Python packages it needs (pyproject.toml) into $(VENV)/"
-	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e .
+	@echo "make: installing ranks, the Python packages it needs and the demo cluster's Open MPI (pyproject.toml) into $(VENV)/"
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e '.[sim]'
 	touch $@
 
 $(TEST_STAMP): pyproject.toml | $(BIN)/python
-	@echo "make: installing ranks with its test tools (pytest, ruff, kubectl v1.35...) into $(VENV)/"
-	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e '.[test]'
+	@echo "make: installing ranks with its test tools (pytest, ruff, kubectl v1.35, Open MPI...) into $(VENV)/"
+	PYTHONWARNINGS=ignore $(BIN)/python -m pip install -q -e '.[test,sim]'
 	touch $@ $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
-	@./scripts/system-deps.sh --optional prometheus
+	@./scripts/system-deps.sh --optional prometheus sshd
 	$(BIN)/ranks demo --workdir $(DEMO_DIR)
 
 system-deps:

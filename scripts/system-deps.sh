@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# Install the system packages the tests use (prometheus, tmux, openssh-client, curl) when missing.
+# Install the system packages the tests use (prometheus, tmux, openssh-client, openssh-server, curl)
+# when missing (openssh-server: the sshd simcluster's MPI workers run, as mpi-operator's do).
 #   scripts/system-deps.sh                      every package the tests need; fails if it cannot
-#   scripts/system-deps.sh --optional prometheus   try to install these; never fails (make demo)
+#   scripts/system-deps.sh --optional prometheus sshd   try to install these; never fails (make demo)
 set -euo pipefail
 optional=0
 if [ "${1:-}" = "--optional" ]; then
     optional=1
     shift
 fi
-declare -A provides=([prometheus]=prometheus [tmux]=tmux [ssh]=openssh-client [curl]=curl)
+declare -A provides=([prometheus]=prometheus [tmux]=tmux [ssh]=openssh-client [sshd]=openssh-server [curl]=curl)
 wanted=("$@")
-[ ${#wanted[@]} -eq 0 ] && wanted=(prometheus tmux ssh curl)
+[ ${#wanted[@]} -eq 0 ] && wanted=(prometheus tmux ssh sshd curl)
 need=()
 for cmd in "${wanted[@]}"; do
-    command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/bin/$cmd" ] || need+=("${provides[$cmd]:-$cmd}")
+    command -v "$cmd" >/dev/null 2>&1 || [ -x "/usr/bin/$cmd" ] || [ -x "/usr/sbin/$cmd" ] || need+=("${provides[$cmd]:-$cmd}")
 done
 [ ${#need[@]} -eq 0 ] && exit 0
 SUDO=""

@@ -57,6 +57,7 @@ from ..controllers.base import Controller
 from . import ephemeral
 from .launchers import PodView, install_pod
 from .launchers import install as install_launchers
+from .podaddr import AddressBlock, namespace_names
 from .podlogs import serve_pod_log
 from .podns import PodNamespaces, wanted
 from .podruntime import PodRuntime
@@ -71,6 +72,7 @@ log = logging.getLogger("simcluster.kubelet")
 
 PODS = ("", "pods")
 NODES = ("", "nodes")
+SERVICES = ("", "services")
 DEFAULT_POD_CIDR = "10.244.0.0/16"
 NODE_IP_CIDR = "172.18.0.0/16"
 IN_PROCESS = "simcluster.ranks/in-process"  # served by simcluster itself (dcgm, prometheus): no process
@@ -110,7 +112,7 @@ class IPPool:
 
 class Kubelet(Controller):
     name = "kubelet"
-    watches = (PODS, NODES)
+    watches = (PODS, NODES, SERVICES)
 
     def __init__(
         self,
@@ -134,7 +136,8 @@ class Kubelet(Controller):
         self.foreign: set[str] = set()
         self.reaper = Reaper()
         self.proc_table = ProcessTable()
-        self.pod_ips = IPPool()
+        self.pod_ips = IPPool()  # the node's podCIDR: where no loopback block can be leased
+        self.addresses = AddressBlock()  # pods' own loopback addresses (`podaddr`)
         self.node_ips = IPPool()
         self.stopping = False
         self.bin_dir: Path | None = None  # the simulated launchers, first on the PATH of pods in the host's view
@@ -142,6 +145,8 @@ class Kubelet(Controller):
         self.podns: PodNamespaces | None = None  # pods' mount and UTS namespaces (None: off)
         self._node_waiters: dict[str, set[tuple[str, str]]] = {}
         self._disposing: set[asyncio.Task[None]] = set()
+        self._noted: set[str] = set()
+        self._hosts_here: dict[str, int] = {}  # namespace -> pods running here (whose /etc/hosts to keep)
 
     # -- API for other components ------------------------------------------------------------------
     def runtime(self, namespace: str, pod: str) -> PodRuntime | None:
@@ -175,8 +180,14 @@ class Kubelet(Controller):
 
     def keys_for(self, ev: Event) -> Iterable[tuple[Any, ...]]:
         meta = ev.obj.get("metadata") or {}
+        ns = meta.get("namespace", "")
+        names = ev.tkey == SERVICES or (ev.tkey == PODS and (ev.obj.get("status") or {}).get("podIP"))
+        if names and self._hosts_here.get(ns):  # a pod here resolves the namespace's names (`podaddr`)
+            yield ("hosts", ns)
+        if ev.tkey == SERVICES:
+            return
         if ev.tkey == PODS:
-            key = (meta.get("namespace", ""), meta.get("name", ""))
+            key = (ns, meta.get("name", ""))
             if key in self.runtimes or (ev.obj.get("spec") or {}).get("nodeName"):
                 yield ("pod", *key)
             return
@@ -191,6 +202,9 @@ class Kubelet(Controller):
             return
         if key[0] == "node":
             self._sync_node(key[1])
+            return
+        if key[0] == "hosts":
+            self._sync_hosts(key[1])
             return
         _, ns, name = key
         st = self.store.find(PODS, ns, name)
@@ -224,16 +238,33 @@ class Kubelet(Controller):
         if node is None:
             self._node_waiters.setdefault(node_name, set()).add((ns, name))
             return
-        ip = self.pod_ips.allocate((node.obj.get("spec") or {}).get("podCIDR"))
+        ip = self.addresses.allocate() or self.pod_ips.allocate((node.obj.get("spec") or {}).get("podCIDR"))
         try:
             rt = PodRuntime(self, pod, node.obj, ip)
         except Exception:  # a pod the kubelet cannot even read: leave it alone
             log.exception("kubelet: cannot run pod %s/%s", ns, name)
-            self.pod_ips.release(ip)
+            self._release_ip(ip)
             self.foreign.add(uid)
             return
         self.runtimes[(ns, name)] = rt
+        self._hosts_here[ns] = self._hosts_here.get(ns, 0) + 1
         rt.start()
+
+    def _release_ip(self, ip: str) -> None:
+        if self.addresses.owns(ip):
+            self.addresses.release(ip)
+        else:
+            self.pod_ips.release(ip)
+
+    def _sync_hosts(self, ns: str) -> None:
+        """Every running pod of namespace `ns` gets the namespace's names in its /etc/hosts (`podaddr`)."""
+        here = [rt for rt in self.runtimes.values() if rt.namespace == ns and not rt.removed and rt.holder is not None]
+        if not here:
+            return
+        names = namespace_names(ns, (st.obj for st in self.store.items(PODS, ns)),
+                                (st.obj for st in self.store.items(SERVICES, ns)))
+        for rt in here:
+            rt.sandbox.write_hosts(names)
 
     def _sync_node(self, name: str) -> None:
         st = self.store.find(NODES, "", name)
@@ -296,6 +327,12 @@ class Kubelet(Controller):
         self.store.mark_deleting(rtype, ns, name, g)
         return True
 
+    def note_once(self, key: str, message: str) -> None:
+        """`NodeServices.note_once`: a warning in the log, once per key."""
+        if key not in self._noted:
+            self._noted.add(key)
+            log.warning("%s", message)
+
     def pod_terminated(self, rt: PodRuntime) -> None:
         """Graceful termination finished: the kubelet's final delete."""
         st = self.store.find(PODS, rt.namespace, rt.name)
@@ -311,7 +348,12 @@ class Kubelet(Controller):
             del self.runtimes[(rt.namespace, rt.name)]
         rt.removed = True
         rt.unregister_ports()
-        self.pod_ips.release(rt.pod_ip)
+        self._release_ip(rt.pod_ip)
+        left = self._hosts_here.get(rt.namespace, 0) - 1
+        if left > 0:
+            self._hosts_here[rt.namespace] = left
+        else:
+            self._hosts_here.pop(rt.namespace, None)
         task = asyncio.get_running_loop().create_task(self._dispose(rt))
         self._disposing.add(task)
         task.add_done_callback(self._disposing.discard)
@@ -343,6 +385,7 @@ class Kubelet(Controller):
         if self.podns is not None:
             self.podns.close()
         self.reaper.close()
+        self.addresses.close()
 
 
 def _seconds(value: Any, default: float) -> float:
@@ -355,6 +398,7 @@ def _seconds(value: Any, default: float) -> float:
 def install(sim: SimCluster, **options: Any) -> Kubelet:
     kubelet = Kubelet(sim, **options)
     kubelet.reaper.start()
+    kubelet.addresses.lease()
     try:
         kubelet.bin_dir = install_launchers(sim.workdir / "bin")
         kubelet.pod_view = install_pod(sim.workdir / "podbin")

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from .podenv import in_pod_path
+from .procfs import mount_ns
 
 # the simcluster package's checkout (launchers and train.py run from it)
 _SOURCE = str(Path(__file__).resolve().parents[2])
@@ -92,6 +93,7 @@ class Holder:
         self.root = Path(f"/proc/{pid}/root")  # the pod's root, seen from the host
         self.killed = False
         self._started = _start_time(pid)  # told apart from a later process with the same pid
+        self.mount_ns = mount_ns(pid)  # every process of the pod is in it (`ProcessTable.in_mount_ns`)
 
     def alive(self) -> bool:
         return not self.killed and self._started is not None and _start_time(self.pid) == self._started
@@ -209,11 +211,12 @@ class PodNamespaces:
         return self._ready.result()
 
     async def create(self, *, rootfs: Path, upper: Path, work: Path, scratch: Path, hostname: str,
-                     binds: list[tuple[Path | str, str]], files: list[tuple[str, str]],
-                     home: tuple[Path, str] | None = None, tools: tuple[tuple[str, str], ...] = ()) -> Holder:
+                     binds: list[tuple[Path | str, str]], files: list[tuple[str, str, int]],
+                     home: tuple[Path, str] | None = None, tools: tuple[tuple[str, str], ...] = (),
+                     dirs: list[tuple[str, int]] | None = None) -> Holder:
         """A holder for a pod (raises PodNamespaceError): its root filesystem at `rootfs` (upper,
         work: the overlay's directories; scratch: a tmpfs for them if needed), `binds` (host path,
-        in-pod path), `files` (in-pod path, text) and `home` (a host directory, its in-pod path: the
+        in-pod path), `files` (in-pod path, text, mode), `dirs` (in-pod path, mode) and `home` (a host directory, its in-pod path: the
         pod's own home, so the host's dotfiles (a `.bashrc` that puts pyenv first on PATH, history)
         stay out of the pod, as an image's /root would; what the simulator itself runs from under
         that path (its interpreter, its virtualenv, its source) is bound back in at the same path).
@@ -228,7 +231,7 @@ class PodNamespaces:
         self._next += 1
         rid = self._next
         req = {"id": rid, "rootfs": str(rootfs), "upper": str(upper), "work": str(work), "scratch": str(scratch),
-               "hostname": hostname, "binds": [[str(s), d] for s, d in binds], "files": files,
+               "hostname": hostname, "binds": [[str(s), d] for s, d in binds], "files": files, "dirs": dirs or [],
                "tools": [[s, d] for s, d in tools]}
         fut = self._loop.create_future()
         self._pending[rid] = fut
@@ -255,12 +258,16 @@ class PodNamespaces:
         holder = Holder(pid, self.nsenter, self.userns)
         if self.reaper is not None:
             self.reaper.add_group(pid)  # a session of its own
+            if holder.mount_ns is not None:
+                self.reaper.add_mount_ns(holder.mount_ns)
         return holder
 
     def release(self, holder: Holder) -> None:
         holder.kill()
         if self.reaper is not None:
             self.reaper.remove_group(holder.pid)
+            if holder.mount_ns is not None:
+                self.reaper.remove_mount_ns(holder.mount_ns)
 
     def _on_readable(self) -> None:
         proc = self._proc

@@ -7,8 +7,8 @@ from its own pipe, builds its pod's root, enters it, answers and sleeps until ki
 
 Protocol (JSON lines): the helper first answers `{"ready": true, "mode": "root" | "userns"}` or
 `{"ready": false, "error"}`; then for each request `{"id", "rootfs", "upper", "work", "scratch",
-"hostname", "binds": [[host path, in-pod path]], "files": [[in-pod path, text]], "tools": [[host
-path, in-pod path]]}` the holder it forked answers `{"id", "pid", "warnings"?}` or `{"id", "error"}`.
+"hostname", "binds": [[host path, in-pod path]], "files": [[in-pod path, text, mode?]], "dirs": [[in-pod
+path, mode]], "tools": [[host path, in-pod path]]}` the holder it forked answers `{"id", "pid", "warnings"?}` or `{"id", "error"}`.
 """
 
 from __future__ import annotations
@@ -255,13 +255,20 @@ def setup_pod(sysc: _Sys, req: dict[str, Any], mounts: list[str], shared: list[s
     # the pod's own files and directories at their in-pod paths (resolved inside: /var/run may
     # be a link to /run), then enter it (a chroot: detaching the host's tree after a pivot_root
     # would cost the kernel an RCU grace period, milliseconds, per pod)
-    for path, text in req.get("files") or ():
+    for path, mode in req.get("dirs") or ():
+        try:
+            target = _inside(rootfs, path)
+            os.makedirs(target, exist_ok=True)
+            os.chmod(target, int(mode))
+        except OSError as exc:
+            warnings.append(f"{path}: {exc}")
+    for path, text, *mode in req.get("files") or ():
         try:
             target = _inside(rootfs, path)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(target)
-            _write(target, text)
+            _write(target, text, int(mode[0]) if mode else 0o644)
         except OSError as exc:
             warnings.append(f"{path}: {exc}")
     _bind_all(sysc, rootfs, req.get("binds") or (), (), warnings)

@@ -31,13 +31,14 @@ import os
 import shutil
 import signal
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..apiserver.errors import ApiError
 from ..apiserver.store import ObjectStore, now_rfc3339
 from ..controllers.base import record_event
-from . import devices
+from . import devices, podsshd
 from .container import CaptureProtocol, ContainerRun, Instance, probe_loop
 from .podchildren import ExecChildren
 from .podenv import (
@@ -90,6 +91,9 @@ class NodeServices(Protocol):
     def pod_terminated(self, rt: PodRuntime) -> None:
         """Graceful termination of `rt` finished: the kubelet's final delete."""
 
+    def note_once(self, key: str, message: str) -> None:
+        """Say `message` in the kubelet's log, the first time only for `key`."""
+
 
 class PodRuntime:
     """A pod bound to a simulated node: see the module docstring. Public API for other components:
@@ -113,7 +117,7 @@ class PodRuntime:
         self.root: Path = self.sim.workdir / "pods" / key
         self.log_dir: Path = self.sim.workdir / "logs" / key
         self.sandbox = PodSandbox(pod, self.root, sim=self.sim, lookup=self._lookup, podns=services.podns,
-                                  pod_view=services.pod_view, bin_dir=services.bin_dir)
+                                  pod_view=services.pod_view, bin_dir=services.bin_dir, pod_ip=pod_ip)
         spec = pod.get("spec") or {}
         self.restart_policy = str(spec.get("restartPolicy") or "Always")
         self.init_runs = [
@@ -201,9 +205,14 @@ class PodRuntime:
         return bool(run and run.last is not None and run.last.running)
 
     def pids(self) -> list[int]:
-        """Live pids of every process of the pod (all containers, whole groups, exec'd children)."""
+        """Live pids of every process of the pod (all containers, whole groups, exec'd children,
+        and whatever else runs in its mount namespace: sshd's sessions and what they started)."""
         groups = self._groups()
         pids = set(self.services.proc_table.members(groups)) if groups else set()
+        holder = self.holder
+        if holder is not None and holder.mount_ns is not None and holder.alive():
+            pids.update(self.services.proc_table.in_mount_ns(holder.mount_ns))
+            pids.discard(holder.pid)
         return sorted(pids | self.children.live_pids())
 
     def register_child(self, pid: int) -> None:
@@ -302,8 +311,22 @@ class PodRuntime:
         return True
 
     def release_sandbox(self) -> None:
-        """Kill the pod's namespace holder (the namespaces last as long as a process is in them)."""
+        """Kill what still runs in the pod's mount namespace, then its holder (the namespaces last
+        as long as a process is in them)."""
+        self._kill_in_namespace(keep=())
         self.sandbox.release()
+
+    def _kill_in_namespace(self, keep: Iterable[int]) -> None:
+        """SIGKILL every process in the pod's mount namespace but the holder and `keep` (what a
+        container's PID namespace going away kills: sshd's sessions, daemons)."""
+        holder = self.holder
+        if holder is None or holder.mount_ns is None or holder.killed:
+            return
+        spared = {holder.pid, *keep}
+        for pid in self.services.proc_table.in_mount_ns(holder.mount_ns, force=True):
+            if pid not in spared:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
 
     def _lookup(self, plural: str, name: str) -> dict[str, Any] | None:
         st = self.store.find(("", plural), self.namespace, name)
@@ -389,6 +412,10 @@ class PodRuntime:
         try:
             env = self._compute_env(run)
             argv = [self.rewriter.rewrite(a) for a in expand_command(run.spec, env)]
+            sshd = podsshd.is_sshd(argv)
+            if sshd and (why := self._no_sshd()):
+                self.services.note_once("sshd", f"kubelet: sshd runs as `sleep infinity` in pods ({why})")
+                argv, sshd = list(podsshd.STAND_IN), False
         except Exception as exc:  # ContainerConfigError, or a malformed spec
             msg = str(exc) if isinstance(exc, ContainerConfigError) else f"invalid container spec: {exc}"
             if run.waiting != ("CreateContainerConfigError", msg):
@@ -481,10 +508,24 @@ class PodRuntime:
             inst.probe_task = asyncio.create_task(probe_loop(
                 run, inst, probe, lambda cmd, timeout: self._exec_probe(cmd, run, timeout),
                 lambda: self.terminating, self.request_status))
+        elif sshd and run.kind != "init" and not run.spec.get("readinessProbe"):
+            run.ready = False  # Ready once sshd accepts connections (podsshd)
+            inst.probe_task = asyncio.create_task(self._sshd_ready(run, inst, podsshd.port_of(argv)))
         else:
             run.ready = run.kind != "init"
         self.request_status()
         return inst
+
+    def _no_sshd(self) -> str:
+        """Why the image's sshd cannot run in this pod ("" when it can)."""
+        if self.holder is None:
+            return "pods have no namespaces of their own here"
+        return podsshd.available()
+
+    async def _sshd_ready(self, run: ContainerRun, inst: Instance, port: int) -> None:
+        if await podsshd.wait_accepting(self.pod_ip, port, lambda: inst.running and not self.terminating):
+            run.ready = True
+            self.request_status()
 
     def _oom_kill(self, inst: Instance) -> None:
         if inst.running:
@@ -503,6 +544,8 @@ class PodRuntime:
             t.cancel()
         if inst.pid is not None:  # the rest of the container goes with its main process
             signal_ids([inst.pid], signal.SIGKILL, self.services.proc_table)
+            others = [i.pid for i in self._instances() if i is not inst and i.pid is not None and i.running]
+            self._kill_in_namespace(self.services.proc_table.members(others, force=True) if others else ())
         try:
             async with asyncio.timeout(2.0):
                 await inst.pipes_closed.wait()

@@ -40,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from . import podsshd
 from .launchers import HERE as LAUNCHERS
+from .podaddr import CLUSTER_DOMAIN, hosts_file
 from .podenv import Lookup, PathRewriter, in_pod_path
 from .podns import Holder, PodNamespaceError
 from .podvolumes import materialise
@@ -68,7 +70,8 @@ class PodSandbox:
     """The pod's root directory and namespaces (see the module docstring)."""
 
     def __init__(self, pod: dict[str, Any], root: Path, *, sim: SimCluster, lookup: Lookup,
-                 podns: PodNamespaces | None, pod_view: PodView | None, bin_dir: Path | None) -> None:
+                 podns: PodNamespaces | None, pod_view: PodView | None, bin_dir: Path | None,
+                 pod_ip: str = "127.0.0.1") -> None:
         self.pod = pod
         self.namespace: str = pod["metadata"].get("namespace", "")
         self.name: str = pod["metadata"]["name"]
@@ -78,6 +81,8 @@ class PodSandbox:
         self.podns = podns
         self.pod_view = pod_view
         self.bin_dir = bin_dir
+        self.pod_ip = pod_ip
+        self.hosts_text = ""  # the pod's /etc/hosts as last written (`write_hosts`)
         self.rewriter = PathRewriter(root, ())
         self.holder: Holder | None = None  # the pod's namespaces (None: the host's view, paths rewritten)
         self._tools_seen: bool | None = None  # the holder has the launchers' pod view (`_sees`)
@@ -132,7 +137,7 @@ class PodSandbox:
         """PATH, HOSTNAME and HOME of every process of the pod."""
         view = self.pod_view
         if self.holder is not None and view is not None and self._sees(view):
-            return {"PATH": view.path, "HOSTNAME": self.hostname, "HOME": self.home}
+            return {"PATH": view.path, **view.env, "HOSTNAME": self.hostname, "HOME": self.home}
         path = os.environ.get("PATH") or DEFAULT_PATH
         if self.bin_dir is not None:
             path = f"{self.bin_dir}:{path}"
@@ -244,21 +249,42 @@ class PodSandbox:
             binds.append((in_pod_path(self.root, SA_DIR), SA_DIR))
         for p in paths:
             binds.append((os.path.realpath(in_pod_path(self.root, p)), p))
-        spec = self.pod.get("spec") or {}
-        names = self.hostname
-        if spec.get("subdomain"):
-            names = f"{self.hostname}.{spec['subdomain']}.{self.namespace}.svc.cluster.local\t{self.hostname}"
-        hosts = ("# Kubernetes-managed hosts file (simcluster: the pod's name is a loopback address).\n"
-                 "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\n"
-                 "fe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n"
-                 f"127.0.1.1\t{names}\n")
+        self.hosts_text = hosts_file(self.pod_ip, self.hostname, self.fqdn, ())
+        files = [("/etc/hostname", self.hostname + "\n", 0o644), ("/etc/hosts", self.hosts_text, 0o644)]
+        if not podsshd.available():
+            files += podsshd.files(self.pod_ip)
         view = self.pod_view
         return await podns.create(
             rootfs=own / "rootfs", upper=own / "upper", work=own / "work", scratch=own / "scratch",
-            home=(own / "home", POD_HOME), hostname=self.hostname, binds=binds,
-            files=[("/etc/hostname", self.hostname + "\n"), ("/etc/hosts", hosts)],
+            home=(own / "home", POD_HOME), hostname=self.hostname, binds=binds, files=files, dirs=podsshd.DIRS,
             tools=view.binds if view is not None else (),
         )
+
+    @property
+    def fqdn(self) -> str:
+        """`<hostname>.<subdomain>.<ns>.svc.cluster.local` for a pod with a subdomain, else ""."""
+        sub = (self.pod.get("spec") or {}).get("subdomain")
+        return f"{self.hostname}.{sub}.{self.namespace}.svc.{CLUSTER_DOMAIN}" if sub else ""
+
+    def write_hosts(self, names: list[tuple[str, list[str]]]) -> None:
+        """The pod's /etc/hosts with the namespace's names (`podaddr`), when they changed."""
+        holder = self.holder
+        if holder is None or not holder.alive():
+            return
+        text = hosts_file(self.pod_ip, self.hostname, self.fqdn, names)
+        if text == self.hosts_text:
+            return
+        path = holder.host_path("/etc/hosts")
+        tmp = path.with_name(".hosts.simcluster")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.replace(tmp, path)  # (glibc reads /etc/hosts anew at each lookup)
+        except OSError as exc:
+            log.debug("kubelet: cannot write /etc/hosts of %s/%s: %s", self.namespace, self.name, exc)
+            return
+        self.hosts_text = text
 
 
 def _under(path: str, top: str) -> bool:

@@ -67,6 +67,15 @@ def processes_matching(marker: str) -> list[int]:
     return found
 
 
+def mount_ns(pid: int | str) -> int | None:
+    """The inode of the process's mount namespace (a pod's, for a process in a pod with its own),
+    None when it is gone or cannot be read."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/mnt").st_ino
+    except OSError:
+        return None
+
+
 def pid_exists(pid: int) -> bool:
     """The pid is in use (by a live process or a zombie)."""
     return os.path.exists(f"/proc/{pid}")
@@ -80,9 +89,11 @@ class ProcessTable:
         self._at = -1.0
         self._by_group: dict[int, list[int]] = {}
         self._by_session: dict[int, list[int]] = {}
+        self._by_ns: dict[int, list[int]] = {}
+        self._ns_at = -1.0
 
     def invalidate(self) -> None:
-        self._at = -1.0
+        self._at = self._ns_at = -1.0
 
     def refresh(self, force: bool = False) -> None:
         now = time.monotonic()
@@ -94,6 +105,19 @@ class ProcessTable:
             by_group.setdefault(p.pgrp, []).append(p.pid)
             by_session.setdefault(p.session, []).append(p.pid)
         self._by_group, self._by_session, self._at = by_group, by_session, now
+
+    def in_mount_ns(self, inode: int, *, force: bool = False) -> list[int]:
+        """Pids of the live processes in the mount namespace `inode` (a pod's: whatever started
+        them, sshd's sessions included); scanned at most once per `ttl` unless `force`."""
+        now = time.monotonic()
+        if force or now - self._ns_at >= self.ttl:
+            by_ns: dict[int, list[int]] = {}
+            for p in live_processes():
+                ino = mount_ns(p.pid)
+                if ino is not None:
+                    by_ns.setdefault(ino, []).append(p.pid)
+            self._by_ns, self._ns_at = by_ns, now
+        return list(self._by_ns.get(inode, ()))
 
     def members(self, ids: Iterable[int], *, force: bool = False) -> list[int]:
         """Pids whose process group or session is one of `ids`."""

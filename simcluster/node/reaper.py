@@ -12,9 +12,12 @@ Two mechanisms:
   SIGKILL to every registered process group and to every process whose process group or session
   is registered (found in /proc, repeated until none is left), then exits.
 
-Processes that leave the container's session (`setsid`, daemons) are not tracked. The helper
+Processes that leave the container's session (`setsid`, daemons) are tracked only through their
+pod's mount namespace, where it has one (below). The helper
 finds them with `procfs` (loaded by its path: the helper runs without the package); `signal_ids`
 signals process groups and, with a `procfs.ProcessTable`, every other member of their sessions.
+A pod's mount namespace (`n<inode>`) may be registered too: every process in it is killed, those
+that left their container's session included (sshd's sessions and what they started).
 """
 
 from __future__ import annotations
@@ -68,6 +71,14 @@ def pdeathsig_preexec(sig: int = signal.SIGKILL) -> Callable[[], None]:
     return setup
 
 
+def procfs_mount_ns(pid: int) -> int | None:
+    """The inode of a process's mount namespace (as `procfs.mount_ns`; this module runs by path too)."""
+    try:
+        return os.stat(f"/proc/{pid}/ns/mnt").st_ino
+    except OSError:
+        return None
+
+
 def _procfs_by_path() -> ModuleType:
     """`procfs`, loaded from the file next to this one (the helper has no package to import from)."""
     import importlib.util
@@ -87,6 +98,7 @@ def _helper_main(parent: int) -> None:
     procfs = _procfs_by_path()
     groups: set[int] = set()
     pids: set[int] = set()
+    spaces: set[int] = set()  # pods' mount namespaces: every process in one
     buf = [b""]
     me = os.getpid()
 
@@ -103,13 +115,14 @@ def _helper_main(parent: int) -> None:
                 continue
             if n <= 1 or n == me:
                 continue
-            target = groups if kind == b"g" else pids if kind == b"p" else None
+            target = groups if kind == b"g" else pids if kind == b"p" else spaces if kind == b"n" else None
             if target is not None:
                 (target.discard if drop else target.add)(n)
 
     def scan() -> list[int]:
         return [p.pid for p in procfs.live_processes()
-                if p.pid != me and (p.pgrp in groups or p.session in groups)]
+                if p.pid != me and (p.pgrp in groups or p.session in groups
+                                    or (spaces and procfs.mount_ns(p.pid) in spaces))]
 
     def kill_all(*_: object) -> None:
         with contextlib.suppress(OSError):  # drain what is still in the pipe
@@ -158,6 +171,7 @@ class Reaper:
         self._proc: subprocess.Popen[bytes] | None = None
         self._groups: set[int] = set()
         self._pids: set[int] = set()
+        self._spaces: set[int] = set()
         self._own = {os.getpgrp(), os.getsid(0), os.getpid()}
         self._closed = False
 
@@ -175,8 +189,9 @@ class Reaper:
         if self._proc.stdout.readline() != b"ok\n":  # ready: PR_SET_PDEATHSIG is in place
             log.error("reaper: the helper process did not start; processes may outlive a killed simcluster")
         self._proc.stdout.close()
-        if self._groups or self._pids:
-            self._send("".join([*(f"g{g}\n" for g in self._groups), *(f"p{p}\n" for p in self._pids)]))
+        if self._groups or self._pids or self._spaces:
+            self._send("".join([*(f"g{g}\n" for g in self._groups), *(f"p{p}\n" for p in self._pids),
+                                *(f"n{n}\n" for n in self._spaces)]))
 
     def _send(self, text: str) -> None:
         if self._closed:
@@ -224,6 +239,18 @@ class Reaper:
         if pid in self._pids:
             self._pids.discard(pid)
             self._send(f"-p{pid}\n")
+
+    def add_mount_ns(self, inode: int) -> None:
+        """Every process in this mount namespace (a pod's) is killed with simcluster."""
+        if inode in self._spaces or inode == procfs_mount_ns(os.getpid()):
+            return
+        self._spaces.add(inode)
+        self._send(f"n{inode}\n")
+
+    def remove_mount_ns(self, inode: int) -> None:
+        if inode in self._spaces:
+            self._spaces.discard(inode)
+            self._send(f"-n{inode}\n")
 
     def close(self, timeout: float = 5.0) -> None:
         """Close the pipe: the helper kills whatever is still registered, then exits."""

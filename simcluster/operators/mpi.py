@@ -15,10 +15,14 @@ Every pod mounts the SSH Secret at `sshAuthMountPath`. `launcherCreationPolicy:
 WaitForWorkersReady` creates the launcher Job only when every worker pod is Ready.
 
 simcluster specifics:
-- A worker whose first container has neither command nor args would run `/usr/sbin/sshd -De`.
-  simcluster runs no images and has no sshd, so such a worker runs `sleep infinity` instead
-  (it stays Running, as sshd would) and the pod is annotated
-  `simcluster.io/default-command: /usr/sbin/sshd -De`.
+- A worker whose first container has neither command nor args runs `/usr/sbin/sshd -De`, as
+  upstream: the kubelet runs the real OpenSSH server in the pod, on the pod's address
+  (`node/podsshd`), Ready once it accepts connections (`sleep infinity` where it cannot).
+- The launcher's Open MPI variables (`OMPI_MCA_orte_*`, `OMPI_MCA_plm_rsh_args`) come with the
+  same settings under Open MPI 5's names (`PRTE_MCA_prte_default_hostfile`,
+  `PRTE_MCA_prte_keep_fqdn_hostnames`, `PRTE_MCA_plm_ssh_args`, `PRTE_MCA_prte_set_default_slots`):
+  Open MPI 5 ignores the ORTE names, so a plain `mpirun -np 4 ...` would run every rank on the
+  launcher (upstream's open kubeflow/mpi-operator#842).
 - Gang scheduling: pods get `scheduling.k8s.io/group-name: <job>` and
   `simcluster.io/pod-group-min-member` = `schedulingPolicy.minAvailable`, else workers + 1 (the
   launcher), or the worker count with WaitForWorkersReady (the launcher comes later).
@@ -81,14 +85,20 @@ if TYPE_CHECKING:
 
 COMPONENT = "mpi-job-controller"
 OPERATOR = "mpi-operator"
-DEFAULT_COMMAND_ANNOTATION = "simcluster.io/default-command"
-SSHD_COMMAND = "/usr/sbin/sshd -De"
-STAND_IN_COMMAND = ["sleep", "infinity"]
+SSHD_COMMAND = ("/usr/sbin/sshd", "-De")  # a worker's command when its template gives none
 MPI_IMPLEMENTATIONS = ("Intel", "MPICH", "OpenMPI")
 LAUNCHER_POLICIES = ("AtStartup", "WaitForWorkersReady")
 RESTART_POLICIES = ("Always", "ExitCode", "Never", "OnFailure")
 CLEAN_POD_POLICIES = ("All", "None", "Running")
 HOSTFILE = "/etc/mpi/hostfile"
+# simcluster's addition to the launcher's Open MPI variables: the same settings under the names
+# Open MPI 5 reads (PRRTE's), which ignores the ORTE ones (upstream: kubeflow/mpi-operator#842)
+PRTE_NAMES = {
+    "OMPI_MCA_orte_keep_fqdn_hostnames": "PRTE_MCA_prte_keep_fqdn_hostnames",
+    "OMPI_MCA_orte_default_hostfile": "PRTE_MCA_prte_default_hostfile",
+    "OMPI_MCA_plm_rsh_args": "PRTE_MCA_plm_ssh_args",
+    "OMPI_MCA_orte_set_default_slots": "PRTE_MCA_prte_set_default_slots",
+}
 
 
 def ssh_key_pair() -> tuple[bytes, bytes]:
@@ -532,8 +542,7 @@ class MPIJobController(Controller):
         self._restart_policy(pspec, spec.worker)
         first = pspec["containers"][0]
         if not as_list(first.get("command")) and not as_list(first.get("args")):
-            first["command"] = list(STAND_IN_COMMAND)
-            annotations[DEFAULT_COMMAND_ANNOTATION] = SSHD_COMMAND
+            first["command"] = list(SSHD_COMMAND)
         _env(first, [("K_MPI_JOB_ROLE", "worker")])
         self._setup_ssh(pspec, job, spec)
         return {
@@ -574,6 +583,9 @@ class MPIJobController(Controller):
                 ("OMPI_MCA_orte_default_hostfile", HOSTFILE),
                 ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"),
                 ("OMPI_MCA_orte_set_default_slots", slots),
+                *((PRTE_NAMES[k], v) for k, v in (
+                    ("OMPI_MCA_orte_keep_fqdn_hostnames", "true"), ("OMPI_MCA_orte_default_hostfile", HOSTFILE),
+                    ("OMPI_MCA_plm_rsh_args", "-o ConnectionAttempts=10"), ("OMPI_MCA_orte_set_default_slots", slots))),
             ]
         elif spec.impl == "Intel":
             env += [

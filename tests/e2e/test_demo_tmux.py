@@ -287,6 +287,13 @@ def test_dashboard_shell_suspends_runs_and_repaints(tmp_path: Path) -> None:
         tmux.type('echo "marker-$((6*7))"; cat "$OMPI_MCA_orte_default_hostfile"')
         tmux.keys("Enter")
         tmux.wait_for(lambda s: "marker-42" in s and "slots=" in s, timeout=30, why="the commands' output")
+        # the banner's mpirun line, as pasted: the real Open MPI reaches both workers' sshd
+        line = next(ln.strip() for ln in screen.splitlines() if ln.strip().startswith("mpirun -np "))
+        assert line == "mpirun -np 2 --hostfile /etc/mpi/hostfile python train.py", line
+        tmux.type("clear; " + line + " --steps 3 --step-seconds 0.1")
+        tmux.keys("Enter")
+        tmux.wait_for(lambda s: all(f"rank {r}/2 (local 0) done on hvd-interactive-worker-{r}" in s for r in (0, 1)),
+                      timeout=60, why="both ranks of the pasted mpirun line to their end")
         tmux.run("resize-window", "-t", tmux.target, "-x", "90", "-y", "26")
         tmux.wait_for(lambda s: tmux.run("display-message", "-p", "-t", tmux.target,
                                          "#{pane_width}x#{pane_height}").strip() == "90x26", timeout=30,

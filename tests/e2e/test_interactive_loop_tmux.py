@@ -177,14 +177,31 @@ def test_horovod_session_end_to_end(simcluster, tmp_path):
         line = banner_lines(screen)[0]
         assert line.startswith("horovodrun -np 2 -H hvd-worker-0.hvd.default.svc:1,hvd-worker-1.hvd.default.svc:1"), line
 
-        # 1. the banner's first line, as pasted: both ranks train, with horovodrun's prefixes
+        # 0. the banner's mpirun line with a rank that exits 1: Open MPI's own messages, no survivor left
+        mpirun_line = banner_lines(screen)[2]
+        assert mpirun_line == "mpirun -np 2 --hostfile /etc/mpi/hostfile python train.py", mpirun_line
+        mark = marker()
+        tmux.type(f"{mpirun_line} --steps 40 --step-seconds 0.1 --fail-rank 1 --fail-step 3 {mark}; echo STATUS=$?")
+        tmux.keys("Enter")
+        screen = tmux.wait_for(lambda s: re.search(r"STATUS=[1-9]", s) is not None, timeout=60,
+                               why="the failing run's end")
+        assert "\nrank 1/2 (local 0): failing on purpose with exit code 1" in screen, screen  # (no --tag-output)
+        assert "prterun detected that one or more processes exited with non-zero status" in screen, screen
+        wait_for(lambda: not processes_matching(mark), timeout=60, what="no rank of the failed run left",
+                 detail=lambda: processes_matching(mark))
+        tmux.type("clear")
+        tmux.keys("Enter")
+        prompt_ready(tmux, "hvd-launcher")
+
+        # 1. the banner's first line, as pasted: horovodrun runs Open MPI's own mpirun, which reaches
+        # the workers' sshd; both ranks train, each line with Open MPI 5's --tag-output prefix
         tmux.type(line)
         tmux.keys("Enter")
         busy_while_training(simcluster, "hvd", lambda: "(local 0) done" in tmux.screen())
-        screen = tmux.wait_for(lambda s: all(f"[{r}]<stdout>:rank {r}/2 (local 0) done" in s for r in (0, 1)),
+        screen = tmux.wait_for(lambda s: all(f"[1,{r}]<stdout>: rank {r}/2 (local 0) done" in s for r in (0, 1)),
                                timeout=60, why="every rank's steps and end")
         for r in (0, 1):
-            assert re.search(rf"\[{r}\]<stdout>:rank {r}/2 \(local 0\) step 10/10 loss [\d.]+ on hvd-worker-{r}",
+            assert re.search(rf"\[1,{r}\]<stdout>: rank {r}/2 \(local 0\) step 10/10 loss [\d.]+ on hvd-worker-{r}",
                              screen), screen
         prompt_ready(tmux, "hvd-launcher")
         wait_for(lambda: not workers_busy(sim, "hvd"), timeout=30, what="the GPUs idle again")

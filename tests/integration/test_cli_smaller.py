@@ -102,7 +102,10 @@ def test_get_s_events_put_each_message_under_its_event_at_80_columns(passive: Th
 # -- 5. ranks logs --rank on an MPIJob: the launcher's output split by its rank prefixes ------------
 
 
-SIM = pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "exec"))
+# (pods without namespaces of their own: the simulated mpirun and horovodrun, whose workers need no
+# sshd, with both launchers' tags; Open MPI 5's own are in tests/unit/test_rank_tags.py and
+# tests/simcluster/test_real_mpi.py)
+SIM = pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "exec"), pod_namespaces=False)
 RANK_SAYS = "sh -c 'R=${OMPI_COMM_WORLD_RANK:-$HOROVOD_RANK}; echo out of $R; echo err of $R >&2'"
 
 

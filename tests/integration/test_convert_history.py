@@ -293,7 +293,9 @@ async def shell_session(client: KubeClient, pod: str, commands: list[str], timeo
 
     class Typist:
         def __init__(self) -> None:
-            self.left = [f"PS1='{PROMPT}'", *commands, "exit"]
+            # (quoted in two halves: the shell's echo of this line is no prompt; a command typed
+            # while one runs would be read by it, as real mpirun forwards its stdin to rank 0)
+            self.left = [f"PS1='{PROMPT[:5]}''{PROMPT[5:]}'", *commands, "exit"]
             self.sent = 0
 
         async def read(self) -> bytes:
@@ -409,7 +411,7 @@ def test_mpi_banner_lines_run_as_pasted_then_convert_takes_the_last(
     code, shown = call(cluster, lambda c: shell_session(c, launcher, [*lines[1:], lines[0]]))
     assert code == 0, shown
     entries = recorded(env, "hvd", "launcher")
-    assert [(e.command, e.status) for e in entries] == [(ln, 0) for ln in [*lines[1:], lines[0]]] + [("exit", 0)]
+    assert [(e.command, e.status) for e in entries] == [(ln, 0) for ln in [*lines[1:], lines[0]]] + [("exit", 0)], (lines, shown)
     assert shown.count("done") >= 2 * 3, shown  # two ranks to their last step, three times
     r = ranks(env, "convert", "hvd", "-p", "team-a", "--from-history", "--dry-run")
     assert r.returncode == 0, r.stderr

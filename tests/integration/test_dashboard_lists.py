@@ -273,7 +273,8 @@ async def test_a_pending_job_s_log_view_says_no_pod_has_started_and_why(cluster:
 # -- 5. the log view's `r` on an MPIJob: the launcher's lines tagged with the chosen ranks -------------
 
 
-@pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "exec"))
+@pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "exec"),
+                        pod_namespaces=False)  # (the simulated mpirun: see test_cli_smaller.SIM)
 async def test_r_1_on_an_mpijob_shows_what_the_launcher_tagged_rank_1(simcluster: ThreadedSimCluster,
                                                                       k8s: Any) -> None:
     from simcluster.scenarios.nodes import gpu_nodes

@@ -487,7 +487,8 @@ def test_pending_session_refused_without_terminal_then_waited_for(
     assert r.stdout == ""
 
     with shell_in_tmux(env, tmp_path, "waiter", "-p", "team-a", "--wait") as sh:
-        wait_for(lambda: "ranks: waiting: " in sh.err.read_text(), timeout=20, what="ranks to say it waits")
+        wait_for(lambda: "ranks: waiting: " in sh.err.read_text(), timeout=20, what="ranks to say it waits",
+                 ignore=lambda e: isinstance(e, FileNotFoundError))  # (until tmux's shell has made the file)
         assert "Insufficient nvidia.com/gpu" in sh.err.read_text()
         assert BANNER_END not in sh.tmux.screen()
         api_delete(cluster, f"/apis/kubeflow.org/v1/namespaces/{A}/pytorchjobs/blocker")

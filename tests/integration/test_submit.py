@@ -363,8 +363,8 @@ def test_interactive_session_pods_and_env(cluster: ThreadedSimCluster, fleet: di
         assert env["K_MPI_JOB_ROLE"] == "launcher" and env["OMPI_MCA_orte_set_default_slots"] == "1"
         for i in range(2):
             worker = pods[f"{name}-worker-{i}"]
-            # no command of ours: the operator's sshd (simcluster stands in with sleep)
-            assert worker["metadata"]["annotations"]["simcluster.io/default-command"] == "/usr/sbin/sshd -De"
+            # no command of ours: the operator's sshd
+            assert worker["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
             assert env_of(worker)["K_MPI_JOB_ROLE"] == "worker"
             assert worker["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "1"
         return

