@@ -210,7 +210,7 @@ def test_wrappers_run_the_launchers(tmp_path: Path) -> None:
     import subprocess
 
     bin_dir = launchers.install(tmp_path / "bin")
-    assert sorted(p.name for p in bin_dir.iterdir()) == sorted(launchers.COMMANDS)
+    assert sorted(p.name for p in bin_dir.iterdir()) == sorted({*launchers.COMMANDS, *launchers.host_tools()})
     out = subprocess.run([str(bin_dir / "mpirun"), "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.startswith("mpirun (Open MPI) 4.1.5")
     out = subprocess.run([str(bin_dir / "mpiexec"), "--bogus", "x"], capture_output=True, text=True, timeout=60)
