@@ -44,6 +44,9 @@ SEEN_LIMIT = 20_000  # failures remembered as recorded (pod uid, container, fini
 # failed ranks' logs read at once: past it (a churning cluster fails hundreds at a time) a failure is
 # recorded from its status alone (exit, reason, termination message), with no request and no wait
 READS_AT_ONCE = 32
+# recordings under way at once (each its file write): past it, a failure is not recorded (counted in
+# `skipped`) until the recorder catches up; the first failures of a flood are the ones kept
+CAPTURES_AT_ONCE = 256
 
 
 @dataclass
@@ -62,6 +65,7 @@ class FlightRecorder:
     _seen: dict[tuple[str, str, float | None], None] = field(default_factory=dict)  # (ordered: oldest first)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
     _reading: int = 0  # captures reading a log now (at most READS_AT_ONCE)
+    skipped: int = 0  # failures not recorded: CAPTURES_AT_ONCE were under way
 
     PRIME_LIMIT = 50  # failures recorded from the first sync (statuses only, no log read)
 
@@ -114,6 +118,9 @@ class FlightRecorder:
         self._seen[mark] = None
 
     def _spawn(self, key: Any, wl: WorkloadView, p: PodRec, ex: Exit, *, read: bool) -> None:
+        if len(self._tasks) >= CAPTURES_AT_ONCE:
+            self.skipped += 1
+            return
         read = read and self._reading < READS_AT_ONCE
         if read:
             self._reading += 1

@@ -135,11 +135,20 @@ def pods_rv(app: SoakApp) -> int:
 
 
 def heap() -> dict[str, Any]:
-    """The collector's view: objects it tracks (not frozen), collections run, the commonest types."""
-    objs = gc.get_objects()
-    tracked = len(objs)
-    common = collections.Counter(type(o).__name__ for o in objs).most_common(8)
-    del objs
+    """The collector's view: objects it tracks (not frozen), collections run, the commonest types.
+    No other thread runs while the census holds every object: a tuple another thread is still
+    building from a generator would be seen (and referenced) half made, and CPython's resize of it
+    then fails (`SystemError: Objects/tupleobject.c: bad argument to internal function`, once in a
+    soak)."""
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e6)  # (the census does no I/O: the GIL is not given up meanwhile)
+    try:
+        objs = gc.get_objects()
+        tracked = len(objs)
+        common = collections.Counter(type(o).__name__ for o in objs).most_common(8)
+        del objs
+    finally:
+        sys.setswitchinterval(switch)
     return {"gc_objects": tracked, "gc_frozen": gc.get_freeze_count(),
             "gc_collections": [g["collections"] for g in gc.get_stats()], "gc_common": common}
 

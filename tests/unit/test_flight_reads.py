@@ -9,7 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from monitors.flight_recorder import READS_AT_ONCE, FlightRecorder
+from monitors.flight_recorder import CAPTURES_AT_ONCE, READS_AT_ONCE, FlightRecorder
 from monitors.flight_store import FlightStore
 from monitors.records import Exit
 
@@ -57,3 +57,19 @@ async def test_past_reads_at_once_a_failure_is_recorded_from_its_status_without_
     await recorder.drain(30)
     assert len(recorded()) == n and client.most == client.asked == READS_AT_ONCE
     assert sum(r.failures[0].source == "log" for r in recorded()) == READS_AT_ONCE
+
+
+async def test_past_captures_at_once_a_failure_is_counted_not_recorded(tmp_path: Path) -> None:
+    client = HeldClient()
+    recorder = FlightRecorder(FlightStore("ctx", root=tmp_path), client)  # type: ignore[arg-type]
+    recorder.tail_of = lambda key, label: None
+    recorder.settle = 3600.0  # (every capture waits: none finishes while the flood comes)
+    for i in range(CAPTURES_AT_ONCE + 10):
+        wl = SimpleNamespace(namespace="ns", kind="PyTorchJob", name=f"job{i}", uid=f"u{i}", ranks=[])
+        pod = SimpleNamespace(namespace="ns", name=f"job{i}-worker-0", restarts=0, node="n1")
+        recorder._spawn(("ns", "PyTorchJob", wl.name), wl, pod,  # type: ignore[arg-type]
+                        Exit("pytorch", 1, "Error", 1.0), read=True)
+    assert (len(recorder._tasks), recorder.skipped) == (CAPTURES_AT_ONCE, 10)
+    for t in list(recorder._tasks):
+        t.cancel()
+    await asyncio.gather(*recorder._tasks, return_exceptions=True)
