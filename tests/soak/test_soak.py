@@ -140,7 +140,7 @@ def test_dashboard_memory_is_flat_and_its_log_clean_under_churn(tmp_path: Path, 
         probe.stdin.write("stop\n")
         probe.stdin.flush()
         done = read_json(report, 60, "dashboard")
-        assert probe.wait(30) == 0, (tmp_path / "probe.err").read_text()[-3000:]
+        assert probe.wait(180) == 0, (tmp_path / "probe.err").read_text()[-3000:]  # (a loaded machine: 30 s was once short)
         stop(cluster)
         tail = cluster.stdout.read().strip().splitlines()
         churn = json.loads(tail[-1]) if tail else {}
