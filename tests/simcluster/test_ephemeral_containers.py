@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.waiting import wait_for
+from tests.waiting import unique_sleep, wait_for
 
 pytestmark = pytest.mark.simcluster(components=("scheduler", "kubelet", "exec"))
 POD = """\
@@ -51,8 +51,9 @@ def target(simcluster: Any, kubectl: Any) -> Any:
 
 def test_kubectl_debug_target_runs_beside_the_target(target: Any) -> None:
     kubectl = target
+    mine = unique_sleep(120)  # (what the debug container runs: ended by this marker, no other test's sleep)
     r = kubectl.run("debug", "target", "--image=registry.local/debug:1", "--target=main", "-c", "dbg",
-                    "--", "sleep", "120")
+                    "--", *mine.split())
     assert "Targeting container \"main\"" in r.stderr + r.stdout, (r.stdout, r.stderr)
     spec = pod(kubectl)["spec"]["ephemeralContainers"]
     assert [(c["name"], c["image"], c["targetContainerName"]) for c in spec] == [
@@ -62,7 +63,7 @@ def test_kubectl_debug_target_runs_beside_the_target(target: Any) -> None:
     seen = kubectl.run("exec", "target", "-c", "dbg", "--", "sh", "-c",
                        "cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\000' ' '; echo; command -v py-spy").stdout
     assert "sleep 600.271828" in seen and "py-spy" in seen.splitlines()[-1], seen
-    kubectl.run("exec", "target", "-c", "dbg", "--", "sh", "-c", "pkill -f 'sleep 120' || kill 0", check=False)
+    kubectl.run("exec", "target", "-c", "dbg", "--", "sh", "-c", f"pkill -f '{mine}' || kill 0", check=False)
     done = wait_for(lambda: state_of(kubectl, "dbg").get("terminated"), 30, "the ephemeral container ending")
     assert isinstance(done.get("exitCode"), int)
     # the target itself runs on, its status as it was
