@@ -43,12 +43,13 @@ def test_nvidia_smi_lists_the_pods_own_gpus(simcluster: Any, core: Any) -> None:
     core.create_namespaced_pod("default", gpu_pod("first", NODE, 1, annotations={"simcluster.ranks/gpu-util": "20"}))
     running(core, "first")
     core.create_namespaced_pod("default", gpu_pod("two", NODE, 2, annotations={"simcluster.ranks/gpu-util": "50"}))
+    running(core, "two")  # before `hidden` asks for a GPU, so that `two` has the first free ones
     core.create_namespaced_pod("default", {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cpu"}, "spec": {
         "nodeName": NODE, "containers": [{"name": "main", "image": "python:3.12", "command": ["sleep", "infinity"]}]}})
     hidden = gpu_pod("hidden", NODE, 1)  # its spec blanks the variable, as the MPI operator does on launchers
     hidden["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": ""}]
     core.create_namespaced_pod("default", hidden)
-    running(core, "two", "cpu", "hidden")
+    running(core, "cpu", "hidden")
     gpus = wait_for(lambda: (lambda h: h if len(h) == 2 else None)(held(simcluster, "two")), timeout=10,
                     what="the exporter's attribution")
     assert sorted(gpus) == [1, 2]  # the first free ones after `first`'s
