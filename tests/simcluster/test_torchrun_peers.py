@@ -11,7 +11,6 @@ import os
 import re
 import signal
 import threading
-import time
 import uuid
 from functools import partial
 from pathlib import Path
@@ -175,7 +174,7 @@ def test_rendezvous_keeps_a_rounds_failures_for_its_watchers(simcluster, tmp_pat
         return requests.post(url, json=body, verify=str(ca), timeout=10, headers=auth)
 
     def watch(**query: Any) -> dict:
-        return requests.get(url, params=query, verify=str(ca), timeout=300, headers=auth).json()
+        return requests.get(url, params=query, verify=str(ca), timeout=120, headers=auth).json()
 
     for member, host, rank in (("a", "m-0", 0), ("b", "w-0", 1)):
         post({"id": member, "host": host, "backend": "static", "nodeRank": rank, "maxNodes": 2, "nproc": 1,
@@ -187,9 +186,7 @@ def test_rendezvous_keeps_a_rounds_failures_for_its_watchers(simcluster, tmp_pat
     failure = {"rank": 1, "localRank": 0, "exitCode": 3, "address": "10.244.0.7"}
     assert post({"id": "b", "round": 1, "failed": failure}).status_code == 200
     assert post({"id": "b", "round": 1, "failed": {"rank": 1, "exitCode": 9}}).status_code == 200  # once only
-    t0 = time.monotonic()
-    seen = watch(round=1, seen=0, wait=240)
-    assert time.monotonic() - t0 < 60  # answered at once, not after the wait
+    seen = watch(round=1, seen=0, wait=3600)  # answered at once: the client gives up long before the hour
     assert seen["failures"] == [{"host": "w-0", "address": "10.244.0.7", "nodeRank": 1, "groupRank": 1, "rank": 1,
                                  "localRank": 0, "exitCode": 3}]
     assert post({"id": "stranger", "round": 1, "failed": failure}).status_code == 404

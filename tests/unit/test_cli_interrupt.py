@@ -48,13 +48,12 @@ def test_a_wind_down_that_hangs_ends_at_the_grace_with_130() -> None:
     r, took = interrupt("stuck", 1.0)
     assert r.returncode == 130 and r.stdout == "winding down\n", r
     assert r.stderr.strip() == "ranks: interrupted (it had not wound down 1s after Ctrl-C)", r.stderr
-    assert 0.9 <= took < 30, took
+    assert took >= 0.9, took  # (held to the grace: communicate's limit is the wait's end)
 
 
 def test_a_quick_wind_down_ends_at_once_as_an_interrupt() -> None:
-    r, took = interrupt("quick", 60.0)
+    r, _ = interrupt("quick", 3600.0)  # (not held to the hour's grace: communicate gives up at 120 s)
     assert r.returncode == 130 and r.stdout == "winding down\ninterrupted cleanly\n" and r.stderr == "", r
-    assert took < 30, took  # (not held to the grace)
 
 
 def test_a_command_started_to_ignore_ctrl_c_keeps_ignoring_it() -> None:
