@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -20,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from monitors.logs.lines import parse_ts
 from simcluster.scenarios.nodes import gpu_node
 from tests.faults import answered, assert_consumed, assert_fired
 from tests.integration.test_logs import NS, kf_pod, phase_of, seed
@@ -68,6 +70,8 @@ def pods_of(simcluster: Any, job: str) -> list[tuple[str, str, str]]:
                 for p in simcluster.sim.store.objects(("", "pods"), NS) if p["metadata"]["name"].startswith(job)]
     return simcluster.call(read)
 
+WINDOW = 250_000_000  # ns: the merge's longest hold (monitors/logs/merge.py, `window`)
+
 
 @pytest.mark.simcluster(components=("operators", "scheduler", "kubelet"))
 def test_follow_to_the_end_keeps_every_rank_s_last_lines_whatever_finishes_first(simcluster):
@@ -109,7 +113,12 @@ def test_follow_to_the_end_keeps_every_rank_s_last_lines_whatever_finishes_first
                 expected.append(f"end {rank}")
             assert got == expected, (name, rank, got[-5:], {r: sum(1 for x in rows if x["rank"] == r) for r in (0, 1, 2)},
                                      err[-2000:], pods_of(simcluster, name))
-        assert [r["ts"] for r in rows] == sorted(r["ts"] for r in rows), name
+        # time-ordered across ranks, but for a line that reached the merge after the lines it
+        # precedes had been held their longest (the window, 250 ms; monitors/logs/merge.py): it goes
+        # out late rather than never, as happens when a loaded machine delays a rank's read
+        stamps = [parse_ts(r["ts"].encode()) or 0 for r in rows]
+        late = [(a, b) for a, b in itertools.pairwise(stamps) if b < a - WINDOW]
+        assert not late, (name, late[:3])
 
 
 @pytest.mark.simcluster(components=("kubelet",))
