@@ -9,7 +9,9 @@ an image, and its `targetContainerName` is one of the pod's containers. The kube
 new one as a process of the pod (in the pod's namespaces, `PodRuntime.command`: it sees the target's
 processes, as a container sharing the target's process namespace does), with the sandbox's PATH,
 HOSTNAME and HOME and its own `env`, and reports it in `status.ephemeralContainerStatuses`
-(waiting, running, terminated with its exit code). It stops with the pod; exec reaches it by name.
+(waiting, running, terminated with its exit code). It stops with the pod; exec reaches it by name;
+one started with `stdin` (`kubectl debug -i`, `-it`: a terminal) is attached to through `pods/attach`
+(`attach`).
 The image is not pulled (simcluster runs the pod's view of the host, as for every container).
 """
 
@@ -28,6 +30,9 @@ from aiohttp import web
 from ..apiserver.errors import ApiError
 from ..apiserver.patch import PatchError, apply_patch
 from ..apiserver.store import now_rfc3339
+from .attach import Console, console_for
+from .exec import _tty_child_setup
+from .reaper import pdeathsig_preexec
 
 if TYPE_CHECKING:
     from ..apiserver.server import Ctx
@@ -46,6 +51,7 @@ class EphemeralRun:
     env: dict[str, str]
     pid: int | None = None
     running: bool = False
+    console: Console | None = None  # its stdio, when it was started with stdin (`attach`)
 
 
 def _names(pod: dict[str, Any], field: str) -> list[str]:
@@ -196,15 +202,24 @@ async def run(sim: SimCluster, ns: str, pod: str, c: dict[str, Any]) -> None:
     full, root = [found, *argv[1:]], cwd
     if rt.holder is not None:
         full, root = rt.command(full, cwd)
-    run_ = EphemeralRun(c["name"], env)
+    console = console_for(c)  # (stdin: kubectl debug -i attaches to it; tty: -t, a terminal of its own)
+    run_ = EphemeralRun(c["name"], env, console=console)
+    stdio: tuple[int, int, int] = console.child_stdio() if console is not None else (
+        subprocess.DEVNULL, subprocess.DEVNULL, subprocess.DEVNULL)
     try:
-        proc = subprocess.Popen(full, executable=full[0], cwd=root, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                                close_fds=True)
+        proc = subprocess.Popen(full, executable=full[0], cwd=root, env=env, stdin=stdio[0], stdout=stdio[1],
+                                stderr=stdio[2], start_new_session=True, close_fds=True,
+                                preexec_fn=_tty_child_setup() if console is not None and console.tty
+                                else pdeathsig_preexec())
     except OSError as exc:
+        if console is not None:
+            console.spawned()
+            console.close()
         _status(sim, ns, pod, uid, _entry(c, {"terminated": {"exitCode": 128, "reason": "StartError",
                                                               "message": str(exc), "finishedAt": now_rfc3339()}}))
         return
+    if console is not None:
+        console.spawned()
     rt.register_child(proc.pid)
     run_.pid, run_.running = proc.pid, True
     rt.ephemeral[c["name"]] = run_
@@ -216,6 +231,9 @@ async def run(sim: SimCluster, ns: str, pod: str, c: dict[str, Any]) -> None:
     finally:
         run_.running = False
         rt.unregister_child(proc.pid)
+        if console is not None:
+            await asyncio.sleep(0.1)  # (what it wrote last reaches the attached clients first)
+            console.close()
     code = proc.returncode if proc.returncode >= 0 else 128 - proc.returncode
     _status(sim, ns, pod, uid, _entry(c, {"terminated": {
         "exitCode": code, "reason": "Completed" if code == 0 else "Error", "startedAt": started,

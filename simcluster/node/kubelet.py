@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 from ..apiserver.errors import ApiError
 from ..apiserver.store import Event, now_rfc3339, shortened_deletion
 from ..controllers.base import Controller
-from . import ephemeral
+from . import attach, ephemeral
 from .launchers import PodView, install_pod
 from .launchers import install as install_launchers
 from .podaddr import AddressBlock, namespace_names
@@ -410,6 +410,7 @@ def install(sim: SimCluster, **options: Any) -> Kubelet:
     sim.kubelet = kubelet
     sim.server.subresources["pods/log"] = functools.partial(serve_pod_log, kubelet)
     ephemeral.install(sim)  # (pods/ephemeralcontainers: kubectl debug --target)
+    attach.install(sim)  # (pods/attach: kubectl debug -it, kubectl attach)
     sim.server.delete_hooks.append(kubelet.delete_hook)
     sim.on_stop(kubelet.shutdown)
     sim.add_controller(kubelet)

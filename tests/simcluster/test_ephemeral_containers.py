@@ -6,6 +6,8 @@ subresource is RBAC's `patch` on `pods/ephemeralcontainers`."""
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -97,3 +99,51 @@ def test_without_the_verb_it_is_forbidden(target: Any, simcluster: Any, tmp_path
     viewer = Kubectl(kubectl.binary, kc)
     r = viewer.run("debug", "target", "--image=busybox", "--target=main", "--", "sleep", "5", check=False)
     assert r.returncode != 0 and "forbidden" in r.stderr and "pods/ephemeralcontainers" in r.stderr, r.stderr
+
+
+def test_kubectl_debug_i_attaches_to_the_debug_container(target: Any) -> None:
+    """`kubectl debug -i` (stdin, no terminal): kubectl attaches (`pods/attach`) to the container's
+    stdin and output; what it types runs beside the target, and the session ends with the shell."""
+    kubectl = target
+    r = kubectl.run("debug", "-i", "target", "--image=registry.local/debug:1", "--target=main", "-c", "dbgi",
+                    "--", "sh", input="echo attached-$((6*7)); ps -eo args | grep -c '[s]leep 600.271828'; exit 3\n",
+                    timeout=120)
+    assert "attached-42\n1\n" in r.stdout, (r.stdout, r.stderr)
+    spec = pod(kubectl)["spec"]["ephemeralContainers"]
+    assert [(c["name"], c.get("stdin"), c.get("tty")) for c in spec] == [("dbgi", True, None)], spec
+    done = wait_for(lambda: state_of(kubectl, "dbgi").get("terminated"), 30, "the debug shell ending")
+    assert done["exitCode"] == 3, done
+
+
+def test_attach_to_a_container_without_stdin_is_one_line(target: Any) -> None:
+    r = target.run("attach", "target", "-c", "main", "-i", check=False, timeout=60)
+    assert r.returncode == 1 and "has no stdin to attach to (simcluster attaches" in r.stderr, r.stderr
+
+
+def test_kubectl_debug_it_gives_a_terminal_in_the_debug_container(target: Any, tmp_path: Path) -> None:
+    """`kubectl debug -it` in a real terminal: the debug container's shell on a terminal of its own,
+    sized as the client's window, beside the target's processes; `exit` ends the session."""
+    from tests.tmux_driver import Tmux
+
+    kubectl = target
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+    env["HOME"] = str(kubectl.kubeconfig.parent)
+    tmux = Tmux(env, 100, 30, name="ranks-kdebug")
+    line = (f"{shlex.quote(str(kubectl.binary))} --kubeconfig {shlex.quote(str(kubectl.kubeconfig))} debug -it "
+            "target --image=registry.local/debug:1 --target=main -c dbgt -- sh; echo kubectl-ended-$?; sleep 600")
+    tmux.start(line, tmp_path)
+    try:
+        # (the shell's first prompt was written before kubectl attached, as on a real cluster)
+        tmux.wait_for("If you don't see a command prompt, try pressing enter.", timeout=60, why="kubectl attaching")
+        tmux.keys("Enter")
+        tmux.wait_for(lambda s: s.rstrip().endswith(("#", "$")), timeout=30, why="the debug shell's prompt")
+        tmux.type("tty; stty size; ps -eo args | grep -c '[s]leep 600.271828'; echo seen-$((6*7))\r")
+        shown = tmux.wait_for("seen-42", timeout=30)
+        assert "/dev/pts/" in shown and "\n30 100\n1\n" in shown, shown
+        tmux.type("exit\r")
+        tmux.wait_for("kubectl-ended-", timeout=60, why="kubectl ending with the shell")
+    finally:
+        tmux.kill()
+    spec = pod(kubectl)["spec"]["ephemeralContainers"]
+    assert [(c["name"], c.get("stdin"), c.get("tty")) for c in spec] == [("dbgt", True, True)], spec
+    wait_for(lambda: state_of(kubectl, "dbgt").get("terminated"), 30, "the debug shell ending")
