@@ -449,12 +449,13 @@ class ThreadedSimCluster:
         return self.run(wrapper())
 
     def stop(self) -> None:
-        try:
-            self.run(self.sim.stop())
+        try:  # (hundreds of pods end in seconds; a loaded machine can take minutes)
+            self.run(self.sim.stop(), timeout=300)
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(10)
-            self._loop.close()
+            self._thread.join(60)
+            if not self._thread.is_alive():  # (a loop still running cannot be closed: left to the process's end)
+                self._loop.close()
 
 
 @contextlib.contextmanager

@@ -51,7 +51,7 @@ from tui.widgets.keyed_table import KeyedTable
 
 Key = tuple[str, str, str]
 S = TypeVar("S", bound=Screen[Any])
-TIMEOUT = 20.0  # s: a busy machine's first sync and screen changes take their time
+TIMEOUT = 60.0  # s: a busy machine's first sync and screen changes take their time
 
 # -- the app ------------------------------------------------------------------------------------------
 

@@ -404,7 +404,7 @@ async def test_convert_checkbox_reads_ticked_or_not_without_colour(demo: Threade
         await move_to(pilot, table(app), HVD)
         await pilot.press("t")
         screen = await wait_screen(pilot, ConvertScreen, timeout=20)
-        box = screen.query_one("#delete")
+        box = await pilot_wait(pilot, lambda: next(iter(screen.query("#delete")), None), what="the form")
         await pilot_wait(pilot, lambda: box.region.height > 0, what="the checkbox")
         assert "[ ] delete the interactive session" in rendered(box), rendered(box)
         box.focus()

@@ -59,6 +59,7 @@ LABELS = ("master-0", "worker-0", "worker-1")
 ROOT = Path(__file__).resolve().parents[2]
 PY = sys.executable
 SINCE = 2
+SLACK = 1.0  # s: how far a loaded machine can delay the kubelet's write of a line after stamping it
 SEQ = re.compile(r"rank=(\d+) seq=(\d+)$")
 
 # a rank: prints its next number every 50 ms; the count lives in $SEQ_DIR/rank-<r> (written after
@@ -472,27 +473,27 @@ async def test_every_line_exactly_once_across_faults(simcluster: ThreadedSimClus
         assert value is not None, (label, s)
         return value
 
-    # --since 2s: the first line at or after the request's arrival minus 2 s (the kubelet takes its
-    # clock a moment later: 100 ms allowed)
+    # --since 2s: the first line at or after the request's arrival minus 2 s (the kubelet stamps a
+    # line as it reads it and writes its file every 25 ms; a loaded machine delays the write: SLACK)
     asked = first_log_requests(t, since_at, lambda q: q.get("sinceSeconds") == [str(SINCE)])
     assert set(asked) == set(LABELS), asked
     for label in LABELS:
         shown = by_name["json --since"].seqs(label)
         boundary = (asked[label] - SINCE) * 1e9
         assert shown and ts(label, shown[0]) >= boundary, (label, shown[:3], boundary)
-        assert shown[0] == 0 or ts(label, shown[0] - 1) < boundary + 0.1e9, (label, shown[:3], boundary)
+        assert shown[0] == 0 or ts(label, shown[0] - 1) < boundary + SLACK * 1e9, (label, shown[:3], boundary)
 
     # --tail 5: the first five lines printed are the newest five of the merged history, in time
     # order: each rank's line before its first shown one is older than them, and of the lines
-    # that were surely in the files when they were read (100 ms before the first read: the kubelet
-    # writes every 25 ms), only those five are shown
+    # that were surely in the files when they were read (SLACK before the first read: the kubelet
+    # writes every 25 ms, later on a loaded machine), only those five are shown
     asked5 = first_log_requests(t, tail5_at, lambda q: q.get("tailLines") == ["5"])
     assert set(asked5) == set(LABELS), asked5
     tail5 = by_name["text --tail 5"]
     head = tail5.order[:5]
     cut = min(h[2] or 0 for h in head)
     assert len(head) == 5 and [h[2] for h in head] == sorted(h[2] or 0 for h in head), head
-    surely_old = [o for o in tail5.order if (o[2] or 0) < (min(asked5.values()) - 0.1) * 1e9]
+    surely_old = [o for o in tail5.order if (o[2] or 0) < (min(asked5.values()) - SLACK) * 1e9]
     assert all(o in head for o in surely_old), (head, surely_old[:8])
     for label in LABELS:
         shown = tail5.seqs(label)
@@ -500,14 +501,14 @@ async def test_every_line_exactly_once_across_faults(simcluster: ThreadedSimClus
         assert shown[0] == 0 or ts(label, shown[0] - 1) < cut, (label, shown[:3], head)
 
     # --tail 0: each rank from the first line after its history read (the newest line then);
-    # 100 ms allowed either way (the kubelet writes the file every 25 ms)
+    # SLACK allowed either way (the kubelet writes the file every 25 ms, later when loaded)
     asked0 = first_log_requests(t, tail0_at, lambda q: q.get("tailLines") in (["0"], ["1"]))
     assert set(asked0) == set(LABELS), asked0
     for label in LABELS:
         shown = by_name["json --tail 0"].seqs(label)
         assert shown, label
-        assert ts(label, shown[0]) >= (asked0[label] - 0.1) * 1e9, (label, shown[:3])
-        assert shown[0] == 0 or ts(label, shown[0] - 1) < (asked0[label] + 0.1) * 1e9, (label, shown[:3])
+        assert ts(label, shown[0]) >= (asked0[label] - SLACK) * 1e9, (label, shown[:3])
+        assert shown[0] == 0 or ts(label, shown[0] - 1) < (asked0[label] + SLACK) * 1e9, (label, shown[:3])
 
     # one-shot reads of the finished job: --tail N ends exactly where the whole history ends
     env = {k: v for k, v in os.environ.items() if k not in ("KUBECONFIG", "NO_COLOR")}

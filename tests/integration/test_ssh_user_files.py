@@ -91,7 +91,7 @@ def test_every_path_input_over_ssh_reaches_no_server_file_and_a_save_comes_back_
                     if attempt == 3:
                         raise
             tmux.keys("Enter")
-            tmux.wait_for(shows, timeout=20, why=f"what {key} {text!r} shows")
+            tmux.wait_for(shows, timeout=45, why=f"what {key} {text!r} shows")
 
         prompt("/", "/", path, lambda s: "no workload matches" in s)  # the list's filter: a regex, no file
         tmux.wait_for(lambda s: "Logs" in footer(s) and "no workload matches" in s, timeout=20,

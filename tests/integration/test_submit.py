@@ -19,7 +19,9 @@ import pty
 import select
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -271,10 +273,14 @@ def test_longest_valid_name_renders() -> None:
 
 # -- submitting every framework -------------------------------------------------------------------
 
+# (each rank says hello, then waits until the test has read every rank's hello: a job that ends
+# deletes its still-running pods, and on a loaded machine a worker can start after its chief ended)
+RELEASE = Path(tempfile.gettempdir()) / f"ranks-test-release-{uuid.uuid4().hex[:12]}"  # (pods share /tmp)
+WAIT = f"until [ -e {RELEASE} ]; do sleep 0.1; done"
 UNATTENDED = {
-    "pytorch": "echo hello-from-$RANK; sleep 3",
-    "xgboost": "echo hello-from-$RANK; sleep 3",
-    "tensorflow": 'echo "hello-from-$HOSTNAME"; sleep 3',
+    "pytorch": f"echo hello-from-$RANK; {WAIT}",
+    "xgboost": f"echo hello-from-$RANK; {WAIT}",
+    "tensorflow": f'echo "hello-from-$HOSTNAME"; {WAIT}',
     "mpi": 'echo hello-from-launcher; cat "$OMPI_MCA_orte_default_hostfile"',
 }
 
@@ -301,16 +307,22 @@ def fleet(cluster: ThreadedSimCluster) -> dict[str, tuple[SubmitSpec, dict[str, 
 
 
 @pytest.fixture(scope="module")
-def unattended_logs(cluster: ThreadedSimCluster, fleet: dict[str, Any]) -> dict[str, dict[str, str]]:
+def unattended_logs(cluster: ThreadedSimCluster, fleet: dict[str, Any]) -> Iterator[dict[str, dict[str, str]]]:
     """Each unattended job's pod logs (pod -> text), read through the API as soon as they appear and
     until the job ends: a job that ends deletes its still-running pods (cleanPodPolicy: Running)."""
     names = [n for n, (s, _) in fleet.items() if not s.interactive]
     seen: dict[str, dict[str, str]] = {n: {} for n in names}
 
+    def heard(name: str) -> bool:
+        said = [t for t in seen[name].values() if "hello-from-" in t]
+        return len(said) == 3 or fleet[name][0].framework == "mpi"
+
     async def collect(client: KubeClient) -> None:
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + 45
+        deadline = loop.time() + 180
         while loop.time() < deadline:
+            if not RELEASE.exists() and all(heard(n) for n in names):
+                RELEASE.touch()  # every rank said hello: they may end
             ended = 0
             for name in names:
                 s = fleet[name][0]
@@ -329,8 +341,12 @@ def unattended_logs(cluster: ThreadedSimCluster, fleet: dict[str, Any]) -> dict[
                 return
             await asyncio.sleep(0.05)
 
-    call(cluster, collect)
-    return seen
+    try:
+        call(cluster, collect)
+    finally:
+        RELEASE.touch()  # (whatever happened, the ranks end)
+    yield seen
+    RELEASE.unlink(missing_ok=True)
 
 
 @pytest.mark.parametrize("name", list(fleet_specs()))

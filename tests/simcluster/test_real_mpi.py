@@ -133,7 +133,10 @@ def test_a_deleted_worker_ends_the_run(cluster, kubectl):
     finally:
         if run.poll() is None:
             run.kill()
-    assert run.returncode != 0, (out, err)
+    # Open MPI ends the run: as a rank's ssh connection closes (exit 255), or, when the lost daemon
+    # is noticed first (on a loaded machine), with PRRTE's "... therefore will terminate the job."
+    # and, as Open MPI 5.0 does then, exit status 0
+    assert run.returncode != 0 or "therefore will terminate the job." in err, (out, err)
     assert "rank 0/2 (local 0) done" not in out
     wait_for(lambda: not processes_matching(mark), timeout=30, what="no rank process left",
              detail=lambda: processes_matching(mark))

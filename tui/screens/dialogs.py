@@ -307,13 +307,25 @@ class ConvertScreen(RanksScreen):
 
     def on_mount(self) -> None:
         super().on_mount()
+        self._form_ready()
+
+    def _form_ready(self) -> None:
+        """Focus the command and show its diff once the form's nested rows are mounted (on a loaded
+        machine the screen's Mount can come before its containers have mounted their children)."""
+        if not self._composed():
+            self.call_after_refresh(self._form_ready)
+            return
         steady_inputs(self)
         self.query_one("#command", Input).focus()
         self.rebuild()
 
+    def _composed(self) -> bool:
+        return all(self.query(f"#{wid}") for wid in ("command", "name", "problem", "difftext"))
+
     @on(Input.Changed)
     def _changed(self, event: Input.Changed) -> None:
-        self.rebuild()
+        if self._composed():
+            self.rebuild()
 
     @on(OptionList.OptionSelected, "#history")
     def _picked(self, event: OptionList.OptionSelected) -> None:
