@@ -407,6 +407,8 @@ class SimCluster:
             assert self.loop is not None
             self.loop.call_later(0.05, lambda: asyncio.ensure_future(self.restart(down)))
             return {"ok": True}
+        if action == "watches":  # (the watches open now: a request is logged only once it ends)
+            return {"open": self.store.watch_count}
         if action == "requests":
             since = float(p.get("since", 0))
             return {

@@ -107,7 +107,7 @@ class Hub:
         try:
             self.kinds = await self.client.served_kinds()
             await self._check_rights()
-        except (ApiProblem, ConnectionProblem) as exc:
+        except (ApiProblem, ConnectionProblem, SessionError) as exc:
             await self.client.close()
             if isinstance(exc, SessionError):
                 raise
@@ -354,13 +354,15 @@ class Hub:
         return decided
 
     def _namespaces_of(self, stream: Stream) -> set[str]:
-        """The namespaces to decide for a kind: those it has records in, and every namespace known."""
-        names = set(self.by_ns.get(stream, {}))
-        if stream != NODES:
-            names |= set(self.by_ns.get(NAMESPACES, {}))
-        else:
-            names = {""}
-        return names
+        """The namespaces to decide for a kind at a session's start: for pods and namespaces every
+        namespace known (the user's projects, even empty ones); for the other kinds those it has
+        records in (the others are asked about when a record of theirs comes)."""
+        if stream == NODES:
+            return {""}
+        held = {ns for ns, keys in self.by_ns.get(stream, {}).items() if keys}
+        if stream in (PODS, NAMESPACES):
+            held |= set(self.by_ns.get(NAMESPACES, {}))
+        return held
 
     async def recheck(self, *, due_only: bool = False) -> None:
         """Kept answers asked again (on an RBAC change: all; on the tick: those due); what each

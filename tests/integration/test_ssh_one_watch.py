@@ -166,6 +166,35 @@ def test_each_user_sees_what_the_api_server_lets_them_list_and_no_more(sim: Thre
     asyncio.run(main())
 
 
+def test_a_server_identity_that_may_not_watch_stops_in_one_line_unless_per_user_watch(
+        sim: ThreadedSimCluster, tmp_path: Path) -> None:
+    """The one watch needs `create subjectaccessreviews` and list/watch: without them, one line and
+    exit 3 before `ready`; `--per-user-watch` needs impersonation alone."""
+    sim.call(sim.sim.add_user, "impersonator-only",
+             rules=(Rule.of(["impersonate"], ["users", "groups", "serviceaccounts"], [""]),))
+    sim.call(sim.sim.write_kubeconfig)
+    d = tmp_path / "ssh"
+    d.mkdir(mode=0o700)
+    keygen(d / "host")
+    keygen(d / "me")
+    args = [sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key", str(d / "host"),
+            "--authorized-keys", str(d / "me.pub"), "--kubeconfig", str(sim.sim.kubeconfig_path),
+            "--context", "ranks-sim-impersonator-only"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60, cwd=ROOT, env=env(), stdin=subprocess.DEVNULL)
+    assert r.returncode == 3 and r.stdout == "", (r.returncode, r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("ranks: error: ") \
+        and "subjectaccessreviews" in r.stderr and "--per-user-watch" in r.stderr, r.stderr
+    proc = subprocess.Popen([*args, "--per-user-watch"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT, env=env(), stdin=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        ready, _, _ = select.select([proc.stdout], [], [], 60)
+        assert ready and proc.stdout.readline().startswith("ready: ssh=127.0.0.1:")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+
+
 # -- 20 real OpenSSH sessions ------------------------------------------------------------------------------
 class RawSession:
     """`ssh -tt` on a pty of our own (no tmux): its output drained by a thread, kept in part."""
