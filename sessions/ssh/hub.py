@@ -4,7 +4,8 @@ watched once, with the server's own identity, and each session served the part i
 
 - what the dashboard watches: namespaces, nodes, pods (as rows, `row_informer`), resource quotas,
   events and every workload kind the server offers, cluster-wide; and the RBAC objects (roles,
-  bindings), whose every change has each kept answer asked again at once;
+  bindings), whose every change has each kept answer asked again at once; the pods waiting for a
+  node are listed whole once at start (their scheduler message, which a row lacks);
 - a session gets a record of kind K in namespace N when its user may `list` K in every namespace,
   or in N (a SubjectAccessReview for the user and groups, `access`); a Namespace when they may list
   namespaces or `get` that one; a node when they may list nodes (else nodes are forbidden to them,
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitors.connection import ClusterConfig, ConnectionProblem
-from monitors.informer import Change, Informer, InformerState
+from monitors.informer import RESTARTED, Change, Informer, InformerState
 from monitors.kube import ApiProblem, Kind, KubeClient
 from monitors.monitor import WORKLOAD_KINDS
 from monitors.parse import parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
@@ -44,6 +45,7 @@ RBAC_KINDS = ("roles", "rolebindings", "clusterroles", "clusterrolebindings")
 NAMESPACES: Stream = ("", "namespaces")
 NODES: Stream = ("", "nodes")
 PODS: Stream = ("", "pods")
+UNSCHEDULED = "status.phase=Pending,spec.nodeName="  # the pods read whole at start (their scheduler message)
 SYNC_WITHIN = 600.0  # seconds the first LISTs may take before the server gives up starting
 
 PERMISSIONS = ("grant it list and watch on what the dashboard shows and create on subjectaccessreviews "
@@ -143,8 +145,31 @@ class Hub:
         if (pods := self.informers.get(PODS)) is not None and pods.state == InformerState.FORBIDDEN:
             await self.stop()
             raise SessionError(f"the SSH server's identity may not list pods in every namespace: {PERMISSIONS}", 3)
+        await self._read_pending()
         self.live = True
         self._spawn(self._tick())
+
+    async def _read_pending(self) -> None:
+        """The pods waiting for a node, listed whole once here (one field-selected LIST: a Table
+        row has no scheduler message), or every session would read them as its user
+        (`Monitor.explain_pending`). Those that come later come whole with the watch."""
+        inf = self.informers.get(PODS)
+        if inf is None:
+            return
+        recs: list[Any] = []
+        try:
+            async for doc in inf._pages(inf.kind.path(None), {"fieldSelector": UNSCHEDULED}):
+                recs = [] if doc is RESTARTED else recs + inf._parse_items(doc.get("items") or ())
+        except (ApiProblem, ConnectionProblem):
+            return  # (the sessions read them as their users, as without the door)
+        changes = []
+        for rec in recs:
+            prev = inf.cache.get(rec.key)
+            if prev is not None and prev.partial:
+                inf.cache[rec.key] = rec
+                changes.append(Change("changed", rec.key, prev, rec))
+        if changes:
+            self._changed(PODS, inf, changes)
 
     async def _check_rights(self) -> None:
         """May the server's identity ask the API server about others (create subjectaccessreviews)?"""

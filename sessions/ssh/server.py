@@ -739,7 +739,6 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
         template = asyncio.get_running_loop().create_task(keep_template(server.child_env, started, server))
         await started
     reloader = asyncio.get_running_loop().create_task(_reload(server, seen))
-    ready(f"{cfg.host}:{port}")
     loop = asyncio.get_running_loop()
     stop: asyncio.Future[int] = loop.create_future()
 
@@ -747,8 +746,9 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
         if not stop.done():
             stop.set_result(sig)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM):  # (before `ready`: a SIGTERM right after it is heard)
         loop.add_signal_handler(sig, stopping, sig)
+    ready(f"{cfg.host}:{port}")
     try:
         await stop
     finally:

@@ -63,6 +63,9 @@ def populate(sim: Any) -> None:
         sim.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
         sim.apply(job("PyTorchJob", name, ns, {"Master": 1}))
         sim.apply(pod("PyTorchJob", name, ns, "Master", 0))
+    # a pod waiting for a node: its scheduler message is read once, by the door, for every session
+    sim.apply(pod("PyTorchJob", "charlie-train", "team-c", "Worker", 0, phase="Pending",
+              unschedulable="0/4 nodes are available"))
     sim.apply({"apiVersion": f"{RBAC}/v1", "kind": "ClusterRole", "metadata": {"name": "ml-reader"},
                "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]})
     sim.apply({"apiVersion": f"{RBAC}/v1", "kind": "Role", "metadata": {"name": "jobs-only", "namespace": "team-a"},
@@ -115,6 +118,8 @@ def test_each_user_sees_what_the_api_server_lets_them_list_and_no_more(sim: Thre
             assert namespaces(views["carol"], pods) == set() and not views["carol"].cluster_wide
             assert namespaces(views["dave"], jobs) == {"team-a"} and namespaces(views["dave"], pods) == set()
             assert namespaces(views["erin"], pods) == set(TEAMS) and views["erin"].cluster_wide
+            waiting = views["bob"].caches[pods][("team-c", "charlie-train-worker-0")]
+            assert not waiting.partial and "0/4 nodes are available" in waiting.unschedulable
             assert ("", "nodes") not in views["erin"].forbidden
             # (every record a user holds is one the API server would have listed for them)
             assert all(k[0] in ("team-a", "team-b") for s in views["alice"].caches for k in views["alice"].caches[s]
@@ -317,6 +322,9 @@ def test_twenty_openssh_sessions_cost_the_api_server_no_list_or_watch_and_see_th
         print(f"LISTs and WATCHes: 1 session: {first}; 19 more: {second}")
         # no user's own LIST or WATCH, however many sessions; the door's own are not more for 20
         assert {u for u in (*first, *second) if u != "ranks-ssh"} == set(), (first, second)
+        # nor a read of the pod waiting for a node (its scheduler message came with the door's view)
+        assert [r.path for r in sim.call(sim.sim.requests.since, t0)
+                if r.at <= t2 and r.path.endswith("/charlie-train-worker-0") and r.user == "bob"] == []
         assert second.get("ranks-ssh", 0) <= first.get("ranks-ssh", 0), (first, second)
         for i, r in enumerate(raw):  # each saw its own, and nothing of the other's teams
             mine, theirs = (("alpha-train", "bravo-train"), ("charlie-train",)) if i % 2 else \
