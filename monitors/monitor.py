@@ -217,6 +217,12 @@ class Monitor:
         def core(plural: str) -> Kind | None:
             return self.kinds.get(("", plural))
 
+        # (applied in this order: the workloads before their pods, no pod grouped twice)
+        for group, plural, kind_name in WORKLOAD_KINDS:
+            kind = self.kinds.get((group, plural))
+            if kind is not None:
+                self._add(kind, None, parse_job(kind_name, group, kind.version), lambda r: r.key,
+                          self.model.apply_jobs, factory=shared)
         self._add(core("namespaces"), None, parse_namespace, lambda r: r.name, self.model.apply_namespaces,
                   factory=shared)
         if self.want_nodes:
@@ -227,11 +233,6 @@ class Monitor:
         if self.want_events:
             self._add(core("events"), None, parse_event, lambda r: (r.namespace, r.name), self.model.apply_events,
                       factory=shared)
-        for group, plural, kind_name in WORKLOAD_KINDS:
-            kind = self.kinds.get((group, plural))
-            if kind is not None:
-                self._add(kind, None, parse_job(kind_name, group, kind.version), lambda r: r.key,
-                          self.model.apply_jobs, factory=shared)
         for inf in self.informers:
             inf.start()
 
