@@ -95,7 +95,8 @@ def _child(req: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
         sys.stderr = sys.__stderr__ = io.TextIOWrapper(  # type: ignore[misc]  # (the same)
             io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
         sys.argv = ["ranks", *req["args"]]
-        gc.unfreeze()
+        # (the template's objects stay frozen: the collector never walks them, so their pages stay
+        # shared with the template and the other sessions instead of being copied into each)
         from tui.cli.group import main
 
         try:
