@@ -162,6 +162,14 @@ def test_each_user_sees_what_the_api_server_lets_them_list_and_no_more(sim: Thre
             sim.call(sim.sim.authz.bind, "user:carol", Rule.of(("list",), namespaces=["other"]))
             await until(lambda: namespaces(views["carol"], jobs) == {"other"}, "carol's grant to be rechecked")
             assert namespaces(views["carol"], pods) == {"other"}
+            # reviews that cannot be asked (the API server failing them) keep the answers they had
+            before = {u: (namespaces(v, pods), namespaces(v, jobs)) for u, v in views.items()}
+            sim.call(sim.sim.faults.fail_next, "subjectaccessreviews", 500, 10_000)
+            asked, kept = hub.reviews.asked, sum(len(a) for a in hub.reviews.answers.values())
+            await until(lambda: hub.reviews.asked >= asked + kept, "every answer asked again (the tick)")
+            await hub.recheck()  # (and once more, its changes applied before the look below)
+            assert {u: (namespaces(v, pods), namespaces(v, jobs)) for u, v in views.items()} == before
+            sim.call(sim.sim.faults.clear)
             # a session that goes is forgotten; the others go on
             views["dave"].sock.close()
             await until(lambda: ("dave", ("system:authenticated",)) not in hub.audiences, "dave's audience to go")
