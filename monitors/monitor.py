@@ -494,13 +494,18 @@ class Monitor:
 
     async def load_node_pods(self, node: str) -> None:
         """The full objects of the pods on `node`, where they are Table rows (the node's pods
-        shown: their creation times, commands): one field-selected LIST per pods informer."""
+        shown: their creation times, commands): one field-selected LIST per pods informer (over the
+        SSH door, per namespace the user may read, unless they may read every one)."""
         if not self.pod_rows:
             return
         recs: list[PodRec] = []
-        for inf in [i for i in self.informers if i.kind.plural == "pods" and not i.kind.group]:
+        pods = [i for i in self.informers if i.kind.plural == "pods" and not i.kind.group]
+        scopes: list[str | None] = [i.namespace for i in pods]
+        if self.shared is not None and not self.shared.cluster_wide:
+            scopes = list(self.shared.namespaces)
+        for ns in scopes if pods else ():
             try:
-                raw = await self.client.request("GET", inf.kind.path(inf.namespace),
+                raw = await self.client.request("GET", pods[0].kind.path(ns),
                                                 params={"fieldSelector": api_paths.field_selector({"spec.nodeName": node})})
             except (ApiProblem, ConnectionProblem):
                 continue  # the rows stay

@@ -90,6 +90,8 @@ def rbac_api(sim: ThreadedSimCluster) -> kclient.RbacAuthorizationV1Api:
 
 # -- the filter, in process -----------------------------------------------------------------------------
 def test_each_user_sees_what_the_api_server_lets_them_list_and_no_more(sim: ThreadedSimCluster) -> None:
+    from monitors.connection import load_cluster_config
+    from monitors.monitor import Monitor
     from monitors.shared_view import SharedView
     from sessions.ssh import hub as hub_module
 
@@ -124,6 +126,24 @@ def test_each_user_sees_what_the_api_server_lets_them_list_and_no_more(sim: Thre
             # (every record a user holds is one the API server would have listed for them)
             assert all(k[0] in ("team-a", "team-b") for s in views["alice"].caches for k in views["alice"].caches[s]
                        if s not in (("", "namespaces"), ("", "nodes")))
+
+            # a dashboard's monitor over alice's view: her teams' workloads, no LIST of its own; a
+            # node's pods read whole in the namespaces she may read
+            cfg = load_cluster_config(str(sim.sim.kubeconfig_path), CONTEXT, impersonate_user="alice")
+            mon = Monitor(cfg, pod_rows=True, shared=SharedView(hub.session_end("alice", ())))
+            since = time.time()
+            await mon.start()
+            await mon.wait_synced(60)
+            try:
+                assert {w.namespace for w in mon.model.workloads.values()} == {"team-a", "team-b"}
+                assert mon.model.pods[("team-a", "alpha-train-master-0")].partial
+                await mon.load_node_pods("node-1")
+                assert not mon.model.pods[("team-a", "alpha-train-master-0")].partial
+                assert not mon.model.pods[("team-b", "bravo-train-master-0")].partial
+                mine = [r for r in sim.call(sim.sim.requests.since, since) if r.user == "alice"]
+                assert [r.path for r in mine if r.verb == "watch" or (r.verb == "list" and not r.field_selector)] == []
+            finally:
+                await mon.stop()
 
             async def until(cond: Any, what: str, timeout: float = 60) -> None:
                 deadline = time.monotonic() + timeout
