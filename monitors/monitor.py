@@ -210,8 +210,8 @@ class Monitor:
         await view.synced.wait()  # (the access below is known with the first picture)
         self.kinds = dict(view.kinds)
         self.status.served = tuple(sorted(f"{p}.{g}" if g else p for g, p in self.kinds))
-        self.status.cluster_wide = view.cluster_wide
-        self.status.namespaces = () if view.cluster_wide else view.namespaces
+        self._access_changed(first=True)
+        view.access_listeners.append(self._access_changed)
         shared = functools.partial(SharedInformer, view=view)
 
         def core(plural: str) -> Kind | None:
@@ -235,6 +235,17 @@ class Monitor:
                       factory=shared)
         for inf in self.informers:
             inf.start()
+
+    def _access_changed(self, first: bool = False) -> None:
+        """The user's access as the door's view says it (everywhere, or these namespaces)."""
+        view = self.shared
+        if view is None:
+            return
+        self.status.cluster_wide = view.cluster_wide
+        self.status.namespaces = () if view.cluster_wide else view.namespaces
+        if not first:
+            self.model.status_changed = True
+            self._schedule_flush()
 
     def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], R],
              key: Callable[[R], K], apply: Callable[[Iterable[tuple[K, R | None]]], None],
@@ -554,6 +565,8 @@ class Monitor:
                 if i.kind.plural == "pods" and not i.kind.group and i.state == InformerState.FORBIDDEN}
 
     async def stop(self) -> None:
+        if self.shared is not None and self._access_changed in self.shared.access_listeners:
+            self.shared.access_listeners.remove(self._access_changed)
         self._resume_gc()
         self._cancel_early()
         if self._flush_handle is not None:

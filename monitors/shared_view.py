@@ -59,6 +59,7 @@ class SharedView:
         self.caches: dict[Stream, dict[Hashable, Any]] = {}
         self.listeners: dict[Stream, list[Callable[[list[tuple[Hashable, Any]]], None]]] = {}
         self.state_listeners: list[Callable[[Stream], None]] = []
+        self.access_listeners: list[Callable[[], None]] = []  # told when the user's access changed
         self.hello = asyncio.Event()
         self.synced = asyncio.Event()
         self.closed = asyncio.Event()
@@ -113,6 +114,8 @@ class SharedView:
             for stream in before | set(self.forbidden):
                 for fn in self.state_listeners:
                     fn(stream)
+            for told in list(self.access_listeners):
+                told()
         elif what == "changes":
             stream, changes = message[1], message[2]
             cache = self.caches.setdefault(stream, {})

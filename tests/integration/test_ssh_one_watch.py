@@ -142,8 +142,9 @@ def test_each_user_sees_what_the_api_server_lets_them_list_and_no_more(sim: Thre
                 assert not mon.model.pods[("team-b", "bravo-train-master-0")].partial
                 mine = [r for r in sim.call(sim.sim.requests.since, since) if r.user == "alice"]
                 assert [r.path for r in mine if r.verb == "watch" or (r.verb == "list" and not r.field_selector)] == []
-            finally:
+            except BaseException:
                 await mon.stop()
+                raise
 
             async def until(cond: Any, what: str, timeout: float = 60) -> None:
                 deadline = time.monotonic() + timeout
@@ -158,6 +159,10 @@ def test_each_user_sees_what_the_api_server_lets_them_list_and_no_more(sim: Thre
             await until(lambda: namespaces(views["alice"], pods) == {"team-a"}
                         and namespaces(views["alice"], jobs) == {"team-a"}, "alice's team-b view to go")
             assert views["alice"].namespaces == ("team-a",)
+            # and from her dashboard's model and status
+            await until(lambda: {w.namespace for w in mon.model.workloads.values()} == {"team-a"}
+                        and mon.status.namespaces == ("team-a",), "team-b gone from her dashboard's model")
+            await mon.stop()
             # a change in team-b is not sent to her any more, one in team-a is
             sim.call(sim.sim.apply, pod("PyTorchJob", "bravo-train", "team-b", "Master", 1))
             sim.call(sim.sim.apply, pod("PyTorchJob", "alpha-train", "team-a", "Master", 1))

@@ -41,6 +41,14 @@ def test_a_view_feeds_its_informers_what_changed_and_says_what_is_forbidden() ->
         assert pods.cache == {("a", "p1"): "one", ("a", "p2"): "two"} and pods.state == InformerState.SYNCED
         assert nodes.state == InformerState.FORBIDDEN and nodes.error == "nodes is forbidden"
         assert view.namespaces == ("a",) and not view.cluster_wide
+        told: list[tuple[str, ...]] = []
+        view.access_listeners.append(lambda: told.append(view.namespaces))
+        door.sendall(frame(("access", {"cluster_wide": False, "namespaces": [], "forbidden": {}})))
+        for _ in range(100):
+            if told:
+                break
+            await asyncio.sleep(0.01)
+        assert told == [()] and nodes.state == InformerState.SYNCED  # (nodes no longer forbidden)
         # a change, one unchanged, one gone, one never seen gone: only what differs is told
         door.sendall(frame(("changes", ("", "pods"), [(("a", "p1"), "one"), (("a", "p2"), "TWO"),
                                                       (("a", "p1"), None), (("b", "x"), None)])))
