@@ -32,6 +32,7 @@ from .parse import BadObject, parse_event, parse_job, parse_namespace, parse_nod
 from .pod_rows import TABLE_ROWS
 from .records import PodRec
 from .row_informer import PodRowsInformer
+from .shared_view import SharedInformer, SharedView
 
 R = TypeVar("R")
 K = TypeVar("K", bound=Hashable)
@@ -85,13 +86,17 @@ class Monitor:
         scope: tuple[str, ...] | None = None,
         pod_rows: bool = False,
         unsettled: bool = True,
+        shared: SharedView | None = None,
     ) -> None:
         """`pod_rows`: list pods as the rows `kubectl get pods` prints (`row_informer`), for views
         that show workloads, projects and nodes but no pod's spec; the watch stays full objects.
         `unsettled` (with `pod_rows`): then the full objects of the failed and the restarted pods
         (exit codes); watching, each pending workload's scheduler message is read before the first
-        picture (`explain_pending`, which one-shot commands call when they show it)."""
+        picture (`explain_pending`, which one-shot commands call when they show it). `shared`:
+        the SSH door's one watch (`shared_view`): every kind from there, as this user may see it,
+        no LIST or WATCH of this monitor's own."""
         self.cfg = cfg
+        self.shared = shared
         self.client = client or KubeClient(cfg)
         self.model = LiveModel()
         self.model.one_shot = once
@@ -124,6 +129,8 @@ class Monitor:
         and the namespace list), so that what a caller does before `start()` (resolving a
         project) costs no extra round trip. `start()` calls it too."""
         loop = asyncio.get_running_loop()
+        if self.shared is not None:
+            return
 
         def early(name: str, coro: Coroutine[Any, Any, Any]) -> None:
             if name in self._early:
@@ -142,6 +149,8 @@ class Monitor:
         if gc.isenabled():  # the first LISTs build only acyclic records: no cyclic GC until they
             gc.disable()    # are in (`wait_synced`)
             self._gc_paused = True
+        if self.shared is not None:
+            return await self._start_shared(self.shared)
         self.prefetch()
         try:
             if self.scope is None:
@@ -192,6 +201,51 @@ class Monitor:
             inf.start()
         if "scope" in self._early:
             await self._early["scope"]
+
+    async def _start_shared(self, view: SharedView) -> None:
+        """Every kind from the door's view: one informer per kind the door serves, cluster-wide (the
+        view holds only what this user may see)."""
+        view.start()
+        await view.hello.wait()
+        await view.synced.wait()  # (the access below is known with the first picture)
+        self.kinds = dict(view.kinds)
+        self.status.served = tuple(sorted(f"{p}.{g}" if g else p for g, p in self.kinds))
+        self._access_changed(first=True)
+        view.access_listeners.append(self._access_changed)
+        shared = functools.partial(SharedInformer, view=view)
+
+        def core(plural: str) -> Kind | None:
+            return self.kinds.get(("", plural))
+
+        # (applied in this order: the workloads before their pods, no pod grouped twice)
+        for group, plural, kind_name in WORKLOAD_KINDS:
+            kind = self.kinds.get((group, plural))
+            if kind is not None:
+                self._add(kind, None, parse_job(kind_name, group, kind.version), lambda r: r.key,
+                          self.model.apply_jobs, factory=shared)
+        self._add(core("namespaces"), None, parse_namespace, lambda r: r.name, self.model.apply_namespaces,
+                  factory=shared)
+        if self.want_nodes:
+            self._add(core("nodes"), None, parse_node, lambda r: r.name, self.model.apply_nodes, factory=shared)
+        self._add(core("pods"), None, parse_pod, lambda r: r.key, self.model.apply_pods, factory=shared)
+        self._add(core("resourcequotas"), None, parse_quota, lambda r: (r.namespace, r.name), self.model.apply_quotas,
+                  factory=shared)
+        if self.want_events:
+            self._add(core("events"), None, parse_event, lambda r: (r.namespace, r.name), self.model.apply_events,
+                      factory=shared)
+        for inf in self.informers:
+            inf.start()
+
+    def _access_changed(self, first: bool = False) -> None:
+        """The user's access as the door's view says it (everywhere, or these namespaces)."""
+        view = self.shared
+        if view is None:
+            return
+        self.status.cluster_wide = view.cluster_wide
+        self.status.namespaces = () if view.cluster_wide else view.namespaces
+        if not first:
+            self.model.status_changed = True
+            self._schedule_flush()
 
     def _add(self, kind: Kind | None, ns: str | None, parse: Callable[[dict[str, Any]], R],
              key: Callable[[R], K], apply: Callable[[Iterable[tuple[K, R | None]]], None],
@@ -451,13 +505,18 @@ class Monitor:
 
     async def load_node_pods(self, node: str) -> None:
         """The full objects of the pods on `node`, where they are Table rows (the node's pods
-        shown: their creation times, commands): one field-selected LIST per pods informer."""
+        shown: their creation times, commands): one field-selected LIST per pods informer (over the
+        SSH door, per namespace the user may read, unless they may read every one)."""
         if not self.pod_rows:
             return
         recs: list[PodRec] = []
-        for inf in [i for i in self.informers if i.kind.plural == "pods" and not i.kind.group]:
+        pods = [i for i in self.informers if i.kind.plural == "pods" and not i.kind.group]
+        scopes: list[str | None] = [i.namespace for i in pods]
+        if self.shared is not None and not self.shared.cluster_wide:
+            scopes = list(self.shared.namespaces)
+        for ns in scopes if pods else ():
             try:
-                raw = await self.client.request("GET", inf.kind.path(inf.namespace),
+                raw = await self.client.request("GET", pods[0].kind.path(ns),
                                                 params={"fieldSelector": api_paths.field_selector({"spec.nodeName": node})})
             except (ApiProblem, ConnectionProblem):
                 continue  # the rows stay
@@ -506,6 +565,8 @@ class Monitor:
                 if i.kind.plural == "pods" and not i.kind.group and i.state == InformerState.FORBIDDEN}
 
     async def stop(self) -> None:
+        if self.shared is not None and self._access_changed in self.shared.access_listeners:
+            self.shared.access_listeners.remove(self._access_changed)
         self._resume_gc()
         self._cancel_early()
         if self._flush_handle is not None:

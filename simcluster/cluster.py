@@ -28,6 +28,7 @@ from .apiserver.auth import MASTERS, READ_VERBS, Authz, Identity, Rule, service_
 from .apiserver.crds import DEFAULT_CRDS, CrdSpec
 from .apiserver.errors import ApiError
 from .apiserver.faults import Faults, RequestLog
+from .apiserver.rbac import RbacObjects
 from .apiserver.resources import Registry
 from .apiserver.server import ApiServer
 from .apiserver.store import ObjectStore
@@ -105,6 +106,7 @@ class SimCluster:
         self.registry = Registry.with_builtins()
         self.store = ObjectStore(self.registry, history=history)
         self.authz = Authz()  # every request needs a token, with TLS or without
+        self.authz.objects = RbacObjects(self.store)  # (and RoleBindings, ClusterRoleBindings as objects)
         self.faults = Faults()
         self.requests = RequestLog()
         self.server = ApiServer(
@@ -116,7 +118,10 @@ class SimCluster:
             IMPERSONATOR,
             groups=("system:authenticated",),
             rules=(Rule.of(["impersonate"], ["users", "groups", "serviceaccounts"], [""]),
-                   Rule.of(["list"], ["namespaces"], [""])),
+                   # the door's one watch (docs/ssh.md): it lists and watches what it serves, and
+                   # asks the API server what each user may see of it
+                   Rule.of(["list", "watch"]),
+                   Rule.of(["create"], ["subjectaccessreviews"], ["authorization.k8s.io"])),
         )
         # (context `ranks-sim-ranks-ssh` in every kubeconfig: the identity `ranks serve --ssh` runs as)
         self.user_tokens: dict[str, str] = {ADMIN_USER: self.admin_token, IMPERSONATOR: impersonator_token}
@@ -402,6 +407,8 @@ class SimCluster:
             assert self.loop is not None
             self.loop.call_later(0.05, lambda: asyncio.ensure_future(self.restart(down)))
             return {"ok": True}
+        if action == "watches":  # (the watches open now: a request is logged only once it ends)
+            return {"open": self.store.watch_count}
         if action == "requests":
             since = float(p.get("since", 0))
             return {

@@ -18,6 +18,7 @@ from ..logs import LogLine, LogOptions
 from ..model_views import ModelDiff, WorkloadView
 from ..monitor import Monitor
 from ..records import EventRec
+from ..shared_view import SharedView
 from .engines import LogEngines, LogHandle, not_connected
 from .focus import FocusedWorkload
 from .health import HealthJudge
@@ -45,6 +46,7 @@ class DataLoop:
         self.on_update = on_update
         self.on_problem = on_problem or (lambda message, code: None)
         self._monitor_factory = monitor_factory
+        self.shared = SharedView.from_environment()  # over the SSH door: its one watch (`shared_view`)
         self.judging = Judging()  # the app's settings (thresholds, clock, patterns...)
         self.monitor: Monitor | None = None  # the connection's (None between connections)
         self.synced = False  # the first picture of a connection was complete once
@@ -158,7 +160,7 @@ class DataLoop:
         while not self.thread.stopping:
             monitor = self._monitor_factory() if self._monitor_factory else Monitor(
                 self.cfg, namespaces=self.options.namespaces, scope=self.options.scope,
-                coalesce=self.options.coalesce, backoff=self.options.backoff, pod_rows=True)
+                coalesce=self.options.coalesce, backoff=self.options.backoff, pod_rows=True, shared=self.shared)
             try:
                 await self.thread.until_stopped(self._serve(monitor))
                 await monitor.stop()  # again if it ended normally: a no-op

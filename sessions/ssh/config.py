@@ -39,6 +39,7 @@ class ServeConfig:
     command_cpu: float = 0.0  # seconds of CPU one command may use (0: no limit)
     command_time: float = 0.0  # seconds one command may run (0: no limit)
     max_commands_per_user: int = 0  # commands one user may run at once (0: only max_sessions_per_user)
+    per_user_watch: bool = False  # `--per-user-watch`: each dashboard LISTs and WATCHes as its user (no `hub`)
     user_files: str | None = None  # `--user-files` (user_files.parse_pattern): each user's own files; None: none
     extra_env: dict[str, str] = field(default_factory=dict)
     login_grace: float | None = None  # seconds to log in; None: $RANKS_SSH_LOGIN_GRACE, else 30

@@ -32,6 +32,7 @@ import json
 import os
 import shlex
 import signal
+import socket
 import struct
 import sys
 import termios
@@ -42,14 +43,16 @@ from typing import Any
 import asyncssh
 
 from monitors.humanize import plural
+from monitors.shared_view import ENV as SHARED_VIEW_ENV
 from sessions.action_log import ENV as ACTION_FD_ENV
 from sessions.errors import SessionError
 
 from . import SERVER_SETTINGS_ENV, SSH_PORT_ENV, SSH_SESSION_ENV, USER_FILES_ENV, user_files
 from .audit import Audit
 from .config import ServeConfig, pin_cluster, span
+from .hub import Hub, start_hub
 from .keys import Grant, Identity, KeyRing, load_keyring, signature
-from .zygote_client import Child, Zygote
+from .zygote_client import Child, Zygote, keep_template
 
 COMMAND_NICE = 10  # a command's priority below the dashboards' (and the server's)
 NO_PTY = "ranks: this server serves the dashboard; connect with a terminal (ssh -t)"
@@ -59,7 +62,6 @@ DRAIN_AFTER_EXIT = 2.0  # once a session's process ended: how long its last outp
 MAX_UNAUTHENTICATED = 64  # connections still logging in at once (floods: see the module docstring)
 MAX_AUTH_TRIES = 6  # keys a connection may offer that are not authorized; then it is closed (sshd's MaxAuthTries)
 RELOAD_EVERY = 2.0  # seconds between looks at the authorized keys and the user map
-TEMPLATE_RETRY = 2.0  # seconds before the dashboard template is started again after it died
 # the child gets the pty as its controlling terminal (so shells from the dashboard get job control)
 # (and is titled for `ps`: `ranks: USER PEER`; argv: TITLE ARGS...)
 _CTTY = ("import fcntl, runpy, sys, termios, setproctitle; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
@@ -76,6 +78,7 @@ class Server:
         self.pending: dict[Connection, None] = {}  # connections still logging in, oldest first
         self.idle_timeout = cfg.timeouts()[1]
         self.zygote: Zygote | None = None  # dashboards forked warm (tui.cli.zygote); None: fresh processes
+        self.hub: Hub | None = None  # the one watch every dashboard is served from (None: --per-user-watch)
         self.port = cfg.port  # (the one listened on, once known)
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -433,7 +436,8 @@ class Session(asyncssh.SSHServerSession[bytes]):
                 files = str(await asyncio.to_thread(user_files.user_dir, cfg.user_files, ident.user))
             except SessionError as exc:  # (its saves are refused, as without --user-files)
                 print(f"ranks: warning: {ident.name}: {exc.message}", file=sys.stderr, flush=True)
-        await self._on_pty(self.server.child_argv([]), self.server.settings(ident, command=False), files)
+        await self._on_pty(self.server.child_argv([]), self.server.settings(ident, command=False), files,
+                           shared=self.server.hub.session_end(ident.user, ident.groups) if self.server.hub else None)
 
     async def _exec(self, argv: list[str], settings: dict[str, Any]) -> None:
         assert self.chan is not None
@@ -560,8 +564,10 @@ class Session(asyncssh.SSHServerSession[bytes]):
             self.server.audit.log("action", user=ident.name if ident else "?", peer=self.conn_server.peer, what=line)
         del self._audit_buf[:-4096]  # (a line that never ends stays bounded)
 
-    async def _on_pty(self, argv: list[str], settings: dict[str, Any], files: str | None = None) -> None:
-        """`argv` on a pty of the client's size, made its controlling terminal; its bytes both ways."""
+    async def _on_pty(self, argv: list[str], settings: dict[str, Any], files: str | None = None,
+                      shared: socket.socket | None = None) -> None:
+        """`argv` on a pty of the client's size, made its controlling terminal; its bytes both ways
+        (`shared`: its end of the door's one watch, `hub`)."""
         loop = asyncio.get_running_loop()
         master, slave = os.openpty()
         self.master = master
@@ -570,8 +576,10 @@ class Session(asyncssh.SSHServerSession[bytes]):
         audit_rd, audit_wr = self._audit_pipe()
         env = self.server.child_env(self.term, settings, files)
         env[ACTION_FD_ENV] = str(audit_wr)
+        if shared is not None:
+            env[SHARED_VIEW_ENV] = str(shared.fileno())
         try:
-            proc = self._started(await self._spawn_on(slave, audit_wr, argv, env))
+            proc = self._started(await self._spawn_on(slave, audit_wr, argv, env, shared))
         except BaseException:  # (nothing of the session is kept open)
             loop.remove_reader(audit_rd)
             os.close(audit_rd)
@@ -582,6 +590,8 @@ class Session(asyncssh.SSHServerSession[bytes]):
         finally:
             os.close(slave)
             os.close(audit_wr)
+            if shared is not None:
+                shared.close()
         done = loop.create_future()
 
         def readable() -> None:
@@ -617,7 +627,8 @@ class Session(asyncssh.SSHServerSession[bytes]):
             os.close(audit_rd)
         self._finish(rc)
 
-    async def _spawn_on(self, tty: int, audit_fd: int, argv: list[str], env: dict[str, str]) -> Child:
+    async def _spawn_on(self, tty: int, audit_fd: int, argv: list[str], env: dict[str, str],
+                        shared: socket.socket | None = None) -> Child:
         """The session's process on the terminal `tty`: forked from the warm template when there is
         one (`argv` is `python -m tui.cli ARGS`), else a fresh process."""
         zygote = self.server.zygote
@@ -626,12 +637,12 @@ class Session(asyncssh.SSHServerSession[bytes]):
         assert argv[1:3] == ["-m", "tui.cli"]
         if zygote is not None and zygote.alive:
             try:
-                return await zygote.spawn(argv[3:], env, tty, audit_fd, title)
+                return await zygote.spawn(argv[3:], env, tty, audit_fd, title, shared.fileno() if shared else None)
             except OSError:
                 pass  # (it died: a fresh process, same behaviour)
         return await asyncio.create_subprocess_exec(
             sys.executable, "-c", _CTTY, title, *argv[3:], stdin=tty, stdout=tty, stderr=tty,
-            env=env, start_new_session=True, pass_fds=(audit_fd,))
+            env=env, start_new_session=True, pass_fds=(audit_fd, *((shared.fileno(),) if shared else ())))
 
     def _flush(self) -> None:
         loop = asyncio.get_running_loop()
@@ -704,6 +715,12 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
     for w in ring.warnings:
         print(f"ranks: warning: {w}", file=sys.stderr)
     server = Server(cfg, ring, audit)
+    if not cfg.per_user_watch:
+        try:
+            server.hub = await start_hub(cfg.kubeconfig, cfg.context)  # (as `pin_cluster` read them)
+        except SessionError:
+            audit.close()
+            raise
     try:
         acceptor = await asyncssh.create_server(
             lambda: Connection(server), cfg.host, cfg.port, server_host_keys=[host_key],
@@ -712,15 +729,16 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
             x11_forwarding=False, allow_scp=False, line_editor=False, encoding=None)
     except OSError as exc:
         audit.close()
+        if server.hub is not None:
+            await server.hub.stop()
         raise SessionError(f"cannot listen on {cfg.host}:{cfg.port}: {exc.strerror or exc}", 1) from None
     port = server.port = acceptor.sockets[0].getsockname()[1]
     template: asyncio.Task[None] | None = None
     if os.environ.get("RANKS_SSH_TEMPLATE", "1") != "0":  # (0: every session a fresh process)
         started = asyncio.get_running_loop().create_future()
-        template = asyncio.get_running_loop().create_task(_keep_template(server, started))
+        template = asyncio.get_running_loop().create_task(keep_template(server.child_env, started, server))
         await started
     reloader = asyncio.get_running_loop().create_task(_reload(server, seen))
-    ready(f"{cfg.host}:{port}")
     loop = asyncio.get_running_loop()
     stop: asyncio.Future[int] = loop.create_future()
 
@@ -728,8 +746,9 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
         if not stop.done():
             stop.set_result(sig)
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    for sig in (signal.SIGINT, signal.SIGTERM):  # (before `ready`: a SIGTERM right after it is heard)
         loop.add_signal_handler(sig, stopping, sig)
+    ready(f"{cfg.host}:{port}")
     try:
         await stop
     finally:
@@ -744,33 +763,12 @@ async def _serve(cfg: ServeConfig, ready: Any) -> int:
         await asyncio.sleep(0.1)  # the exit statuses go out before the connections close
         if server.zygote is not None:
             await server.zygote.close()
+        if server.hub is not None:
+            await server.hub.stop()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(acceptor.wait_closed(), 5)
         audit.close()
     return 0
-
-
-async def _keep_template(server: Server, started: asyncio.Future[None]) -> None:
-    """The warm dashboard template, started again (after a pause) whenever it dies; meanwhile
-    sessions start as fresh processes. `started` is set after the first attempt."""
-    warned = False
-    while True:
-        zygote = Zygote()
-        ok = await zygote.start(server.child_env(None))
-        if not started.done():
-            started.set_result(None)
-        if ok:
-            server.zygote = zygote
-            warned = False
-            assert zygote.proc is not None
-            await zygote.proc.wait()
-            server.zygote = None
-            await zygote.close()
-        elif not warned:
-            warned = True
-            print("ranks: warning: no warm dashboard template; sessions start as fresh processes (slower)",
-                  file=sys.stderr, flush=True)
-        await asyncio.sleep(TEMPLATE_RETRY)
 
 
 async def _reload(server: Server, last: tuple[object, ...]) -> None:

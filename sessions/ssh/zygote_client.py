@@ -16,6 +16,7 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any, Protocol
 
 READY_WITHIN = 60.0
@@ -153,18 +154,19 @@ class Zygote:
             loop.add_reader(pidfd, ended)
 
     async def spawn(self, args: list[str], env: dict[str, str], tty: int, audit_fd: int | None,
-                    title: str) -> ZygoteChild:
-        """`ranks ARGS` forked from the template on the terminal `tty` (its controlling terminal);
-        OSError when the template cannot (the caller starts a fresh process instead)."""
+                    title: str, shared_fd: int | None = None) -> ZygoteChild:
+        """`ranks ARGS` forked from the template on the terminal `tty` (its controlling terminal),
+        given the audit pipe and its end of the door's one watch (`shared_fd`); OSError when the
+        template cannot (the caller starts a fresh process instead)."""
         if not self.alive or self.sock is None:
             raise OSError("no dashboard template")
         self._next += 1
         rid = self._next
         waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._spawning[rid] = waiter
-        fds = [tty] + ([audit_fd] if audit_fd is not None else [])
+        fds = [tty] + ([audit_fd] if audit_fd is not None else []) + ([shared_fd] if shared_fd is not None else [])
         msg = json.dumps({"id": rid, "args": args, "env": env, "audit": audit_fd is not None,
-                          "title": title}).encode()
+                          "shared": shared_fd is not None, "title": title}).encode()
         try:
             socket.send_fds(self.sock, [msg], fds)
         except OSError:
@@ -192,3 +194,34 @@ class Zygote:
                     self.proc.kill()
                 await self.proc.wait()
 
+
+
+TEMPLATE_RETRY = 2.0  # seconds before the dashboard template is started again after it died
+
+
+class HasZygote(Protocol):
+    zygote: Zygote | None
+
+
+async def keep_template(env: Callable[[str | None], dict[str, str]], started: asyncio.Future[None],
+                        server: HasZygote) -> None:
+    """The warm dashboard template (`server.zygote`), started again (after a pause) whenever it
+    dies; meanwhile sessions start as fresh processes. `started` is set after the first attempt."""
+    warned = False
+    while True:
+        zygote = Zygote()
+        ok = await zygote.start(env(None))
+        if not started.done():
+            started.set_result(None)
+        if ok:
+            server.zygote = zygote
+            warned = False
+            assert zygote.proc is not None
+            await zygote.proc.wait()
+            server.zygote = None
+            await zygote.close()
+        elif not warned:
+            warned = True
+            print("ranks: warning: no warm dashboard template; sessions start as fresh processes (slower)",
+                  file=sys.stderr, flush=True)
+        await asyncio.sleep(TEMPLATE_RETRY)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import ApiError, forbidden
 
@@ -96,6 +97,8 @@ class Authz:
     # `system:anonymous` for a request without credentials (kube's --anonymous-auth); off in
     # simcluster (nothing turns it on): such a request gets 401
     anonymous: bool = False
+    # RBAC objects (`rbac.RbacObjects`, set by the cluster): what they grant is allowed too
+    objects: Any = None
 
     def add_user(
         self,
@@ -145,16 +148,20 @@ class Authz:
         raise ApiError(401, "Unauthorized")
 
     def allowed(
-        self, who: Identity, verb: str, group: str, resource: str, namespace: str | None
+        self, who: Identity, verb: str, group: str, resource: str, namespace: str | None,
+        name: str | None = None,
     ) -> bool:
         if MASTERS in who.groups:
             return True
-        subjects = [f"user:{who.name}", *(f"group:{g}" for g in who.groups)]
-        for s in subjects:
-            for rule in self.bindings.get(s, ()):
-                if rule.allows(verb, group, resource, namespace):
-                    return True
-        return False
+        for rule in self.rules_of(who):
+            if rule.allows(verb, group, resource, namespace):
+                return True
+        return self.objects is not None and self.objects.allows(who, verb, group, resource, namespace, name)
+
+    def rules_of(self, who: Identity) -> list[Rule]:
+        """The in-memory rules bound to `who` (its user and its groups)."""
+        return [rule for s in (f"user:{who.name}", *(f"group:{g}" for g in who.groups))
+                for rule in self.bindings.get(s, ())]
 
     def authorize(
         self,
@@ -165,7 +172,7 @@ class Authz:
         namespace: str | None,
         name: str | None = None,
     ) -> None:
-        if not self.allowed(who, verb, group, resource, namespace):
+        if not self.allowed(who, verb, group, resource, namespace, name):
             raise forbidden(who.name, verb, resource, group, namespace, name)
 
     def impersonate(self, who: Identity, user: str | None, groups: list[str]) -> Identity:

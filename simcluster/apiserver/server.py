@@ -15,7 +15,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from . import discovery, fieldlabels, negotiation, transform
+from . import discovery, fieldlabels, negotiation, reviews, transform
 from .auth import Authz, Identity
 from .errors import ApiError, expired, status_object
 from .faults import Faults, RequestLog, RequestRecord
@@ -184,6 +184,8 @@ class ApiServer:
         if resp is not None:
             return resp, "", who.name
         ctx = self._parse(request, who)
+        if ctx.rt.group == reviews.GROUP:  # (asked, answered, never stored)
+            return await self._review(ctx), ctx.verb, who.name
         if ctx.subresource and ctx.subresource != "status":
             self.authz.authorize(
                 who, ctx.verb, ctx.rt.group, f"{ctx.rt.plural}/{ctx.subresource}", ctx.namespace, ctx.name
@@ -280,6 +282,17 @@ class ApiServer:
         if name is None and verb in ("update", "patch"):
             raise ApiError(405, "the server does not allow this method on the requested resource")
         return Ctx(request, who, rt, namespace, name, sub, subpath, verb)
+
+    async def _review(self, ctx: Ctx) -> web.Response:
+        """An access review (`reviews`): SubjectAccessReview and LocalSubjectAccessReview need
+        `create` on them; the self reviews are every identity's."""
+        plural = ctx.rt.plural
+        if ctx.verb != "create" or ctx.name:
+            raise ApiError(405, "the server does not allow this method on the requested resource")
+        if not plural.startswith("self"):
+            self.authz.authorize(ctx.who, "create", reviews.GROUP, plural, ctx.namespace)
+        body = check_body_type(ctx.rt, await self._body(ctx))
+        return json_response(reviews.answer(plural, body, ctx.who, ctx.namespace, self.authz), 201)
 
     # -- resources -----------------------------------------------------------------------------
     async def _resource(self, ctx: Ctx) -> web.StreamResponse:

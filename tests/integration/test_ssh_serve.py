@@ -89,12 +89,14 @@ def ranks_local(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str
 @pytest.fixture
 def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     """`ranks serve --ssh` on simcluster; `{"template": False}` (indirect): every session a fresh
-    process instead of one forked from the warm template. `{"kubeconfig": HOW}`: how the server is
+    process instead of one forked from the warm template; `{"per_user_watch": True}`: each dashboard
+    lists and watches as its user (`--per-user-watch`). `{"kubeconfig": HOW}`: how the server is
     given its kubeconfig and context: "flags" (--kubeconfig, --context), "env" (KUBECONFIG, and
     --context), "env-several" (KUBECONFIG naming two files, the first of which picks the current
     context) or "home" (~/.kube/config, its current context); the last three only in the server's
     environment."""
     template = getattr(request, "param", {}).get("template", True)
+    per_user = ["--per-user-watch"] if getattr(request, "param", {}).get("per_user_watch") else []
     how = getattr(request, "param", {}).get("kubeconfig", "flags")
     ssh_binary()
     d = tmp_path / "ssh"
@@ -130,7 +132,8 @@ def served(simcluster, tmp_path: Path, request: pytest.FixtureRequest) -> Iterat
     with open(err, "w") as fh:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tui.cli", "serve", "--ssh", "127.0.0.1:0", "--host-key", str(d / "host"),
-             "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "2", *cluster_args],
+             "--authorized-keys", str(keys), "--users", str(users), "--max-sessions-per-user", "2", *cluster_args,
+             *per_user],
             stdout=subprocess.PIPE, stderr=fh, text=True, cwd=ROOT, stdin=subprocess.DEVNULL, env=server_env)
     try:
         assert proc.stdout is not None
@@ -275,8 +278,9 @@ def test_forwarding_and_subsystems_are_refused(served: Served) -> None:
     assert "remote forwarding" in audit and "subsystem sftp" in audit
 
 
-@pytest.mark.parametrize("served", [{"template": True}, {"template": False}], indirect=True,
-                         ids=["forked", "fresh"])
+@pytest.mark.parametrize("served", [{"template": True}, {"template": False},
+                                    {"template": True, "per_user_watch": True}], indirect=True,
+                         ids=["forked", "fresh", "per-user-watch"])
 def test_the_dashboard_shows_alice_s_projects_only_and_q_exits_0(served: Served, tmp_path: Path) -> None:
     tmux = ssh_dashboard(served, tmp_path, "ranks-ssh")
     try:

@@ -47,12 +47,16 @@ def _duration(ctx: click.Context, param: click.Parameter, value: str) -> float:
               help="Keep each user's own files here (%u: the user's name), 0700: the dashboard's saves go there, "
                    "and `ssh HOST files [NAME]` gives them back. Without it, saving over SSH is refused.")
 @click.option("--audit-log", metavar="FILE", default=None, help="Append the audit lines here (default: stderr).")
+@click.option("--per-user-watch", is_flag=True, default=False,
+              help="Each dashboard lists and watches the cluster as its user (as before #31), instead of one watch "
+                   "by the server's identity filtered by SubjectAccessReviews (which needs list/watch and create "
+                   "subjectaccessreviews: docs/ssh.md).")
 @global_options
 @click.pass_context
 def serve_command(ctx: click.Context, /, listen: str, host_key: str, authorized_keys: str, users: str | None,
                   max_sessions: int, max_sessions_per_user: int, max_commands_per_user: int,
                   command_cpu_limit: float, command_time_limit: float, user_files: str | None, audit_log: str | None,
-                  **kwargs: Any) -> int:
+                  per_user_watch: bool, **kwargs: Any) -> int:
     """Serve the dashboard over SSH: each key acts as its own Kubernetes identity (impersonation).
 
     Public-key logins only. A terminal session (ssh -t) gets the dashboard; `ssh HOST list -A`
@@ -86,7 +90,7 @@ def serve_command(ctx: click.Context, /, listen: str, host_key: str, authorized_
                       request_timeout=opts.get("request_timeout"), prometheus=opts.get("prometheus"),
                       commands=read_only_commands(), command_cpu=command_cpu_limit,
                       command_time=command_time_limit, max_commands_per_user=max_commands_per_user,
-                      user_files=files)
+                      user_files=files, per_user_watch=per_user_watch)
 
     def ready(where: str) -> None:
         print(f"ready: ssh={where}", flush=True)

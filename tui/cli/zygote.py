@@ -7,8 +7,9 @@ wait for Python to import Textual, aiohttp and the app again (about 0.8 s of the
 (`sessions.ssh.zygote_client`). Messages are JSON:
 
 - zygote -> server `{"ready": true}` once the imports are done;
-- server -> zygote `{"id": N, "args": [...], "env": {...}, "audit": bool, "title": "..."}` with fds
-  (the pty's slave end, then the audit pipe's write end when `audit`): a child is forked, made a
+- server -> zygote `{"id": N, "args": [...], "env": {...}, "audit": bool, "shared": bool, "title": "..."}`
+  with fds (the pty's slave end, then the audit pipe's write end when `audit`, then the session's
+  end of the door's one watch when `shared`, `monitors.shared_view`): a child is forked, made a
   session leader with the pty as its controlling terminal and stdin/stdout/stderr, given exactly
   `env`, titled `title` for `ps`, and runs `ranks ARGS`; the answer is `{"id": N, "pid": PID}` (or `{"id": N, "error": ...}`);
 - zygote -> server `{"pid": PID, "exit": CODE}` when a child ends (CODE as `subprocess`'s
@@ -36,7 +37,7 @@ from typing import Any
 
 import setproctitle
 
-MAX_FDS = 2
+MAX_FDS = 3  # the terminal, the audit pipe, the door's one watch
 
 
 def _preload() -> None:
@@ -79,6 +80,10 @@ def _child(req: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
         env = {str(k): str(v) for k, v in req.get("env", {}).items()}
         if req.get("audit") and len(fds) > 1:
             env["RANKS_AUDIT_FD"] = str(fds[1])
+        if req.get("shared") and len(fds) > 1 + bool(req.get("audit")):  # (its end of the door's one watch)
+            from monitors.shared_view import ENV
+
+            env[ENV] = str(fds[-1])
         os.environ.clear()
         os.environ.update(env)
         # the standard streams again, on the terminal (the template's were pipes); the original ones
@@ -90,7 +95,8 @@ def _child(req: dict[str, Any], fds: list[int], keep_closed: list[int]) -> None:
         sys.stderr = sys.__stderr__ = io.TextIOWrapper(  # type: ignore[misc]  # (the same)
             io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", line_buffering=True)
         sys.argv = ["ranks", *req["args"]]
-        gc.unfreeze()
+        # (the template's objects stay frozen: the collector never walks them, so their pages stay
+        # shared with the template and the other sessions instead of being copied into each)
         from tui.cli.group import main
 
         try:
