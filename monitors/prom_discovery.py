@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import requests
+from urllib3 import HTTPHeaderDict
 
 from . import api_paths
 
@@ -72,6 +73,8 @@ class Credentials(Protocol):
     """Where a request's credentials come from as it goes out (`connection.ClusterConfig`)."""
 
     def headers(self) -> dict[str, str]: ...
+
+    def impersonation_groups(self) -> list[tuple[str, str]]: ...
 
     def credentials_key(self) -> tuple[str, ...]: ...
 
@@ -139,6 +142,17 @@ class _CredentialedSession(requests.Session):
                 return resp
             retried = True
             resp.close()
+
+    def send(self, request: requests.PreparedRequest, **kwargs: Any) -> requests.Response:
+        """Each impersonated group as a header of its own, as kubectl sends them (a header mapping
+        holds one value per name: urllib3's HTTPHeaderDict writes repeated ones)."""
+        groups = self.credentials.impersonation_groups()
+        if groups:
+            headers = HTTPHeaderDict({k: v for k, v in request.headers.items() if k.lower() != "impersonate-group"})
+            for name, value in groups:
+                headers.add(name, value)
+            request.headers = headers  # type: ignore[assignment]  # (a MutableMapping[str, str] as requests needs)
+        return super().send(request, **kwargs)
 
 
 class _NamedAdapter(requests.adapters.HTTPAdapter):
