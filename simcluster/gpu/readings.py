@@ -2,7 +2,7 @@
 error counters, and how a node's exporter is set up (MIG devices, extra counters, pod labels).
 
 The figures follow the load: power and temperature rise with utilisation, a GPU that runs hot (a
-node's ``simcluster.ranks/gpu-hot`` lists the indexes that are badly cooled: up to 18 C more) slows its
+node's ``simcluster.ranks/gpu-hot`` lists the indexes that are badly cooled: up to 22 C more) slows its
 SM clock from 85 C (``sw_thermal``) and more from 90 C (``hw_slowdown``, ``hw_thermal``); a GPU at
 its power limit is capped (``power_cap``); an idle one reads ``gpu_idle`` (DCGM's clock-event
 reasons, as dcgm-exporter's clock-events collector names them).
@@ -29,7 +29,7 @@ COUNTERS_LABEL = "simcluster.ranks/dcgm-counters"
 POD_LABELS_LABEL = "simcluster.ranks/dcgm-pod-labels"
 MIG_LABEL = "nvidia.com/mig.config"
 MIG_PROFILES = {"all-3g.40gb": ("3g.40gb", 2), "all-1g.10gb": ("1g.10gb", 7)}
-HOT_EXTRA_C = 18
+HOT_EXTRA_C = 22
 THERMAL_SLOWDOWN_C = 85
 HW_SLOWDOWN_C = 90
 

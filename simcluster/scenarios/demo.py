@@ -38,10 +38,11 @@ def gpu_quota(ns: str, gpus: int) -> dict[str, Any]:
 
 
 # what the GPUs view and its doctor have to show (`simcluster.gpu.readings`): a node whose
-# exporter has no pod-resources mount and only the default counters, an A100 node split into MIG
-# devices (2 GPUs x 2 instances: its 4 `nvidia.com/gpu`), a badly cooled GPU that throttles when busy
+# exporter has no pod-resources mount and only the default counters (one the demo's jobs leave
+# free: their ranks' figures come from the pod labels), an A100 node split into MIG devices (2 GPUs
+# x 2 instances: its 4 `nvidia.com/gpu`), a badly cooled GPU that throttles when busy
 GPU_SETTINGS: dict[str, dict[str, str]] = {
-    "a100-node-01": {rd.POD_LABELS_LABEL: "false", rd.COUNTERS_LABEL: "default"},
+    "h100-node-04": {rd.POD_LABELS_LABEL: "false", rd.COUNTERS_LABEL: "default"},
     "a100-node-04": {rd.MIG_LABEL: "all-3g.40gb", "nvidia.com/mig.strategy": "single"},
     "h100-node-01": {rd.HOT_LABEL: "1"},
 }

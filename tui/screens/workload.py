@@ -204,6 +204,10 @@ def failure_text(look: Look, w: WorkloadView, command: str = "ranks", now: float
         if ff.message:
             t.append(": " + clean(ff.message, limit=200), style="dim")
         t.append("  (l: logs)", style="dim")
+        from monitors.diagnostics.gpu_health import failure_gpu_line
+
+        if gpu := failure_gpu_line(w, {}):  # (its GPU raised an XID shortly before, as the readings saw)
+            t.append(f"\n{look.glyphs.warning} {clean(gpu, limit=300)}", style="bold")
     if held is not None:
         if t.plain:
             t.append("\n")
