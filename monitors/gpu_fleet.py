@@ -129,6 +129,7 @@ class Gpu:
     owner: Owner | None = None
     owned_by: str = ""  # "labels" (the exporter's pod labels), "uuid" (what the pod reports), ""
     allocated: bool = False  # a pod holds it (by the labels or the UUID)
+    owner_unknown: bool = False  # its exporter has no pod labels and no UUID was matched: who holds it is not known
 
     @property
     def key(self) -> GpuKey:
@@ -149,7 +150,7 @@ class Gpu:
         out: list[str] = []
         if self.allocated and self.util is not None and self.util <= IDLE_UTIL:
             out.append("idle")
-        if not self.allocated and ((self.util or 0) >= BUSY_UTIL):
+        if not self.allocated and not self.owner_unknown and (self.util or 0) >= BUSY_UTIL:
             out.append("unclaimed")
         if (self.temp is not None and self.temp >= HOT_C) or (self.reasons or 0) & THERMAL:
             out.append("hot")

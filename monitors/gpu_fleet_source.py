@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 
 import requests
 
+from .diagnostics.gpu_doctor import Direct, fields_in
 from .gpu_fleet import (
     FIELDS,
     GROUPS,
@@ -146,6 +147,12 @@ async def read_exporters(session: requests.Session, api: ApiEndpoint, exporters:
 def scrape_owners(sc: Scrape) -> int:
     """How many of an exporter's GPUs its own page gives an owner."""
     return len({gpu_key(s.labels) for s in sc.samples if owner_labels(s.labels) is not None})
+
+
+def direct_of(read: FleetRead) -> dict[str, Direct]:
+    """What each exporter read directly says of itself (the doctor compares it with Prometheus)."""
+    return {n: Direct(fields_in(s.name for s in sc.samples), exact_pod_labels(sc.samples), scrape_owners(sc))
+            for n, sc in read.scraped.items()}
 
 
 MAX_DIRECT = 16  # exporters read beside Prometheus for the doctor's comparison

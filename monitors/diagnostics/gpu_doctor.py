@@ -48,16 +48,21 @@ def _nodes(nodes: Iterable[str], most: int = 4) -> str:
     return ("node " if len(nodes) == 1 else "nodes ") + head
 
 
-def unlabelled_nodes(fleet: Fleet, gpu_nodes: Mapping[str, NodeGpus]) -> list[str]:
-    """Nodes whose exporter gives no GPU an owner though pods hold GPUs there (through Prometheus)
-    or whose series have no pod label keys at all (read directly)."""
+def unlabelled_nodes(fleet: Fleet, gpu_nodes: Mapping[str, NodeGpus],
+                     direct: Mapping[str, Direct] | None = None) -> list[str]:
+    """Nodes whose exporter's own series have no pod label keys (read directly: here, or beside
+    Prometheus in `direct`), or, where that was not read, whose series give no GPU an owner though
+    pods hold GPUs there (through Prometheus, an idle GPU's empty labels are not kept)."""
     out = []
-    for node, has in sorted(fleet.pod_labels.items()):
-        if has:
+    for node in sorted({*fleet.pod_labels, *(direct or {})}):
+        if direct is not None and node in direct:
+            if not direct[node].pod_labels:
+                out.append(node)
+            continue
+        if fleet.pod_labels.get(node, True):
             continue
         k8s = gpu_nodes.get(node)
-        direct = node in fleet.exact_nodes
-        if direct or (k8s is not None and k8s.allocated > 0):
+        if node in fleet.exact_nodes or (k8s is not None and k8s.allocated > 0):
             out.append(node)
     return out
 
@@ -73,10 +78,11 @@ def diagnose(fleet: Fleet, gpu_nodes: Mapping[str, NodeGpus], *, no_source: str 
         what = "Prometheus has no DCGM series of" if prometheus else "no DCGM exporter answers for"
         lines.append(f"{what} {_nodes(silent)} ({len(silent)} of {len(gpu_nodes)} GPU nodes): no exporter runs "
                      "there, or nothing scrapes it")
-    unlabelled = unlabelled_nodes(fleet, gpu_nodes)
+    unlabelled = unlabelled_nodes(fleet, gpu_nodes, direct)
     relabelled: list[str] = []
-    if prometheus and direct:
-        relabelled = [n for n in unlabelled if n in direct and direct[n].pod_labels and direct[n].owned > 0]
+    if prometheus and direct:  # (the exporter gives owners, Prometheus' series of the node none)
+        relabelled = [n for n, d in sorted(direct.items()) if d.pod_labels and d.owned > 0
+                      and n in fleet.pod_labels and not fleet.pod_labels[n]]
         if relabelled:
             lines.append(f"Prometheus' series of {_nodes(relabelled)} have no pod/namespace labels though the "
                          "exporter serves them: a relabelling drops them (labeldrop, or a ServiceMonitor's "

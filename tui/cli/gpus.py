@@ -95,9 +95,9 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
 
 async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, gm: Any, *, node: str | None,
                   idle: bool, sort: str | None, doctor: bool, output: str) -> int:
-    from monitors.diagnostics.gpu_doctor import Direct, NodeGpus, diagnose, fields_in, unlabelled_nodes
+    from monitors.diagnostics.gpu_doctor import NodeGpus, diagnose, unlabelled_nodes
     from monitors.gpu_fleet import owners_of, place
-    from monitors.gpu_fleet_source import exact_pod_labels, scrape_owners
+    from monitors.gpu_fleet_source import direct_of
     from monitors.gpu_samples import SourceKind
     from monitors.sanitize import clean
 
@@ -108,13 +108,12 @@ async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, 
     gpu_nodes = {n.name: NodeGpus(n.gpus, n.gpus_allocated) for n in model.nodes.values() if n.gpus > 0}
     by_uuid: dict[str, int] = {}
     unread: list[str] = []
-    bare = unlabelled_nodes(fleet, gpu_nodes)
+    direct = direct_of(read)
+    bare = unlabelled_nodes(fleet, gpu_nodes, direct)
     if bare and not read.problem:
         by_uuid, unread = await _by_uuid(monitor, fleet, bare, owners)
     source = gm.source
     if doctor:
-        direct = {n: Direct(fields_in(s.name for s in sc.samples), exact_pod_labels(sc.samples), scrape_owners(sc))
-                  for n, sc in read.scraped.items()}
         prom = source is not None and source.kind in (SourceKind.PROMETHEUS, SourceKind.PROMETHEUS_VIA_APISERVER)
         lines = diagnose(fleet, gpu_nodes, no_source=read.problem, prometheus=prom, direct=direct, by_uuid=by_uuid)
         lines += [f"could not read the GPUs pod {u} reports" for u in unread]

@@ -350,6 +350,7 @@ class WorkloadScreen(RanksScreen):
         brings it, it is on its way, not deleted."""
         super().__init__()
         self.key = key
+        self.select_pod: str | None = None  # the rank's pod the cursor goes to once it is shown
         self.focus_key = key
         self.awaiting = created
         self.last: WorkloadView | None = None
@@ -477,6 +478,8 @@ class WorkloadScreen(RanksScreen):
         changed = [k for k, v in cells.items() if self._cells.get(k) != v]
         self._cells = cells
         self.table.sync([r.pod for r in shown.ranks], cells, changed)
+        if self.select_pod is not None and self.table.move_to_key(self.select_pod):
+            self.select_pod = None  # (opened on a rank: cluster load's GPUs, Enter on one)
         self._draw_side()
         self.show_status()
 

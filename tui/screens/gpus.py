@@ -1,0 +1,227 @@
+"""Cluster load's GPUs tab, and the GPUs a node's row expands into: every GPU with its figures,
+its owner and its marks (`monitors.gpu_fleet`), read on the data thread while shown
+(`DataLoop.gpu_fleet`: one query per field group, at most once per refresh interval).
+
+The rows are made from each reading as it comes back (`FleetRead`), only for the GPUs whose
+figures moved; a key only moves the cursor. `/` filters them (node, UUID, model, owner, project,
+user, marks), `o`/`O` sort by a column, Enter opens the owner's workload at that rank.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from rich.text import Text
+from textual.message import Message
+
+from monitors.dataloop.fleet import FleetShown
+from monitors.gpu_fleet import Gpu, GpuKey
+from monitors.gpu_fleet_export import gpu_cell, mem_cell, owner_cell, power_cell, short_model, throttle_cell
+from monitors.sanitize import clean
+
+from ..cells import Cells, Look, plain, spark_cell, util_cell
+from ..filtering import RowFilter
+from ..widgets.keyed_table import Column, KeyedTable
+
+if TYPE_CHECKING:
+    from ..dashboard import Dashboard
+
+GPU_COLUMNS: list[Column] = [
+    Column("NODE", None, 8), Column("GPU", 4), Column("MODEL", None, 6, 4), Column("UTIL", 10), Column("TREND", 8),
+    Column("MEM", None, 7, 2), Column("TEMP", 5), Column("POWER", None, 5, 3), Column("SM", None, 4, 5),
+    Column("THROTTLE", None, 5, 6), Column("XID", 4), Column("OWNER", None, 10, 1), Column("PROJECT", None, 5, 7),
+    Column("USER", None, 4, 8), Column("FLAGS", None)]
+NARROW_GPU_COLUMNS: list[Column] = [
+    Column("NODE", None, 8), Column("GPU", 4), Column("UTIL", 10), Column("TREND", 6), Column("TEMP", 5),
+    Column("XID", 4), Column("OWNER", None, 8, 1), Column("FLAGS", None)]
+FLAG_STYLES = {"erroring": "Failed", "hot": "Failed", "throttled": "Degraded", "idle": "Degraded",
+               "unclaimed": "Pending"}
+
+
+class FleetRead(Message):
+    """A reading of every GPU came back from the data thread."""
+
+    def __init__(self, result: concurrent.futures.Future[FleetShown]) -> None:
+        super().__init__()
+        self.result = result
+
+
+def flags_cell(look: Look, g: Gpu) -> Text:
+    t = Text(no_wrap=True)
+    for i, f in enumerate(g.flags):
+        t.append(("," if i else "") + f, style=look.status_style(FLAG_STYLES.get(f, "Running")))
+    if not t.plain and g.owner_unknown:
+        t.append("owner?", style="dim")
+    return t or Text("-", style="dim")
+
+
+def gpu_row(look: Look, g: Gpu, history: Iterable[float], *, narrow: bool) -> Cells:
+    temp = Text("-" if g.temp is None else f"{g.temp:.0f}C", style=look.status_style("Failed") if "hot" in g.flags
+                else "", justify="right")
+    xid = Text("-" if g.xid is None else str(g.xid), style=look.status_style("Failed") if g.xid else "",
+               justify="right")
+    owner = plain(owner_cell(g), 120)
+    if g.owned_by == "uuid":
+        owner.append(" (uuid)", style="dim")
+    if narrow:
+        return (plain(g.node, 120), Text(gpu_cell(g)), util_cell(look, g.util), spark_cell(look, history, 6), temp,
+                xid, owner, flags_cell(look, g))
+    o = g.owner
+    return (plain(g.node, 120), Text(gpu_cell(g)), plain(short_model(g.model) + (f" {g.mig_profile}" if g.mig_profile
+                                                                                   else ""), 60),
+            util_cell(look, g.util), spark_cell(look, history, 8), Text(mem_cell(g), no_wrap=True), temp,
+            Text(power_cell(g), no_wrap=True), Text("-" if g.sm_clock is None else f"{g.sm_clock:.0f}"),
+            Text(throttle_cell(g), style=look.status_style("Degraded") if g.throttle else "", no_wrap=True), xid,
+            owner, plain((o.project or "-") if o else "-", 60), plain((o.user or "-") if o else "-", 60),
+            flags_cell(look, g))
+
+
+def search_texts(g: Gpu) -> list[str]:
+    o = g.owner
+    texts = [g.node, g.name, g.uuid, g.model, g.mig_profile, *g.flags]
+    if o is not None:
+        texts += [o.namespace, o.pod, o.workload, o.label, o.project, o.user]
+    return [clean(t, limit=300) for t in texts if t]
+
+
+class GpuRows:
+    """The tab's rows: made from each reading, kept per GPU until its figures move."""
+
+    def __init__(self) -> None:
+        self.shown: FleetShown | None = None
+        self.cells: dict[GpuKey, Cells] = {}
+        self._made: dict[GpuKey, tuple[Gpu, tuple[float, ...]]] = {}
+        self.narrow = False
+        self.asked = False  # a reading is under way on the data thread
+        self.asked_at = 0.0
+
+    def take(self, look: Look, shown: FleetShown, narrow: bool) -> list[GpuKey]:
+        """The rows of a new reading; returns the keys whose cells were made again."""
+        if narrow != self.narrow:
+            self.narrow, self._made, self.cells = narrow, {}, {}
+        self.shown = shown
+        changed: list[GpuKey] = []
+        seen = set()
+        for g in shown.gpus:
+            key = g.key
+            seen.add(key)
+            hist = shown.history.get(key, ())
+            made = self._made.get(key)
+            if made is not None and made[0] == g and made[1][-8:] == hist[-8:]:
+                continue
+            self._made[key] = (g, hist)
+            self.cells[key] = gpu_row(look, g, hist, narrow=narrow)
+            changed.append(key)
+        for key in [k for k in self.cells if k not in seen]:
+            del self.cells[key]
+            self._made.pop(key, None)
+        return changed
+
+    def restyle(self) -> None:
+        self._made, self.cells = {}, {}
+
+    def order(self, row_filter: RowFilter, node: str | None = None) -> list[GpuKey]:
+        if self.shown is None:
+            return []
+        return [g.key for g in self.shown.gpus if (node is None or g.node == node)
+                and (not row_filter.active or row_filter.matches(search_texts(g), {}))]
+
+    def gpu(self, key: GpuKey) -> Gpu | None:
+        if self.shown is None:
+            return None
+        return next((g for g in self.shown.gpus if g.key == key), None)
+
+    def of_node(self, node: str) -> list[Gpu]:
+        return [g for g in self.shown.gpus if g.node == node] if self.shown is not None else []
+
+    def note(self, look: Look, row_filter: RowFilter, shown_rows: int) -> Text:
+        s = self.shown
+        if s is None:
+            return Text("reading every GPU…", style="dim")
+        if s.problem:
+            return Text(f"GPU metrics unavailable: {clean(s.problem, limit=200)}", style="bold")
+        total = len(s.gpus)
+        allocated = sum(1 for g in s.gpus if g.allocated)
+        t = Text(f"{total} GPUs  {allocated} held  ")
+        for mark in ("idle", "unclaimed", "hot", "throttled", "erroring"):
+            n = sum(1 for g in s.gpus if mark in g.flags)
+            if n:
+                t.append(f"{n} {mark}  ", style=look.status_style(FLAG_STYLES[mark]))
+        if row_filter.active:
+            t.append(f"/{clean(row_filter.text, limit=60)}: {shown_rows} of {total}  ", style="dim")
+        for line in s.notes[:2]:  # (what is missing and why: `ranks gpus --doctor` says all)
+            t.append(f"\n{look.glyphs.warning} {clean(line, limit=400)}", style="dim")
+        if len(s.notes) > 2:
+            t.append(f"\n{len(s.notes) - 2} more: ranks gpus --doctor", style="dim")
+        return t
+
+
+def ask(dashboard: Dashboard, rows: GpuRows, post: Any, now: float, every: float) -> None:
+    """A reading of every GPU, unless one is under way or the last is younger than `every` s."""
+    if rows.asked or (rows.shown is not None and now - rows.asked_at < every):
+        return
+    rows.asked, rows.asked_at = True, now
+    dashboard.data.gpu_fleet().add_done_callback(lambda f: post(FleetRead(f)))
+
+
+def taken(rows: GpuRows, msg: FleetRead) -> FleetShown | None:
+    rows.asked = False
+    try:
+        return msg.result.result()
+    except Exception as exc:  # not connected (between connections), or a bug: said in the note
+        return FleetShown((), {}, {}, (), f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__, 0, 0.0)
+
+
+def open_gpu(dashboard: Dashboard, app: Any, g: Gpu | None) -> bool:
+    """Enter on a GPU: its owner's workload at that rank (False: no workload holds it)."""
+    o = g.owner if g is not None else None
+    if o is None or not o.kind:
+        return False
+    key = (o.namespace, o.kind, o.name)
+    if key not in dashboard.store.workloads:
+        return False
+    dashboard.open_workload(key)
+    screen = app.screen
+    if hasattr(screen, "select_pod"):
+        screen.select_pod = o.pod
+    return True
+
+
+def sync_table(table: KeyedTable[Any], rows: GpuRows, order: list[GpuKey], changed: list[GpuKey] | None,
+               extra: Mapping[Any, Cells] | None = None) -> None:
+    table.sync(order, {**rows.cells, **(extra or {})}, changed)
+
+
+def gpu_key_of(table: KeyedTable[Any], key: Any) -> GpuKey | None:
+    """The GPU a row stands for: a row of the GPUs tab, or a node's GPU row (``("gpu", *key)``)."""
+    if table.id == "gpus-table":
+        return key if isinstance(key, tuple) else None
+    if isinstance(key, tuple) and len(key) == 4 and key[0] == "gpu" and key[2] >= 0:
+        return (key[1], key[2], key[3])
+    return None
+
+
+def node_gpu_rows(look: Look, rows: GpuRows, node: str, *, narrow: bool) -> dict[Any, Cells]:
+    """A node's GPUs as rows of the nodes table (its columns), under the node's row."""
+    gpus_of = rows.of_node(node)
+    out: dict[Any, Cells] = {}
+    ascii_ = look.glyphs.name == "ascii"
+    for i, g in enumerate(gpus_of):
+        last = i == len(gpus_of) - 1
+        branch = ("`" if last else "|") if ascii_ else ("└" if last else "├")
+        hist = rows.shown.history.get(g.key, ()) if rows.shown else ()
+        label = Text(f" {branch} GPU {gpu_cell(g)}", style="dim", no_wrap=True)
+        owner = plain(owner_cell(g), 120)
+        temp = Text("-" if g.temp is None else f"{g.temp:.0f}C", justify="right")
+        if narrow:
+            out[("gpu", *g.key)] = (label, owner, flags_cell(look, g), Text(""), util_cell(look, g.util, "ok", 3),
+                                    temp, spark_cell(look, hist, 8))
+        else:
+            out[("gpu", *g.key)] = (label, owner, plain(short_model(g.model), 60), flags_cell(look, g), Text(""),
+                                    util_cell(look, g.util), Text(mem_cell(g)), temp, spark_cell(look, hist, 8))
+    if not gpus_of:
+        what = "   reading its GPUs…" if rows.shown is None else "   no DCGM series for this node"
+        out[("gpu", node, -1, "")] = (Text(what, style="dim"), *(Text("") for _ in range(6 if narrow else 8)))
+    return out
