@@ -59,6 +59,7 @@ FIELDS: tuple[DcgmField, ...] = (
 FIELDS_BY_KEY = {f.key: f for f in FIELDS}
 FIELD_OF_METRIC = {name: f for f in FIELDS for name in f.names}
 GROUPS = ("identity", "memory", "thermal", "errors")
+SPARSE_GROUPS = frozenset({"errors"})  # asked only where not 0 (with a count per node of what it serves)
 IDENTITY_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 
 # DCGM's clock-event reason bits (dcgm-exporter's clock_events_collector names them so)
@@ -275,11 +276,13 @@ class _Build:
 
 
 def build(series: Iterable[SeriesLike], *, pod_labels: Mapping[str, bool] | None = None,
-          fields_by_node: Mapping[str, Iterable[str]] | None = None, exclude: str = DEFAULT_EXCLUDE) -> Fleet:
+          fields_by_node: Mapping[str, Iterable[str]] | None = None, exclude: str = DEFAULT_EXCLUDE,
+          sparse: bool = False) -> Fleet:
     """The fleet from series (raw exporter samples, or Prometheus answers keyed by node and GPU).
 
     `fields_by_node`: which fields each node's exporter serves (a presence query); else taken from
-    the series themselves. `pod_labels`: whether each node's series carry the pod label keys (only a
+    the series themselves; with `sparse`, a series of a node without a ``gpu`` label says the node
+    serves that field (`SPARSE_GROUPS`' counts), and its GPUs without a series of it read 0. `pod_labels`: whether each node's series carry the pod label keys (only a
     direct scrape can tell: Prometheus drops empty labels); else whether any GPU of the node has an
     owner (through Prometheus a node whose GPUs are all idle cannot be told from one without them)."""
     rows: dict[GpuKey, _Build] = {}
@@ -291,6 +294,8 @@ def build(series: Iterable[SeriesLike], *, pod_labels: Mapping[str, bool] | None
             continue
         key = gpu_key(s.labels)
         if key is None:
+            if sparse and f.group in SPARSE_GROUPS and (node := node_of(s.labels)):
+                seen_fields.setdefault(node, set()).add(f.key)
             continue
         b = rows.get(key)
         if b is None:
@@ -322,8 +327,11 @@ def build(series: Iterable[SeriesLike], *, pod_labels: Mapping[str, bool] | None
     fleet.fields_by_node = served
     fleet.pod_labels = {**saw_owner, **(pod_labels or {})}
     fleet.exact_nodes = set(pod_labels or ())
+    zeros = {f.key for f in FIELDS if f.group in SPARSE_GROUPS} if sparse else set()
     for key, b in rows.items():
         vals = b.values
+        for fk in zeros & served.get(b.node, set()):
+            vals.setdefault(fk, 0.0)
         used, free = vals.get("mem_used"), vals.get("mem_free")
         owner = Owner(*b.owner) if b.owner else None
         reasons, xid = vals.get("reasons"), vals.get("xid")

@@ -31,6 +31,7 @@ from .gpu_fleet import (
     IDENTITY_METRIC,
     NODE_LABELS,
     POD_LABEL_KEYS,
+    SPARSE_GROUPS,
     Fleet,
     Series,
     build,
@@ -63,10 +64,15 @@ class FleetRead:
 
 
 def group_query(group: str) -> str:
-    """The instant query of one field group, over every node."""
+    """The instant query of one field group, over every node. The error counters are asked only
+    where they are not 0 (nearly none of 40,000 GPUs), with one count per node and field saying what
+    each node serves: a GPU without a series there reads 0 (`gpu_fleet.build`, `SPARSE`)."""
     if group == "identity":
         return f"max by ({', '.join(IDENTITY_BY)}) ({IDENTITY_METRIC})"
     names = promql_string("|".join(n for f in FIELDS if f.group == group for n in f.names))
+    if group in SPARSE_GROUPS:
+        return (f"max by ({', '.join(PLACE_BY)}) ({{__name__=~{names}}} != 0) or "
+                f"count by (__name__, {', '.join(NODE_LABELS)}) ({{__name__=~{names}}})")
     return f"max by ({', '.join(PLACE_BY)}) ({{__name__=~{names}}})"
 
 
@@ -112,7 +118,7 @@ async def read_prometheus(client: PromHttp, call: Call[Any], timeout: float) -> 
             continue
         warnings.extend(w for w in ans.warnings if w not in warnings)
         series.extend(series_of(ans, IDENTITY_METRIC))
-    return FleetRead(build(series), len(GROUPS), warnings=warnings)
+    return FleetRead(build(series, sparse=True), len(GROUPS), warnings=warnings)
 
 
 def exact_pod_labels(samples: Sequence[Any]) -> bool:

@@ -46,6 +46,8 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 DEFAULT_METRIC_NAMES: dict[str, str] = {
     "util": "DCGM_FI_DEV_GPU_UTIL",
     "sm_active": "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
@@ -290,7 +292,7 @@ def parse_response(status: int, body: bytes | str) -> Answer:
     server's service proxy) -> `Answer`; raises `PromError`."""
     text = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     try:
-        doc = json.loads(text) if text.strip() else None
+        doc = orjson.loads(body) if text.strip() else None  # (orjson: an answer of 40,000 GPUs is 60 MB)
     except ValueError:
         doc = None
     if not isinstance(doc, dict):

@@ -136,7 +136,7 @@ def test_prometheus_gives_the_figures_of_the_exporters(demo: tuple[ThreadedSimCl
     assert through["source"].startswith("Prometheus at ")
     seen = {(g["node"], g["index"], g["instance"]): g for g in through["gpus"]}
     assert seen.keys() == direct.keys()
-    stable = ("uuid", "model", "mig_profile", "mem_total_mib", "power_limit_w", "allocated")
+    stable = ("uuid", "model", "mig_profile", "mem_total_mib", "power_limit_w", "allocated", "xid", "ecc_dbe")
     for key, g in direct.items():
         assert {k: seen[key][k] for k in stable} == {k: g[k] for k in stable}, key
         assert (seen[key]["owner"] or {}).get("pod") == (g["owner"] or {}).get("pod"), key

@@ -200,6 +200,7 @@ class ClusterScreen(RanksScreen):
         self.gpu_rows = gt.GpuRows()  # every GPU, as the last reading had them (the GPUs tab, expanded nodes)
         self.gpu_filter = RowFilter()
         self.expanded: set[str] = set()  # nodes whose rows show their GPUs
+        self._filling = False  # a chunk of the GPUs tab's rows is to be made after the keys typed
 
     def _update(self, selector: str, text: Text) -> None:
         if self._texts.get(selector) != text:
@@ -251,6 +252,7 @@ class ClusterScreen(RanksScreen):
         self.gpu_rows.restyle()
         if self.gpu_rows.shown is not None:
             self.gpu_rows.take(self.dashboard.look, self.gpu_rows.shown, self.narrow)
+        self._filling = False
         self._cells = {}
 
     def model_changed(self, diff: ModelDiff) -> None:
@@ -341,21 +343,33 @@ class ClusterScreen(RanksScreen):
         shown = gt.taken(self.gpu_rows, msg)
         if shown is None or not self.is_mounted:
             return
-        changed = self.gpu_rows.take(self.dashboard.look, shown, self.narrow)
+        self.gpu_rows.problem = shown.problem
+        if shown.problem and not shown.gpus and self.gpu_rows.shown is not None and self.gpu_rows.shown.gpus:
+            shown = self.gpu_rows.shown  # (a reading that failed: the last rows stay, the note says why)
+        self.gpu_rows.take(self.dashboard.look, shown, self.narrow)
         if self.app.screen is not self:
             return
         active = self.query_one(TabbedContent).active
         if active == "tab-gpus":
-            self._show_gpus(changed)
+            self._show_gpus()
             self._rows_shown()
         elif active == "tab-nodes" and self.expanded:
             self._draw(None)
 
-    def _show_gpus(self, changed: list[GpuKey] | None) -> None:
+    def _show_gpus(self, _changed: list[GpuKey] | None = None) -> None:
+        """The GPUs tab: the rows made so far, a chunk more made (those on screen first), the next
+        chunk after the keys typed meanwhile (`_fill_more`)."""
         table = self.query_one("#gpus-table", KeyedTable)
         order = self.gpu_rows.order(self.gpu_filter)
-        gt.sync_table(table, self.gpu_rows, order, changed)
+        if gt.fill(table, self.gpu_rows, order) and not self._filling:
+            self._filling = True
+            self.set_timer(0.001, self._fill_more)
         self._update("#gpus-note", self.gpu_rows.note(self.dashboard.look, self.gpu_filter, len(order)))
+
+    def _fill_more(self) -> None:
+        self._filling = False
+        if self.is_mounted and self.app.screen is self and self.query_one(TabbedContent).active == "tab-gpus":
+            self._show_gpus()
 
     def _node_gpus(self, nodes: list[str]) -> dict[str, dict[Any, Cells]]:
         """The rows of the expanded nodes' GPUs, under each node's row (`space` toggles)."""

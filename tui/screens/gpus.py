@@ -10,7 +10,8 @@ user, marks), `o`/`O` sort by a column, Enter opens the owner's workload at that
 from __future__ import annotations
 
 import concurrent.futures
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -48,6 +49,51 @@ class FleetRead(Message):
         self.result = result
 
 
+class Memo:
+    """Cells made once per distinct value and shared between rows (the table copies a cell before
+    it draws it: none is changed in place): 40,000 GPUs have a few hundred distinct cells."""
+
+    def __init__(self, look: Look) -> None:
+        self.look = look
+        self.texts: dict[tuple[str, str, str], Text] = {}
+        self.utils: dict[int, Text] = {}
+        self.sparks: dict[tuple[int, ...], Text] = {}
+        self.flags: dict[tuple[tuple[str, ...], bool], Text] = {}
+
+    def text(self, value: str, style: str = "", justify: str = "left") -> Text:
+        key = (value, style, justify)
+        t = self.texts.get(key)
+        if t is None:
+            if len(self.texts) > 200_000:
+                self.texts.clear()
+            t = self.texts[key] = Text(clean(value, limit=120), style=style, no_wrap=True, overflow="ellipsis",
+                                       justify=justify)  # type: ignore[arg-type]
+        return t
+
+    def util(self, pct: float | None) -> Text:
+        key = -1 if pct is None else round(pct)
+        t = self.utils.get(key)
+        if t is None:
+            t = self.utils[key] = util_cell(self.look, None if pct is None else float(key))
+        return t
+
+    def spark(self, history: Iterable[float], width: int) -> Text:
+        key = (width, *(round(v) for v in list(history)[-width:]))
+        t = self.sparks.get(key)
+        if t is None:
+            if len(self.sparks) > 50_000:
+                self.sparks.clear()
+            t = self.sparks[key] = spark_cell(self.look, key[1:], width)
+        return t
+
+    def flag(self, g: Gpu) -> Text:
+        key = (g.flags, g.owner_unknown)
+        t = self.flags.get(key)
+        if t is None:
+            t = self.flags[key] = flags_cell(self.look, g)
+        return t
+
+
 def flags_cell(look: Look, g: Gpu) -> Text:
     t = Text(no_wrap=True)
     for i, f in enumerate(g.flags):
@@ -57,25 +103,21 @@ def flags_cell(look: Look, g: Gpu) -> Text:
     return t or Text("-", style="dim")
 
 
-def gpu_row(look: Look, g: Gpu, history: Iterable[float], *, narrow: bool) -> Cells:
-    temp = Text("-" if g.temp is None else f"{g.temp:.0f}C", style=look.status_style("Failed") if "hot" in g.flags
-                else "", justify="right")
-    xid = Text("-" if g.xid is None else str(g.xid), style=look.status_style("Failed") if g.xid else "",
-               justify="right")
-    owner = plain(owner_cell(g), 120)
-    if g.owned_by == "uuid":
-        owner.append(" (uuid)", style="dim")
+def gpu_row(memo: Memo, g: Gpu, history: Iterable[float], *, narrow: bool) -> Cells:
+    look, text = memo.look, memo.text
+    failed = str(look.status_style("Failed"))
+    temp = text("-" if g.temp is None else f"{g.temp:.0f}C", failed if "hot" in g.flags else "", "right")
+    xid = text("-" if g.xid is None else str(g.xid), failed if g.xid else "", "right")
+    owner = text(owner_cell(g) + (" (uuid)" if g.owned_by == "uuid" else ""))
     if narrow:
-        return (plain(g.node, 120), Text(gpu_cell(g)), util_cell(look, g.util), spark_cell(look, history, 6), temp,
-                xid, owner, flags_cell(look, g))
+        return (text(g.node), text(gpu_cell(g)), memo.util(g.util), memo.spark(history, 6), temp, xid, owner,
+                memo.flag(g))
     o = g.owner
-    return (plain(g.node, 120), Text(gpu_cell(g)), plain(short_model(g.model) + (f" {g.mig_profile}" if g.mig_profile
-                                                                                   else ""), 60),
-            util_cell(look, g.util), spark_cell(look, history, 8), Text(mem_cell(g), no_wrap=True), temp,
-            Text(power_cell(g), no_wrap=True), Text("-" if g.sm_clock is None else f"{g.sm_clock:.0f}"),
-            Text(throttle_cell(g), style=look.status_style("Degraded") if g.throttle else "", no_wrap=True), xid,
-            owner, plain((o.project or "-") if o else "-", 60), plain((o.user or "-") if o else "-", 60),
-            flags_cell(look, g))
+    return (text(g.node), text(gpu_cell(g)), text(short_model(g.model) + (f" {g.mig_profile}" if g.mig_profile else "")),
+            memo.util(g.util), memo.spark(history, 8), text(mem_cell(g)), temp, text(power_cell(g)),
+            text("-" if g.sm_clock is None else f"{g.sm_clock:.0f}"),
+            text(throttle_cell(g), str(look.status_style("Degraded")) if g.throttle else ""), xid, owner,
+            text((o.project or "-") if o else "-"), text((o.user or "-") if o else "-"), memo.flag(g))
 
 
 def search_texts(g: Gpu) -> list[str]:
@@ -87,51 +129,83 @@ def search_texts(g: Gpu) -> list[str]:
 
 
 class GpuRows:
-    """The tab's rows: made from each reading, kept per GPU until its figures move."""
+    """The tab's rows: each reading taken as it comes (`take`), the cells of a GPU made again only
+    when its figures moved, and made a chunk at a time (`make`: the rows on screen first), so that
+    40,000 GPUs show their first rows at once and keys are answered between chunks."""
 
     def __init__(self) -> None:
         self.shown: FleetShown | None = None
+        self.by_key: dict[GpuKey, Gpu] = {}
         self.cells: dict[GpuKey, Cells] = {}
+        self.dirty: dict[GpuKey, None] = {}  # (ordered) GPUs whose cells are to be made again
         self._made: dict[GpuKey, tuple[Gpu, tuple[float, ...]]] = {}
+        self._texts: dict[GpuKey, list[str]] = {}
+        self.memo: Memo | None = None
         self.narrow = False
         self.asked = False  # a reading is under way on the data thread
         self.asked_at = 0.0
+        self.problem = ""  # why the last reading failed ("" when it answered)
 
-    def take(self, look: Look, shown: FleetShown, narrow: bool) -> list[GpuKey]:
-        """The rows of a new reading; returns the keys whose cells were made again."""
-        if narrow != self.narrow:
-            self.narrow, self._made, self.cells = narrow, {}, {}
+    def take(self, look: Look, shown: FleetShown, narrow: bool) -> None:
+        """A new reading: the GPUs whose figures moved are marked to be made again."""
+        if narrow != self.narrow or self.memo is None or self.memo.look is not look:
+            self.narrow, self._made, self.cells, self.memo = narrow, {}, {}, Memo(look)
         self.shown = shown
-        changed: list[GpuKey] = []
-        seen = set()
+        self.by_key = {g.key: g for g in shown.gpus}
         for g in shown.gpus:
             key = g.key
-            seen.add(key)
-            hist = shown.history.get(key, ())
             made = self._made.get(key)
-            if made is not None and made[0] == g and made[1][-8:] == hist[-8:]:
-                continue
-            self._made[key] = (g, hist)
-            self.cells[key] = gpu_row(look, g, hist, narrow=narrow)
-            changed.append(key)
-        for key in [k for k in self.cells if k not in seen]:
+            if made is None or made[0] != g or made[1][-8:] != shown.history.get(key, ())[-8:]:
+                self.dirty[key] = None
+        for key in [k for k in self.cells if k not in self.by_key]:
             del self.cells[key]
             self._made.pop(key, None)
-        return changed
+            self._texts.pop(key, None)
+        for key in [k for k in self.dirty if k not in self.by_key]:
+            del self.dirty[key]
+
+    def make(self, first: Iterable[GpuKey], most: int) -> list[GpuKey]:
+        """The cells of up to `most` dirty GPUs, those of `first` (the rows on screen) first."""
+        if self.shown is None or self.memo is None:
+            return []
+        made: list[GpuKey] = []
+        todo = [k for k in first if k in self.dirty][:most]
+        todo += itertools.islice((k for k in self.dirty if k not in todo), max(0, most - len(todo)))
+        for key in todo:
+            self.dirty.pop(key, None)
+            g = self.by_key.get(key)
+            if g is None:
+                continue
+            hist = self.shown.history.get(key, ())
+            self._made[key] = (g, hist)
+            self.cells[key] = gpu_row(self.memo, g, hist, narrow=self.narrow)
+            self._texts.pop(key, None)
+            made.append(key)
+        return made
 
     def restyle(self) -> None:
-        self._made, self.cells = {}, {}
+        self._made, self.cells, self.memo = {}, {}, None
+        if self.shown is not None:
+            self.dirty = dict.fromkeys(self.by_key)
 
     def order(self, row_filter: RowFilter, node: str | None = None) -> list[GpuKey]:
         if self.shown is None:
             return []
-        return [g.key for g in self.shown.gpus if (node is None or g.node == node)
-                and (not row_filter.active or row_filter.matches(search_texts(g), {}))]
+        if not row_filter.active:
+            return [g.key for g in self.shown.gpus if node is None or g.node == node]
+        out = []
+        for g in self.shown.gpus:
+            if node is not None and g.node != node:
+                continue
+            texts = self._texts.get(g.key)
+            if texts is None:
+                texts = self._texts[g.key] = search_texts(g)
+            if row_filter.matches(texts, {}):
+                out.append(g.key)
+        return out
 
     def gpu(self, key: GpuKey) -> Gpu | None:
-        if self.shown is None:
-            return None
-        return next((g for g in self.shown.gpus if g.key == key), None)
+        return self.by_key.get(key)
 
     def of_node(self, node: str) -> list[Gpu]:
         return [g for g in self.shown.gpus if g.node == node] if self.shown is not None else []
@@ -140,8 +214,8 @@ class GpuRows:
         s = self.shown
         if s is None:
             return Text("reading every GPU…", style="dim")
-        if s.problem:
-            return Text(f"GPU metrics unavailable: {clean(s.problem, limit=200)}", style="bold")
+        if self.problem and not s.gpus:
+            return Text(f"GPU metrics unavailable: {clean(self.problem, limit=200)}", style="bold")
         total = len(s.gpus)
         allocated = sum(1 for g in s.gpus if g.allocated)
         t = Text(f"{total} GPUs  {allocated} held  ")
@@ -151,6 +225,8 @@ class GpuRows:
                 t.append(f"{n} {mark}  ", style=look.status_style(FLAG_STYLES[mark]))
         if row_filter.active:
             t.append(f"/{clean(row_filter.text, limit=60)}: {shown_rows} of {total}  ", style="dim")
+        if self.problem:
+            t.append(f"the last reading failed ({clean(self.problem, limit=120)}): these are older  ", style="bold")
         for line in s.notes[:2]:  # (what is missing and why: `ranks gpus --doctor` says all)
             t.append(f"\n{look.glyphs.warning} {clean(line, limit=400)}", style="dim")
         if len(s.notes) > 2:
@@ -189,9 +265,17 @@ def open_gpu(dashboard: Dashboard, app: Any, g: Gpu | None) -> bool:
     return True
 
 
-def sync_table(table: KeyedTable[Any], rows: GpuRows, order: list[GpuKey], changed: list[GpuKey] | None,
-               extra: Mapping[Any, Cells] | None = None) -> None:
-    table.sync(order, {**rows.cells, **(extra or {})}, changed)
+CHUNK = 1000  # rows made per turn of the event loop (the keys typed meanwhile are answered between)
+
+
+def fill(table: KeyedTable[Any], rows: GpuRows, order: list[GpuKey]) -> bool:
+    """Make the next chunk of rows (those on screen first) and show every row made so far, in
+    `order`; True while rows are left to make."""
+    top = int(table.scroll_y)
+    view = order[max(0, top - 5): top + table.size.height + 5]
+    made = rows.make(view, CHUNK)
+    table.sync([k for k in order if k in rows.cells], rows.cells, made)
+    return bool(rows.dirty)
 
 
 def gpu_key_of(table: KeyedTable[Any], key: Any) -> GpuKey | None:
