@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from rich.console import JustifyMethod
 from rich.text import Text
 from textual.message import Message
 
@@ -55,19 +56,19 @@ class Memo:
 
     def __init__(self, look: Look) -> None:
         self.look = look
-        self.texts: dict[tuple[str, str, str], Text] = {}
+        self.texts: dict[tuple[str, str, JustifyMethod], Text] = {}
         self.utils: dict[int, Text] = {}
         self.sparks: dict[tuple[int, ...], Text] = {}
         self.flags: dict[tuple[tuple[str, ...], bool], Text] = {}
 
-    def text(self, value: str, style: str = "", justify: str = "left") -> Text:
+    def text(self, value: str, style: str = "", justify: JustifyMethod = "left") -> Text:
         key = (value, style, justify)
         t = self.texts.get(key)
         if t is None:
             if len(self.texts) > 200_000:
                 self.texts.clear()
             t = self.texts[key] = Text(clean(value, limit=120), style=style, no_wrap=True, overflow="ellipsis",
-                                       justify=justify)  # type: ignore[arg-type]
+                                       justify=justify)
         return t
 
     def util(self, pct: float | None) -> Text:
@@ -121,11 +122,12 @@ def gpu_row(memo: Memo, g: Gpu, history: Iterable[float], *, narrow: bool) -> Ce
 
 
 def search_texts(g: Gpu) -> list[str]:
+    """What `/` matches a GPU by, as one line (one regex search a GPU; matched, never shown)."""
     o = g.owner
     texts = [g.node, g.name, g.uuid, g.model, g.mig_profile, *g.flags]
     if o is not None:
         texts += [o.namespace, o.pod, o.workload, o.label, o.project, o.user]
-    return [clean(t, limit=300) for t in texts if t]
+    return [" ".join(t for t in texts if t)]
 
 
 class GpuRows:
