@@ -5,7 +5,8 @@
                ranks_ready, ranks_total, gpus_requested, gpus_allocated, gpu_util, age_seconds, user}]}
 `get`      → {"workload": {...the list fields, conditions, command}, "ranks": [{role, rank,
                replica_index, pod, phase, reason, restarts, node, pod_ip, gpus, gpu_util,
-               gpu_mem_used_mib, gpu_mem_total_mib, lead}], "events": [...]}
+               gpu_mem_used_mib, gpu_mem_total_mib, lead, gpu_xid (the last XID its GPUs raised, null when
+               not read), gpu_throttle (why its GPUs' clocks are held down)}], "events": [...]}
 `top nodes` → {"nodes": [{name, pool, gpu_model, gpus, gpus_allocated, gpu_util, gpu_mem_used_mib,
                ready, pods}]}; `top projects` is `projects`.
 A metric with no value is null, never 0. Text from the cluster is stripped of control sequences.
@@ -63,6 +64,7 @@ def rank_json(r: RankView) -> dict[str, Any]:
         "reason": clean(r.reason), "restarts": r.restarts, "node": clean(r.node), "pod_ip": r.pod_ip,
         "gpus": _num(r.gpus), "gpu_util": _num(r.gpu_util), "gpu_mem_used_mib": _num(r.gpu_mem_used_mib, 0),
         "gpu_mem_total_mib": _num(r.gpu_mem_total_mib, 0), "lead": r.lead,
+        "gpu_xid": r.gpu_xid, "gpu_throttle": list(r.gpu_throttle),
     }
 
 

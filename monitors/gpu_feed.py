@@ -35,6 +35,8 @@ def apply_snapshot(model: LiveModel, snap: MetricsSnapshot) -> None:
             s.util if s else None,
             s.mem_used_mib if s else None,
             s.mem_total_mib if s else None,
+            s.xid if s else None,
+            s.throttle if s else None,
         )
     nodes = {
         name: (nm.sample.util if nm.sample else None, nm.sample.mem_used_mib if nm.sample else None)

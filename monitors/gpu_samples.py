@@ -73,6 +73,7 @@ class GpuSample:
     xid: int | None  # last non-zero XID code seen (0: none)
     gpus: int  # GPUs seen
     at: float  # unix time of the refresh that produced it
+    throttle: int | None = None  # the highest clock-event reasons bitmask of its GPUs (None: not exported)
 
 
 @dataclass(frozen=True)

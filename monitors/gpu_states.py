@@ -52,6 +52,7 @@ class GpuStates:
             util=val("util"), sm_active=val("sm_active"), mem_used_mib=val("mem_used_mib"),
             mem_total_mib=val("mem_total_mib"), power_w=val("power_w"), temp_c=val("temp_c"),
             xid=xid, gpus=int(gpus) if gpus is not None else 0, at=now,
+            throttle=int(t) if (t := val("throttle")) is not None else None,
         )
 
     def fallback(self, last: GpuSample | None, now: float, reason: str, cls: type[M]) -> M:

@@ -68,6 +68,7 @@ from typing import Any, TypeVar
 import requests
 
 from . import promql
+from .gpu_fleet_source import FleetRead, read_fleet
 from .gpu_samples import (
     GpuSample,
     MetricsSnapshot,
@@ -79,6 +80,7 @@ from .gpu_samples import (
 )
 from .gpu_sources import Found, PromHttp, Scrape, discover, given, scrape
 from .gpu_states import GpuStates
+from .model_views import GpuXid
 from .prom_discovery import ApiEndpoint
 from .promql import Answer, PodKey, PromError, Reading
 
@@ -245,6 +247,36 @@ class GpuMetrics:
         if src.kind in (SourceKind.NONE, SourceKind.EXPORTER_SCRAPE):
             return True
         return self._failing_since is not None and now - self._failing_since >= self.rediscover_after
+
+    async def read_fleet(self, *, direct: bool = False) -> FleetRead:
+        """Every GPU of the cluster, one row each (`gpu_fleet_source.read_fleet`: one query per
+        field group, or every exporter read); `direct`: exporters read beside Prometheus too."""
+        if self._source is None or self._should_rediscover(self.clock()):
+            await self._resolve()
+        assert self._source is not None
+        return await read_fleet(self._source, self._client, self._session, self.api, self._call, self.timeout,
+                                direct=direct, workers=self._workers)
+
+    async def xid_history(self, pods: Iterable[PodKey], start: float, end: float) -> dict[PodKey, GpuXid]:
+        """The first XID each pod's GPUs raised between `start` and `end`, and on which GPU: one
+        range query per namespace, from Prometheus' history ({} from the exporters: no history)."""
+        src, wanted = self._source, set(pods)
+        if src is None or self._client is None or not wanted or src.kind not in (
+                SourceKind.PROMETHEUS, SourceKind.PROMETHEUS_VIA_APISERVER):
+            return {}
+        out: dict[PodKey, GpuXid] = {}
+        step = max(1.0, (end - start) / 2000)
+        for ns in sorted({ns for ns, _ in wanted}):
+            q = promql.xid_history_query(self.names, ns, sorted(p for n, p in wanted if n == ns),
+                                         exclude_pods=self.exclude_pods)
+            ans = await self._fetch("query_range", {"query": q, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                                                    "step": f"{step:g}"})
+            if isinstance(ans, PromError):
+                continue
+            for pk, node, gpu, code, t in promql.first_xids(ans.result):
+                if pk in wanted and (pk not in out or t < out[pk].at):
+                    out[pk] = GpuXid(pk[0], pk[1], node, gpu, code, t)
+        return out
 
     # -- refreshing ----------------------------------------------------------------------------
     async def refresh(self) -> MetricsSnapshot:

@@ -17,9 +17,11 @@ from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
+from .gpu_fleet import throttle_names
 from .model_views import (
     ConditionView,
     FirstFailure,
+    GpuXid,
     KeyedDiff,
     ModelDiff,
     NodeView,
@@ -55,6 +57,8 @@ class GpuReading:
     util: float | None
     mem_used_mib: float | None
     mem_total_mib: float | None
+    xid: int | None = None  # the last XID its GPUs raised while it ran (0: none; None: not read)
+    throttle: int | None = None  # its GPUs' clock-event reasons (bitmask; None: not exported)
 
 
 def project_of(ns: NamespaceRec | None, namespace: str) -> tuple[str, bool]:
@@ -102,6 +106,8 @@ class LiveModel:
         self.projects: dict[str, ProjectView] = {}
         self.nodes: dict[str, NodeView] = {}
         self.gpu: dict[PodKey, GpuReading] = {}
+        self.gpu_xid: dict[PodKey, tuple[int, float]] = {}  # the last XID each pod's GPUs raised, first seen
+        self.gpu_xids: dict[PodKey, GpuXid] = {}  # the same from Prometheus' history: which GPU, and when
         self.node_gpu: dict[str, tuple[float | None, float | None]] = {}
         self.gpu_history: dict[PodKey, deque[tuple[float, float]]] = {}
         self.last_log: dict[PodKey, float] = {}
@@ -294,7 +300,11 @@ class LiveModel:
         old = self.gpu
         changed = {pk for pk, g in pods.items() if old.get(pk) != g} | {pk for pk in old if pk not in pods}
         self.gpu = dict(pods)
+        for pk in [k for k in self.gpu_xid if k not in self.pods]:
+            del self.gpu_xid[pk]
         for pk, reading in pods.items():
+            if reading.xid and self.gpu_xid.get(pk, (0, 0.0))[0] != reading.xid:
+                self.gpu_xid[pk] = (reading.xid, now)  # (kept after the pod stops: its failure's cause)
             if reading.util is not None and reading.state == "ok":
                 hist = self.gpu_history.setdefault(pk, deque(maxlen=HISTORY))
                 hist.append((now, reading.util))
@@ -453,7 +463,9 @@ class LiveModel:
         g = self.gpu.get(p.key) if p.phase == "Running" and p.reason in ("", "Running") else None
         last = self.last_log.get(p.key)
         hit = self._rank_cache.get(p.key)
-        if hit is not None and hit[0] is p and hit[1] is job and hit[2] == g and hit[3] == last:
+        xid = self.gpu_xid.get(p.key)
+        if hit is not None and hit[0] is p and hit[1] is job and hit[2] == g and hit[3] == last and (
+                hit[5].gpu_xid_at == (xid[1] if xid else None)):
             return hit[4], hit[5], p
         pl = placement(kind, p, job)
         rv = RankView(
@@ -464,6 +476,8 @@ class LiveModel:
             gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
             gpu_mem_total_mib=g.mem_total_mib if g else None,
             gpu_state=g.state if g else "unknown", last_log=last, exit_code=_exit_code(p),
+            gpu_xid=xid[0] if xid else None, gpu_xid_at=xid[1] if xid else None,
+            gpu_throttle=throttle_names(g.throttle) if g and g.throttle else (),
             stopped=(last_exit := _last_exit(p)) is not None and stopped_by_deletion(p, last_exit, succeeded_at),
             deleting=p.deleting,
         )

@@ -40,6 +40,9 @@ class RankView:
     # that exit was its pod's deletion stopping it (`records.stopped_by_deletion`): no failure
     stopped: bool = False
     deleting: bool = False  # its pod is being deleted (Terminating)
+    gpu_xid: int | None = None  # the last XID its GPUs raised (kept once it stopped), and when first seen
+    gpu_xid_at: float | None = None
+    gpu_throttle: tuple[str, ...] = ()  # why its GPUs' clocks are held down now (power_cap, sw_thermal...)
 
     @property
     def status(self) -> str:
@@ -57,6 +60,18 @@ class FirstFailure:
     reason: str
     at: float | None
     message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuXid:
+    """An XID one of a pod's GPUs raised: which GPU (None: not known), the code, when first seen."""
+
+    namespace: str
+    pod: str
+    node: str
+    gpu: int | None
+    code: int
+    at: float
 
 
 @dataclass(frozen=True, slots=True)

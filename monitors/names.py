@@ -72,6 +72,14 @@ def workload_problem(ref: str) -> str | None:
     return None
 
 
+def node_problem(name: str) -> str | None:
+    """Why `name` cannot be a node name (a DNS subdomain), or None."""
+    if not name or len(name) > 253 or not DNS_SUBDOMAIN.fullmatch(name):
+        return (f"{_show(name)} is not a node name: lower-case letters, digits, '-' and '.', starting and ending "
+                "with a letter or digit, at most 253 characters")
+    return None
+
+
 def _show(value: str) -> str:
     text = "".join(ch if ch.isprintable() else "?" for ch in value)
     return f'"{text[:80]}{"..." if len(text) > 80 else ""}"'

@@ -218,6 +218,14 @@ def workload_row(look: Look, w: WorkloadView, *, show_project: bool, now: float,
 RANK_FLAG_WORDS = {"straggler": "slow", "silent": "silent", "idle": "idle"}
 
 
+def gpu_health_words(r: RankView) -> list[str]:
+    """A rank's GPU health, short: ``XID 79``, ``throttled sw_thermal``."""
+    words = [f"XID {r.gpu_xid}"] if r.gpu_xid else []
+    if r.gpu_throttle:
+        words.append("throttled " + ",".join(r.gpu_throttle))
+    return words
+
+
 def rank_row(look: Look, r: RankView, index: int, history: Iterable[float], *, with_pod: bool = True,
              spark: int = SPARK, progress: Mapping[str, Any] | None = None, flags: Sequence[str] = (),
              with_progress: bool = False) -> tuple[Text, ...]:
@@ -234,6 +242,9 @@ def rank_row(look: Look, r: RankView, index: int, history: Iterable[float], *, w
     if flags:  # (short: the panel above says why)
         status.append(f" {look.glyphs.warning} " + " ".join(RANK_FLAG_WORDS.get(f, f) for f in flags),
                       style=f"bold {flagged}")
+    if r.gpu_xid or r.gpu_throttle:  # its GPUs' health (`ranks why` says which GPU, and when)
+        status.append(f" {look.glyphs.warning} " + " ".join(gpu_health_words(r)), style=look.status_style("Failed")
+                      if r.gpu_xid else look.status_style("Degraded"))
     cells = [
         label,
         Text("-" if r.rank is None else str(r.rank), justify="right"),

@@ -92,6 +92,7 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     BindingSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", "table", show=False),
     BindingSpec("toggle_mine", "m", "toggle_mine", "Only mine", "table"),
     BindingSpec("all_projects", "a", "all_projects", "All projects", "table", show=False),
+    BindingSpec("expand", "space", "expand", "A node's GPUs", "table", show=False),
     BindingSpec("next_tab", "right", "next_tab", "Next tab", "table", show=False, priority=True),
     # every list's cursor (tables, the Events tab, pickers): the list widget binds them
     BindingSpec("row_down", "j,down", "cursor_down", "Next row", "table", show=False),

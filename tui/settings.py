@@ -111,6 +111,7 @@ class MetricNames(_Strict):
     power: MetricName = DEFAULT_METRIC_NAMES["power"]
     temp: MetricName = DEFAULT_METRIC_NAMES["temp"]
     xid: MetricName = DEFAULT_METRIC_NAMES["xid"]
+    reasons: MetricName = DEFAULT_METRIC_NAMES["reasons"]
 
 
 class Settings(_Strict):

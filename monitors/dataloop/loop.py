@@ -20,6 +20,7 @@ from ..monitor import Monitor
 from ..records import EventRec
 from ..shared_view import SharedView
 from .engines import LogEngines, LogHandle, not_connected
+from .fleet import FleetShown, FleetTrack
 from .focus import FocusedWorkload
 from .health import HealthJudge
 from .metrics_loop import MetricsLoop
@@ -59,6 +60,7 @@ class DataLoop:
         self.focused = FocusedWorkload(self, self.judging, self.engines, cfg.impersonate_user or cfg.user,
                                        self.health.again)
         self.metrics = MetricsLoop(cfg, self.options, self.status_room, self.thread, self._refreshed)
+        self.fleet = FleetTrack()
 
     # -- lifecycle (any thread) --------------------------------------------------------------------
     def start(self) -> None:
@@ -122,6 +124,23 @@ class DataLoop:
                 raise not_connected()
             return idle_sessions(self.monitor.model, now(), threshold)
         return self.call(read)
+
+    def gpu_fleet(self) -> concurrent.futures.Future[FleetShown]:
+        """Every GPU of the cluster (`dataloop.fleet`: one query per field group through the metrics
+        loop's source, owners placed against the model), read on the data thread."""
+        import time
+
+        from ..gpu_samples import SourceKind
+
+        async def read() -> FleetShown:
+            gm, monitor = self.metrics.gm, self.monitor
+            if gm is None or monitor is None:
+                raise not_connected()
+            got = await gm.read_fleet(direct=self.fleet.direct_due(time.time()))
+            prom = gm.source is not None and gm.source.kind in (SourceKind.PROMETHEUS,
+                                                                 SourceKind.PROMETHEUS_VIA_APISERVER)
+            return self.fleet.shown(got, monitor.model, time.time(), prometheus=prom)
+        return self.run_coroutine(read())
 
     def locate_failure(self, wl: WorkloadView) -> concurrent.futures.Future[FailureReport | None]:
         """Which instance of `wl`'s first failed container holds the failure (`logs.first_failure`)."""

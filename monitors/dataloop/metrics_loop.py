@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig
+from ..metrics import GpuMetrics
 from ..monitor import Monitor
 from .status import ConnectionStatus
 from .thread import LoopThread
@@ -24,6 +25,7 @@ class MetricsLoop:
         self.status = status
         self.thread = thread
         self.refreshed = refreshed
+        self.gm: GpuMetrics | None = None  # while it runs: its poller (the GPUs tab reads through it)
 
     async def run(self, monitor: Monitor) -> None:
         """Until the loop is stopped (or this task cancelled: the connection ended)."""
@@ -35,6 +37,7 @@ class MetricsLoop:
                           timeout=self.cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)  # a slow link is no failure
         if opts.metric_names:
             gm.names = promql.metric_names(opts.metric_names)
+        self.gm = gm
         listed_from: object = None  # the workloads the shown pods were last read from
         pods: list[tuple[str, str]] = []
         try:
@@ -63,4 +66,5 @@ class MetricsLoop:
                 self.refreshed(not skip, not skip and bool(monitor.flush()))
                 await self.thread.pause(gm.interval)
         finally:
+            self.gm = None
             await gm.aclose()

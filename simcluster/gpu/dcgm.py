@@ -22,8 +22,11 @@ Readings per GPU (see `simcluster.gpu.profiles` for the annotations):
   reads 100 %, an idle ``sleep`` reads 0;
 - framebuffer used: ``simcluster.ranks/gpu-mem-mib``, else 512 MiB + 85 % of the rest scaled by
   utilisation for an assigned GPU, 0 for an idle one; free = total − used;
-- power, temperatures, clocks, engine ratios: plausible functions of utilisation;
-- XID: ``simcluster.ranks/gpu-xid``, else 0.
+- power, temperatures, clocks, clock-event reasons, engine ratios: plausible functions of
+  utilisation (`simcluster.gpu.readings`: hot GPUs slow their clocks; MIG devices; a node's
+  exporter with only the default counters, or without the pod labels);
+- XID: ``simcluster.ranks/gpu-xid`` (``CODE[@SECONDS][;VAR=VALUE]``: only for the pods whose
+  container has that environment variable, e.g. ``RANK=2``), else 0.
 
 ``sim.dcgm.targets()`` gives ``[(node, host, port)]`` for scrape configs.
 """
@@ -50,6 +53,7 @@ from ..node.devices import container_gpus
 from ..node.kubelet import IN_PROCESS
 from ..node.procfs import cpu_times, uptime
 from . import profiles as gp
+from . import readings as rd
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
@@ -181,9 +185,19 @@ class NodeExporter:
     assigned: dict[int, Assignment] = field(default_factory=dict)  # gpu index -> assignment
     energy_mj: dict[int, float] = field(default_factory=dict)
     last_scrape: float = 0.0
+    layout: rd.Layout = field(default_factory=rd.Layout)
+    hot: frozenset[int] = frozenset()  # physical GPUs that run hot (`readings.HOT_LABEL`)
 
     def gpu_uuid(self, index: int) -> str:
         return devices.gpu_uuid(self.node, index)
+
+    def device_mib(self) -> int:
+        """The framebuffer of one device (a MIG instance has its share of its GPU's)."""
+        return self.model.total_mib // self.layout.mig_per_gpu
+
+    def label_uuid(self, index: int) -> str:
+        """The `UUID` label of device `index`: its physical GPU's (a MIG instance's parent)."""
+        return devices.gpu_uuid(self.node, self.layout.device(index)[0])
 
     def pci_bus_id(self, index: int) -> str:
         bus = PCI_BUSES[index] if index < len(PCI_BUSES) else 0x10 + index * 0x10 % 0xF0
@@ -229,16 +243,6 @@ def _started_at(pod: dict[str, Any], container: str) -> float | None:
             if t is not None:
                 return t
     return _parse_time(status.get("startTime"))
-
-
-def power_and_temperature(m: GpuModel, util: float) -> tuple[float, int]:
-    """A GPU's power draw (W) and temperature (C) at `util` percent."""
-    u = max(0.0, min(100.0, util)) / 100.0
-    return m.idle_w + (m.max_w - m.idle_w) * u, round(31 + 44 * u)
-
-
-def sm_clock(m: GpuModel, util: float) -> int:
-    return m.sm_clock if util > 0 else 345
 
 
 def _escape(v: str) -> str:
@@ -387,7 +391,7 @@ class Dcgm:
         prof = self._profile(pod, gp.ANNOTATION_UTIL)
         util = prof.value(t, ordinal, seed) if prof is not None else self._cpu_util(pod, pod_gpus)
         util = max(0.0, min(100.0, util))
-        total = exp.model.total_mib
+        total = exp.device_mib()
         mprof = self._profile(pod, gp.ANNOTATION_MEM)
         if mprof is not None:
             used = round(mprof.value(t, ordinal, seed))
@@ -397,6 +401,8 @@ class Dcgm:
         xid = 0
         xid_text = (pod["metadata"].get("annotations") or {}).get(gp.ANNOTATION_XID)
         if xid_text is not None:
+            xid_text, applies = rd.xid_applies(xid_text, rd.container_env(pod, a.container))
+            xid_text = xid_text if applies else "0"
             try:
                 xid = gp.xid_value(xid_text, t)
             except gp.ProfileError:
@@ -420,25 +426,32 @@ class Dcgm:
         dt = now - exp.last_scrape if exp.last_scrape else 0.0
         exp.last_scrape = now
         m = exp.model
-        rows: dict[str, list[str]] = {name: [] for name, _, _ in METRICS}
+        lay = exp.layout
+        metrics = METRICS + (rd.EXTRA_METRICS if lay.extra_counters else ())
+        rows: dict[str, list[str]] = {name: [] for name, _, _ in metrics}
         for i in range(exp.gpus):
             r, a = self._reading(exp, i, now)
+            phys, instance = lay.device(i)
+            mig = f'GPU_I_PROFILE="{lay.mig_profile}",GPU_I_ID="{instance}",' if instance is not None else ""
+            owner = (f',container="{_escape(a.container) if a else ""}",'
+                     f'namespace="{_escape(a.namespace) if a else ""}",pod="{_escape(a.pod) if a else ""}"'
+                     if lay.pod_labels else "")
             labels = (
-                f'gpu="{i}",UUID="{exp.gpu_uuid(i)}",pci_bus_id="{exp.pci_bus_id(i)}",device="nvidia{i}",'
-                f'modelName="{_escape(m.name)}",Hostname="{_escape(node)}",'
-                f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}",'
-                f'container="{_escape(a.container) if a else ""}",'
-                f'namespace="{_escape(a.namespace) if a else ""}",pod="{_escape(a.pod) if a else ""}"'
+                f'gpu="{phys}",UUID="{exp.label_uuid(i)}",pci_bus_id="{exp.pci_bus_id(phys)}",device="nvidia{phys}",'
+                f'modelName="{_escape(m.name)}",{mig}Hostname="{_escape(node)}",'
+                f'DCGM_FI_DRIVER_VERSION="{DRIVER_VERSION}"{owner}'
             )
             u = r.util / 100.0
-            power, temp = power_and_temperature(m, r.util)
+            h = rd.health(m.idle_w / lay.mig_per_gpu, m.max_w / lay.mig_per_gpu, m.sm_clock, r.util,
+                          hot=phys in exp.hot)
+            power, temp = h.power_w, h.temp_c
             energy = exp.energy_mj.get(i)
             if energy is None:
                 energy = float(gp.seed_of(node, str(i)) % 10_000_000_000 + 1_000_000_000)
             energy += power * dt * 1000.0
             exp.energy_mj[i] = energy
             values = {
-                "DCGM_FI_DEV_SM_CLOCK": str(sm_clock(m, r.util)),
+                "DCGM_FI_DEV_SM_CLOCK": str(h.sm_clock),
                 "DCGM_FI_DEV_MEM_CLOCK": str(m.mem_clock),
                 "DCGM_FI_DEV_MEMORY_TEMP": str(temp + 4),
                 "DCGM_FI_DEV_GPU_TEMP": str(temp),
@@ -447,16 +460,23 @@ class Dcgm:
                 "DCGM_FI_DEV_GPU_UTIL": str(round(r.util)),
                 "DCGM_FI_DEV_MEM_COPY_UTIL": str(round(r.util * 0.6)),
                 "DCGM_FI_DEV_XID_ERRORS": str(r.xid),
-                "DCGM_FI_DEV_FB_FREE": str(m.total_mib - r.fb_used),
+                "DCGM_FI_DEV_FB_FREE": str(exp.device_mib() - r.fb_used),
                 "DCGM_FI_DEV_FB_USED": str(r.fb_used),
                 "DCGM_FI_PROF_GR_ENGINE_ACTIVE": _fmt_float(u),
                 "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": _fmt_float(u * 0.45),
                 "DCGM_FI_PROF_DRAM_ACTIVE": _fmt_float(u * 0.6),
             }
+            if lay.extra_counters:
+                values.update({
+                    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": str(h.reasons),
+                    "DCGM_FI_DEV_POWER_MGMT_LIMIT": f"{m.max_w / lay.mig_per_gpu:.3f}",
+                    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": "0",
+                    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": "1" if r.xid == 48 else "0",
+                })
             for name, val in values.items():
                 rows[name].append(f"{name}{{{labels}}} {val}")
         out: list[str] = []
-        for name, typ, help_ in METRICS:
+        for name, typ, help_ in metrics:
             out.append(f"# HELP {name} {help_}")
             out.append(f"# TYPE {name} {typ}")
             out.extend(rows[name])
@@ -684,6 +704,7 @@ class DcgmController(Controller):
             exp = await self.dcgm._open(name)
         exp.gpus = gpu_count(node)
         exp.product, exp.model = model_for(node)
+        exp.layout, exp.hot = rd.layout_of(node), rd.hot_gpus(node)
         self.dcgm.ensure_namespace_and_service()
         self.dcgm.ensure_pod(exp, node)
         pods = []

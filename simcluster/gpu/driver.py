@@ -27,7 +27,8 @@ from aiohttp import web
 from ..apiserver.auth import Identity
 from ..apiserver.errors import ApiError
 from ..apiserver.rendezvous import GROUP, PREFIX, allow
-from .dcgm import DRIVER_VERSION, Dcgm, power_and_temperature, sm_clock
+from . import readings as rd
+from .dcgm import DRIVER_VERSION, Dcgm
 
 if TYPE_CHECKING:
     from ..cluster import SimCluster
@@ -65,12 +66,16 @@ class Driver:
                     continue
                 reading, _ = self.dcgm._reading(exp, index, now)
                 m = exp.model
-                power, temp = power_and_temperature(m, reading.util)
+                lay = exp.layout
+                phys = lay.device(index)[0]
+                h = rd.health(m.idle_w / lay.mig_per_gpu, m.max_w / lay.mig_per_gpu, m.sm_clock, reading.util,
+                              hot=phys in exp.hot)
+                power, temp = h.power_w, h.temp_c
                 found[uuid] = {
                     "uuid": uuid, "name": m.name, "busId": exp.pci_bus_id(index), "minor": index, "node": exp.node,
                     "utilization": round(reading.util), "memoryUtilization": round(reading.util * 0.6),
-                    "memoryUsed": reading.fb_used, "memoryTotal": m.total_mib, "temperature": temp,
-                    "powerDraw": round(power, 2), "powerLimit": m.max_w, "smClock": sm_clock(m, reading.util),
+                    "memoryUsed": reading.fb_used, "memoryTotal": exp.device_mib(), "temperature": temp,
+                    "powerDraw": round(power, 2), "powerLimit": m.max_w / lay.mig_per_gpu, "smClock": h.sm_clock,
                     "memClock": m.mem_clock,
                 }
         return [found[u] for u in wanted if u in found]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..apiserver.auth import Rule
+from ..gpu import readings as rd
 from .nodes import gpu_nodes
 
 if TYPE_CHECKING:
@@ -36,11 +37,27 @@ def gpu_quota(ns: str, gpus: int) -> dict[str, Any]:
     }
 
 
+# what the GPUs view and its doctor have to show (`simcluster.gpu.readings`): a node whose
+# exporter has no pod-resources mount and only the default counters (one the demo's jobs leave
+# free: their ranks' figures come from the pod labels), an A100 node split into MIG devices (2 GPUs
+# x 2 instances: its 4 `nvidia.com/gpu`), a badly cooled GPU that throttles when busy
+GPU_SETTINGS: dict[str, dict[str, str]] = {
+    "h100-node-04": {rd.POD_LABELS_LABEL: "false", rd.COUNTERS_LABEL: "default"},
+    "a100-node-04": {rd.MIG_LABEL: "all-3g.40gb", "nvidia.com/mig.strategy": "single"},
+    "h100-node-01": {rd.HOT_LABEL: "1"},
+}
+
+
+def with_gpu_settings(node: dict[str, Any]) -> dict[str, Any]:
+    node["metadata"]["labels"].update(GPU_SETTINGS.get(node["metadata"]["name"], {}))
+    return node
+
+
 def load_demo(sim: SimCluster) -> None:
     for node in gpu_nodes(4, 8, pool="h100", product="NVIDIA-H100-80GB-HBM3", prefix="h100-node"):
-        sim.apply(node)
+        sim.apply(with_gpu_settings(node))
     for node in gpu_nodes(4, 4, pool="a100", product="NVIDIA-A100-SXM4-80GB", prefix="a100-node"):
-        sim.apply(node)
+        sim.apply(with_gpu_settings(node))
     for project, gpus in PROJECTS.items():
         ns = f"runai-{project}"
         sim.apply(namespace(ns, {"runai/queue": project}))

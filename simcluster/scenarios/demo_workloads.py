@@ -9,6 +9,7 @@ from typing import Any
 TRAIN = "train_sim.py"
 PY = "python"
 UTIL = "simcluster.ranks/gpu-util"
+XID = "simcluster.ranks/gpu-xid"  # the failing rank's GPU raises an XID before it exits
 
 FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
           "MPIJob": "mpiReplicaSpecs"}
@@ -16,12 +17,13 @@ CONTAINERS = {"PyTorchJob": "pytorch", "TFJob": "tensorflow", "XGBoostJob": "xgb
 
 
 def replica(kind: str, command: list[str], *, replicas: int = 1, gpus: int = 1, util: str | None = None,
-            restart: str = "OnFailure", pool: str | None = None) -> dict[str, Any]:
+            restart: str = "OnFailure", pool: str | None = None, xid: str | None = None) -> dict[str, Any]:
     container: dict[str, Any] = {"name": CONTAINERS[kind], "image": "nvcr.io/nvidia/pytorch:24.10-py3",
                                  "command": command}
     if gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}}
-    meta: dict[str, Any] = {"annotations": {UTIL: util}} if util else {}
+    annotations = {**({UTIL: util} if util else {}), **({XID: xid} if xid else {})}
+    meta: dict[str, Any] = {"annotations": annotations} if annotations else {}
     spec: dict[str, Any] = {"containers": [container]}
     if pool:
         spec["nodeSelector"] = {"node-pool": pool}
@@ -108,7 +110,7 @@ def demo_workloads() -> list[dict[str, Any]]:
             "Master": replica("PyTorchJob", train("--interval", "1", "--fail-rank", "2", "--fail-at", "8"),
                               restart="Never", util="60"),
             "Worker": replica("PyTorchJob", train("--interval", "1", "--fail-rank", "2", "--fail-at", "8"),
-                              replicas=2, restart="Never", util="60"),
+                              replicas=2, restart="Never", util="60", xid="79@5;RANK=2"),
         }, user="bob"),
         # a gang that cannot fit: 5 x 8 GPUs in a pool of 4 x 8
         job("PyTorchJob", "big-pretrain", a, {

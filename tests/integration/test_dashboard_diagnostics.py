@@ -54,7 +54,8 @@ async def test_hung_marker_straggler_progress_and_why_pending(live: ThreadedSimC
         await pilot_wait(pilot, lambda: "▲ slow" in status_of(ranks, "llama-finetune-worker-2"), timeout=60,
                          what="worker-2 flagged a straggler")
         for pod in ("llama-finetune-master-0", "llama-finetune-worker-0", "llama-finetune-worker-1"):
-            assert "▲" not in status_of(ranks, pod)
+            # (no flag but its GPUs' health: the demo's badly cooled GPU throttles under one of them)
+            assert "▲" not in status_of(ranks, pod).replace("▲ throttled sw_thermal", "")
         cols = ranks.labels
         assert "STEP" in cols and "LOSS" in cols
         step = cols.index("STEP")

@@ -153,7 +153,7 @@ async def test_prometheus_url_values_and_history(proms: dict[str, PrometheusServ
         n1 = snap.nodes["gpu-node-01"]
         assert n1.state is MetricState.OK and n1.sample is not None
         assert n1.sample.gpus == 4 and n1.sample.util == pytest.approx((85 + 85 + 0 + 0) / 4)
-        assert snap.queries == 2 * 8 + 1  # one query per field for pods, one per field for nodes, one range
+        assert snap.queries == 2 * 9 + 1  # one query per field for pods, one per field for nodes, one range
         # history: one range query for the shown pods, step = interval
         await wait_snapshot(gm, lambda s: len(gm.history(NS, "w-0")) >= 3, timeout=8)
         hist = gm.history(NS, "w-0")

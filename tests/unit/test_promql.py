@@ -44,7 +44,8 @@ def test_pod_query_reads_both_spellings_in_one_query() -> None:
 
 def test_field_aggregations_and_bounds() -> None:
     qs = promql.pod_queries(NAMES, ["ns"])
-    assert set(qs) == {"util", "gpus", "sm_active", "mem_used_mib", "mem_total_mib", "power_w", "temp_c", "xid"}
+    assert set(qs) == {"util", "gpus", "sm_active", "mem_used_mib", "mem_total_mib", "power_w", "temp_c", "xid",
+                       "throttle"}
     assert qs["gpus"].startswith("count by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{") and ">=" not in qs["gpus"]
     assert qs["xid"].startswith("max by (namespace, pod) (DCGM_FI_DEV_XID_ERRORS{")
     assert "DCGM_FI_PROF_GR_ENGINE_ACTIVE" in qs["sm_active"] and "<= 1)" in qs["sm_active"]

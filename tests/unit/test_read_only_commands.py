@@ -17,7 +17,7 @@ def test_every_subcommand_says_whether_it_only_reads() -> None:
 
 def test_the_read_only_commands_are_the_reading_ones() -> None:
     served = read_only_commands()
-    assert served == ("get", "idle", "list", "logs", "projects", "stacks", "top", "why")
+    assert served == ("get", "gpus", "idle", "list", "logs", "projects", "stacks", "top", "why")
     # nothing that changes the cluster or starts something
     for name in ("submit", "shell", "exec", "convert", "delete", "suspend", "resume", "demo", "sim", "serve"):
         assert name not in served

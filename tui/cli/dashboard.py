@@ -211,10 +211,15 @@ def remove_demo_workdir(base: Path) -> None:
 
 
 def _wait_for_exporters(sim_thread: Any, sim: Any, timeout: float = 10.0) -> None:
-    """Until every node's DCGM exporter listens (they start with the cluster, a moment later)."""
+    """Until every GPU node's DCGM exporter listens (they start with the cluster, a moment later, node
+    by node: Prometheus' targets are those listening when it starts)."""
+    def gpu_nodes() -> int:
+        return sum(1 for st in sim.store.items(("", "nodes"))
+                   if str(((st.obj.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", "0")) != "0")
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        listening, nodes = sim_thread.call(lambda: (len(sim.dcgm.targets()), len(sim.dcgm.exporter_pods())))
+        listening, nodes = sim_thread.call(lambda: (len(sim.dcgm.targets()), gpu_nodes()))
         if nodes and listening >= nodes:
             return
         time.sleep(0.05)

@@ -129,7 +129,7 @@ async def located_with_tails(cfg: Any, opts: dict[str, Any], ref: str, project: 
         found[wl.name] = await read_tails(monitor, wl)
 
     monitor, wl = await locate(cfg, opts, ref, project, events=events, nodes=nodes, metrics=True,
-                               alongside=alongside)
+                               alongside=alongside, failures=True)
     diag = found.get(wl.name) or await read_tails(monitor, wl)
     return monitor, wl, judge(monitor, wl, diag)
 

@@ -24,13 +24,13 @@ from .errors import fail
 from .options import GLOBAL_KEYS, PINNED, dashboard_options, global_options, take_global
 
 PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
-                    "convert", "debug", "why", "idle", "stacks")
+                    "convert", "debug", "why", "idle", "stacks", "gpus")
 
 
 # name -> (its module in tui.cli, the command there); `ranks --help` lists them sorted by name
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "projects": ("read", "projects_command"), "list": ("read", "list_command"),  # read
-    "get": ("read", "get_command"), "top": ("read", "top_command"),
+    "get": ("read", "get_command"), "top": ("read", "top_command"), "gpus": ("gpus", "gpus_command"),
     "why": ("why", "why_command"), "idle": ("idle", "idle_command"),  # diagnostics
     "stacks": ("stacks", "stacks_command"),
     "logs": ("logs", "logs_command"),  # logs

@@ -38,7 +38,8 @@ async def resolve_project(client: KubeClient, project: str) -> str:
 async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tuple[str, ...] | None,
                        *, nodes: bool = True, events: bool = False, metrics_for: str = "pods",
                        metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None,
-                       pod_rows: bool = False, pending_reasons: bool = False, widen: bool = False) -> Monitor:
+                       pod_rows: bool = False, pending_reasons: bool = False, widen: bool = False,
+                       failures: bool = False) -> Monitor:
     """List everything needed once, then read GPU metrics once.
 
     `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
@@ -100,7 +101,7 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
             after.append(alongside(monitor))
         if gm is not None:
             await source
-            after.append(read_metrics(gm, monitor, metrics_for))
+            after.append(read_metrics(gm, monitor, metrics_for, failures=failures))
         await asyncio.gather(*after)
     except BaseException:
         await monitor.stop()
@@ -165,9 +166,11 @@ def seed_history(gm: Any, model: Any, pods: Iterable[tuple[str, str]], before: f
 
 
 async def read_metrics(gm: Any, monitor: Monitor, what: str = "pods",
-                       only: Callable[[WorkloadView], bool] | None = None) -> None:
+                       only: Callable[[WorkloadView], bool] | None = None, *, failures: bool = False) -> None:
     """One GPU metrics refresh for the running GPU pods (of the workloads `only` keeps; nothing is
-    sent when there are none), its history seeding the model's, then its readings applied."""
+    sent when there are none), its history seeding the model's, then its readings applied; with
+    `failures`, the XIDs the first failed ranks' GPUs raised in the minutes before they exited
+    (`xid_failures`)."""
     from monitors.gpu_feed import apply_snapshot
 
     model = monitor.model
@@ -182,11 +185,32 @@ async def read_metrics(gm: Any, monitor: Monitor, what: str = "pods",
     monitor.flush()
     monitor.metrics_note = snap.source.description if snap.source else ""
     monitor.metrics_problem = snap.reason if snap.state.value == "unavailable" else ""
+    if failures:
+        await xid_failures(gm, model)
+
+
+XID_BEFORE = 120.0  # seconds before a rank's exit its GPUs' XIDs are looked for (the banner says those of a minute)
+
+
+async def xid_failures(gm: Any, model: Any, most: int = 16) -> None:
+    """The XIDs the GPUs of the first failed ranks of the model's workloads raised before they
+    exited (at most `most`, within the last hour: one range query from Prometheus), into the model."""
+    import time
+
+    now = time.time()
+    failed = sorted(((w.namespace, w.first_failure.pod), w.first_failure.at) for w in model.workloads.values()
+                    if w.first_failure is not None and w.first_failure.at and now - w.first_failure.at < 3600)[:most]
+    if not failed:
+        return
+    start = min(at for _, at in failed) - XID_BEFORE
+    end = max(at for _, at in failed) + 5
+    model.gpu_xids.update(await gm.xid_history([pk for pk, _ in failed], start, min(end, now)))
 
 
 async def locate(cfg: ClusterConfig, opts: dict[str, Any], ref: str, project: str | None, *,
                  events: bool = False, metrics: bool = False, nodes: bool = False,
-                 alongside: Callable[[Monitor], Awaitable[None]] | None = None) -> tuple[Monitor, WorkloadView]:
+                 alongside: Callable[[Monitor], Awaitable[None]] | None = None,
+                 failures: bool = False) -> tuple[Monitor, WorkloadView]:
     """The workload `ref` and a monitor that listed its namespace (and the nodes, `nodes`). With -p,
     in that project; without, in the context's namespace, else in the one project (among those the
     user may read) that has a workload of that name; several such projects are listed (exit 2)."""
@@ -196,7 +220,7 @@ async def locate(cfg: ClusterConfig, opts: dict[str, Any], ref: str, project: st
     kinds = None
     try:
         monitor = await load_monitor(cfg, opts, project or (cfg.namespace,), nodes=nodes, events=events,
-                                     metrics=metrics, alongside=alongside)
+                                     metrics=metrics, alongside=alongside, failures=failures)
     except UserError as exc:
         if project or exc.code != ExitCode.FORBIDDEN:
             raise  # the context's namespace may not be read: look where the user may
@@ -210,7 +234,7 @@ async def locate(cfg: ClusterConfig, opts: dict[str, Any], ref: str, project: st
                 raise
     ns = await search_namespace(cfg, ref, kinds)
     monitor = await load_monitor(cfg, opts, (ns,), nodes=nodes, events=events, metrics=metrics,
-                                 alongside=alongside)
+                                 alongside=alongside, failures=failures)
     try:
         return monitor, pick_workload(monitor.model.workloads.values(), ref)
     except BaseException:

@@ -141,7 +141,7 @@ def event_order(e: EventRec) -> tuple[float, int, str]:
 
 def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note: str, *,
               events_forbidden: str = "", max_events: int = 20, failure: Any = None,
-              story: list[str] | None = None, diag: Any = None, held: str = "") -> None:
+              story: list[str] | None = None, diag: Any = None, held: str = "", gpu_line: str = "") -> None:
     now = time.time()
     out = sys.stdout
     pods_running = sum(1 for r in w.ranks if r.phase == "Running")
@@ -168,7 +168,7 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
             [c.type, c.status, c.reason or "-", age(now - c.at if c.at else None)] for c in w.conditions
         ]).replace("\n", "\n  ") + "\n")
     if failure is not None:
-        print_failure(failure, now)
+        print_failure(failure, now, gpu_line=gpu_line)
     elif w.first_failure is not None:
         f = w.first_failure
         out.write(clean(f"First failure: {f.label} (pod {f.pod}, container {f.container}) exited {f.exit_code}"
@@ -228,7 +228,7 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
         out.write("  " + text.replace("\n", "\n  ") + "\n")
 
 
-def print_failure(f: Any, now: float, indent: str = "") -> None:
+def print_failure(f: Any, now: float, indent: str = "", gpu_line: str = "") -> None:
     """The first failure's section: who, where, how, when; whether it is a recording; last lines."""
     out = sys.stdout
     rank = f" rank {f.rank}," if f.rank is not None else ""
@@ -237,6 +237,8 @@ def print_failure(f: Any, now: float, indent: str = "") -> None:
     out.write(clean(f"{indent}First failure: {f.label} ({f.role or 'rank'}{rank} pod {f.pod}{node}, container "
                     f"{f.container}) exited {f.exit_code}{' (' + f.reason + ')' if f.reason else ''}{when}",
                     limit=500) + "\n")
+    if gpu_line:  # (its GPU raised an XID shortly before: `diagnostics.gpu_health`)
+        out.write(clean(f"{indent}  {gpu_line}", limit=500) + "\n")
     if f.recorded_at is not None:
         out.write(f"{indent}  a recording made by ranks {age(now - f.recorded_at)} ago, while it watched "
                   "(the pods are gone)\n")

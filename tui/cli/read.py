@@ -158,11 +158,16 @@ def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
 
             held = still_held(wl)
             command = ranks_command(cfg) or "ranks"
+            from monitors.diagnostics.gpu_health import failure_gpu_line
+
+            gpu_line = failure_gpu_line(wl, monitor.model.gpu_xids)
             if output in ("json", "yaml"):
                 from monitors.export import get_json
 
                 doc = get_json(wl, events)
                 doc["first_failure"] = failure.to_json() if failure is not None else None
+                if doc["first_failure"] is not None:
+                    doc["first_failure"]["gpu"] = gpu_line or None
                 doc["what_happened"] = story
                 doc["health"] = diag.health.to_json() if diag.health is not None else None
                 doc["still_held"] = None if held is None else {
@@ -179,7 +184,7 @@ def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             else:
                 print_get(wl, events, output, monitor.metrics_note,
                           events_forbidden=monitor.status.forbidden.get(f"events in {wl.namespace}", ""),
-                          failure=failure, story=story, diag=diag,
+                          failure=failure, story=story, diag=diag, gpu_line=gpu_line,
                           held=held.sentence(time.time(), command) if held is not None else "")
             return ExitCode.OK
         finally:

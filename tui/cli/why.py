@@ -60,6 +60,9 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             d = explain(monitor.model, wl.key, cluster_pods=False, command=ranks_command(cfg) or "ranks",
                         me=cfg.impersonate_user or cfg.user, idle_threshold=configured_threshold())
             d = with_health(d, diag.health)
+            from monitors.diagnostics.gpu_health import with_gpu_findings
+
+            d = with_gpu_findings(d, wl, monitor.model.gpu_xids)
             autopsy = await kept_autopsy(cfg, wl) if any(f.kind in STACK_KINDS for f in d.findings) else None
             if output in ("json", "yaml"):
                 data = diagnosis_json(d, wl)

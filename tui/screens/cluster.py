@@ -1,5 +1,6 @@
-"""Cluster load, for operators: nodes (GPU allocation against utilisation, a heatmap of slots),
-quota use per project, pending workloads with their reasons, interactive sessions holding idle GPUs."""
+"""Cluster load, for operators: nodes (GPU allocation against utilisation, a heatmap of slots; a
+node's row expands into its GPUs), quota use per project, pending workloads with their reasons,
+interactive sessions holding idle GPUs, and every GPU (`gpus`)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,22 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.message import Message
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import Input, Static, TabbedContent, TabPane
 
 from monitors import api_paths
 from monitors.diagnostics.idle import IdleSession, format_gpu_hours, idle_sessions_of
 from monitors.diagnostics.leftovers import still_held_all
+from monitors.gpu_fleet import GpuKey
 from monitors.humanize import age, gpus, percent
 from monitors.model_views import ModelDiff, NodeView, ProjectView, RankView, WorkloadView
 from monitors.sanitize import clean
 
 from ..cells import Cells, Look, gpu_pair, node_row, plain, quota_cell, status_cell, util_cell
+from ..filtering import RowFilter
 from ..widgets.keyed_table import Column, KeyedTable
+from . import gpus as gt
 from .base import SORT_KEYS, RanksScreen, bindings, unshown
+from .lists import FilterBar, FilterInput
 from .workload import pending_reasons
 
 NODE_COLUMNS: list[Column] = [
@@ -171,7 +176,8 @@ class ClusterScreen(RanksScreen):
 
     crumb = "cluster load"
     BINDINGS: ClassVar[list[BindingType]] = [*bindings("table", ("open", "describe", "next_tab", "previous_tab")),
-                                             *unshown(bindings("table", SORT_KEYS))]
+                                             *bindings("global", ("filter",)),
+                                             *unshown(bindings("table", (*SORT_KEYS, "expand")))]
     DEFAULT_CSS = """
     ClusterScreen TabbedContent { height: 1fr; }
     ClusterScreen TabPane { padding: 0; }
@@ -180,7 +186,7 @@ class ClusterScreen(RanksScreen):
     ClusterScreen #idle { height: auto; padding: 0 1; }
     """
     TABLES: ClassVar[dict[str, str]] = {"tab-nodes": "#nodes", "tab-pending": "#pending-table",
-                                        "tab-idle": "#idle-table"}
+                                        "tab-idle": "#idle-table", "tab-gpus": "#gpus-table"}
 
     def __init__(self) -> None:
         super().__init__()
@@ -191,6 +197,10 @@ class ClusterScreen(RanksScreen):
         self._idle: list[IdleSession] | None = None  # the last answer (None: none yet)
         self._idle_asked = False  # a computation is under way on the data thread
         self._idle_again = False  # ... and the screen drew meanwhile: ask again when it answers
+        self.gpu_rows = gt.GpuRows()  # every GPU, as the last reading had them (the GPUs tab, expanded nodes)
+        self.gpu_filter = RowFilter()
+        self.expanded: set[str] = set()  # nodes whose rows show their GPUs
+        self._filling = False  # a chunk of the GPUs tab's rows is to be made after the keys typed
 
     def _update(self, selector: str, text: Text) -> None:
         if self._texts.get(selector) != text:
@@ -210,6 +220,11 @@ class ClusterScreen(RanksScreen):
             with TabPane("Idle sessions", id="tab-idle"):
                 yield Static(id="idle", classes="panel")
                 yield KeyedTable(id="idle-table")
+            with TabPane("GPUs", id="tab-gpus"):
+                yield Static(id="gpus-note", classes="panel")
+                yield KeyedTable(id="gpus-table")
+        yield FilterBar("regex over node, UUID, model, owner, project, user, marks (Enter keeps it, Esc clears it)",
+                        id="filterbar")
 
     @property
     def table(self) -> KeyedTable[str]:  # (its rows: the nodes)
@@ -227,10 +242,17 @@ class ClusterScreen(RanksScreen):
         self.query_one("#idle-table", KeyedTable).set_columns(IDLE_COLUMNS)
         self.resync()
         self.table.focus()
+        self.set_interval(1.0, self._gpus_due)
 
     def _set_columns(self) -> None:
         self.narrow = self.is_narrow()
         self.table.set_columns(NARROW_NODE_COLUMNS if self.narrow else NODE_COLUMNS)
+        self.query_one("#gpus-table", KeyedTable).set_columns(gt.NARROW_GPU_COLUMNS if self.narrow
+                                                              else gt.GPU_COLUMNS)
+        self.gpu_rows.restyle()
+        if self.gpu_rows.shown is not None:
+            self.gpu_rows.take(self.dashboard.look, self.gpu_rows.shown, self.narrow)
+        self._filling = False
         self._cells = {}
 
     def model_changed(self, diff: ModelDiff) -> None:
@@ -277,7 +299,13 @@ class ClusterScreen(RanksScreen):
                         self._cells[k] = self._row(n)
             order = sorted(self._cells, key=lambda k: (store.nodes[k].pool, k) if k in store.nodes else ("", k))
             order = [k for k in order if k in store.nodes]
-            self.table.sync(order, self._cells, changed)
+            children = self._node_gpus(order)
+            if children:
+                self.table.sync([k for n in order for k in (n, *children.get(n, {}))],
+                                {**self._cells, **{k: c for rows in children.values() for k, c in rows.items()}},
+                                None)
+            else:
+                self.table.sync(order, self._cells, changed)
         now = self.dashboard.clock()
         wls = list(store.workloads.values())
         if active == "tab-quota":
@@ -293,7 +321,104 @@ class ClusterScreen(RanksScreen):
             self._ask_idle()
             if self._idle is not None:
                 self._show_idle(self._idle, now)
+        elif active == "tab-gpus":
+            self._ask_gpus()
+            self._show_gpus(None)
         self._rows_shown()
+
+    # -- every GPU (the GPUs tab, and the nodes expanded into theirs) --------------------------------
+    def _ask_gpus(self) -> None:
+        gt.ask(self.dashboard, self.gpu_rows, self.post_message, self.dashboard.clock(),
+               max(1.0, float(self.dashboard.settings.refresh_interval)))
+
+    def _gpus_due(self) -> None:
+        """Every second: while the GPUs tab (or an expanded node) is shown, a reading when one is due."""
+        if self.is_mounted and self.app.screen is self and (
+                self.query_one(TabbedContent).active == "tab-gpus" or self.expanded):
+            self._ask_gpus()
+
+    @on(gt.FleetRead)
+    def _gpus_read(self, msg: gt.FleetRead) -> None:
+        msg.stop()
+        shown = gt.taken(self.gpu_rows, msg)
+        if shown is None or not self.is_mounted:
+            return
+        self.gpu_rows.problem = shown.problem
+        if shown.problem and not shown.gpus and self.gpu_rows.shown is not None and self.gpu_rows.shown.gpus:
+            shown = self.gpu_rows.shown  # (a reading that failed: the last rows stay, the note says why)
+        self.gpu_rows.take(self.dashboard.look, shown, self.narrow)
+        if self.app.screen is not self:
+            return
+        active = self.query_one(TabbedContent).active
+        if active == "tab-gpus":
+            self._show_gpus()
+            self._rows_shown()
+        elif active == "tab-nodes" and self.expanded:
+            self._draw(None)
+
+    def _show_gpus(self, _changed: list[GpuKey] | None = None) -> None:
+        """The GPUs tab: the rows made so far, a chunk more made (those on screen first), the next
+        chunk after the keys typed meanwhile (`_fill_more`)."""
+        table = self.query_one("#gpus-table", KeyedTable)
+        order = self.gpu_rows.order(self.gpu_filter)
+        if gt.fill(table, self.gpu_rows, order) and not self._filling:
+            self._filling = True
+            self.set_timer(0.001, self._fill_more)
+        self._update("#gpus-note", self.gpu_rows.note(self.dashboard.look, self.gpu_filter, len(order)))
+
+    def _fill_more(self) -> None:
+        self._filling = False
+        if self.is_mounted and self.app.screen is self and self.query_one(TabbedContent).active == "tab-gpus":
+            self._show_gpus()
+
+    def _node_gpus(self, nodes: list[str]) -> dict[str, dict[Any, Cells]]:
+        """The rows of the expanded nodes' GPUs, under each node's row (`space` toggles)."""
+        return {n: gt.node_gpu_rows(self.dashboard.look, self.gpu_rows, n, narrow=self.narrow)
+                for n in nodes if n in self.expanded}
+
+    def action_expand(self) -> None:
+        """space on a node: its GPUs under its row (again: folded)."""
+        if self.query_one(TabbedContent).active != "tab-nodes":
+            return
+        key = self.table.cursor_key
+        node = key[1] if isinstance(key, tuple) else key
+        if not isinstance(node, str):
+            return
+        self.expanded ^= {node}
+        self._ask_gpus()
+        self._draw(None)
+        self.table.move_to_key(node)
+
+    # -- the GPUs tab's filter ------------------------------------------------------------------------
+    def action_filter(self) -> None:
+        self.query_one(FilterBar).open("/", self.gpu_filter.text)
+
+    def live_filter(self, inp: Input, value: str) -> None:
+        try:
+            flt = RowFilter.parse(value)
+        except ValueError as exc:
+            inp.tooltip = str(exc)
+            return
+        inp.tooltip = None
+        if flt.text != self.gpu_filter.text:
+            self.gpu_filter = flt
+            self._show_gpus([])
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        try:
+            self.gpu_filter = RowFilter.parse(event.value)
+        except ValueError as exc:
+            self.notify(str(exc), severity="error", markup=False)
+            return
+        self._close_filter()
+
+    def _close_filter(self) -> None:
+        self.query_one(FilterBar).close()
+        self.query_one("#gpus-table", KeyedTable).focus()
+        self._show_gpus([])
+        self.refresh_bindings()
 
     # -- idle sessions ------------------------------------------------------------------------------
     @property
@@ -406,7 +531,11 @@ class ClusterScreen(RanksScreen):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Open and describe act on the rows of a table: hidden on the quota tab, and while the tab's
-        table is empty."""
+        table is empty; `/` filters the GPUs tab; space expands a node."""
+        if action == "filter" and self.is_mounted:
+            return self.query_one(TabbedContent).active == "tab-gpus"
+        if action == "expand" and self.is_mounted:
+            return self.query_one(TabbedContent).active == "tab-nodes"
         if action in ("open", "describe") and self.is_mounted:
             table = self.active_table()
             return table is not None and table.row_count > 0
@@ -425,7 +554,11 @@ class ClusterScreen(RanksScreen):
         key = table.cursor_key if table is not None else None
         if key is None or table is None:
             return
-        if table is self.table:
+        gkey = gt.gpu_key_of(table, key)
+        if gkey is not None:
+            if not gt.open_gpu(self.dashboard, self.app, self.gpu_rows.gpu(gkey)):
+                self.notify("no workload holds this GPU", timeout=2, markup=False)
+        elif table is self.table:
             self.app.push_screen(NodePodsScreen(str(key)))
         elif key in self.dashboard.store.workloads:
             self.dashboard.open_workload(key)
@@ -436,12 +569,29 @@ class ClusterScreen(RanksScreen):
         key = table.cursor_key if table is not None else None
         if key is None or table is None:
             return
-        if table is self.table:
+        gkey = gt.gpu_key_of(table, key)
+        if gkey is not None:
+            g = self.gpu_rows.gpu(gkey)
+            if g is not None and g.owner is not None:
+                self.dashboard.open_describe_pod(g.owner.namespace, g.owner.pod)
+            elif g is not None:
+                self.dashboard.open_describe_path(f"node {g.node}", api_paths.node(g.node))
+        elif table is self.table:
             self.dashboard.open_describe_path(f"node {key}", api_paths.node(str(key)))
         elif (w := self.dashboard.store.workloads.get(key)) is not None:
             self.dashboard.open_describe(w)
 
     def action_back(self) -> None:
+        if self.query_one(FilterInput).has_focus:
+            if not self.query_one(FilterInput).value.strip():
+                self.gpu_filter = RowFilter()
+            self._close_filter()
+            return
+        if self.gpu_filter.active and self.query_one(TabbedContent).active == "tab-gpus":
+            self.gpu_filter = RowFilter()
+            self.query_one(FilterInput).value = ""
+            self._show_gpus([])
+            return
         self.dashboard.go_back()
 
 

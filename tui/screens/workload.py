@@ -204,6 +204,10 @@ def failure_text(look: Look, w: WorkloadView, command: str = "ranks", now: float
         if ff.message:
             t.append(": " + clean(ff.message, limit=200), style="dim")
         t.append("  (l: logs)", style="dim")
+        from monitors.diagnostics.gpu_health import failure_gpu_line
+
+        if gpu := failure_gpu_line(w, {}):  # (its GPU raised an XID shortly before, as the readings saw)
+            t.append(f"\n{look.glyphs.warning} {clean(gpu, limit=300)}", style="bold")
     if held is not None:
         if t.plain:
             t.append("\n")
@@ -346,6 +350,7 @@ class WorkloadScreen(RanksScreen):
         brings it, it is on its way, not deleted."""
         super().__init__()
         self.key = key
+        self.select_pod: str | None = None  # the rank's pod the cursor goes to once it is shown
         self.focus_key = key
         self.awaiting = created
         self.last: WorkloadView | None = None
@@ -473,6 +478,8 @@ class WorkloadScreen(RanksScreen):
         changed = [k for k, v in cells.items() if self._cells.get(k) != v]
         self._cells = cells
         self.table.sync([r.pod for r in shown.ranks], cells, changed)
+        if self.select_pod is not None and self.table.move_to_key(self.select_pod):
+            self.select_pod = None  # (opened on a rank: cluster load's GPUs, Enter on one)
         self._draw_side()
         self.show_status()
 

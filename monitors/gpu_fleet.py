@@ -1,0 +1,415 @@
+"""Every GPU of the cluster, one row each, from the DCGM exporter's own fields and labels (plain
+data and pure functions: `gpu_fleet_source` reads the series, `diagnostics.gpu_doctor` judges them).
+
+A GPU is told by its exporter's labels (docs/gpus.md, from dcgm-exporter's `render_metrics.go`):
+the node (``Hostname``, ``hostname`` since dcgm-exporter #655, else the exporter pod's node), the
+index ``gpu``, ``UUID`` (``uuid`` with ``--use-old-namespace``), ``modelName``, and for a MIG
+device ``GPU_I_PROFILE``/``GPU_I_ID``; its owner by ``pod``/``namespace``/``container``
+(``exported_*`` when Prometheus renamed them, ``pod_name``/``pod_namespace`` in the old
+spelling). Its figures are the fields of `FIELDS`, each read from the first of its metric names
+that the exporter serves; a field no exporter of the GPU's node serves is None, never 0, and
+`Fleet.missing` says which and why once for the whole view.
+
+Where the exporter's series carry no pod labels (the kubelet's pod-resources socket not mounted),
+GPUs are attributed by UUID against what each pod reports (`attribute_by_uuid`): the row says
+so (`owned_by == "uuid"`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+from .model_views import WorkloadView
+
+PodKey = tuple[str, str]
+GpuKey = tuple[str, int, str]  # (node, gpu index, GPU instance id or "")
+
+
+@dataclass(frozen=True, slots=True)
+class DcgmField:
+    """A figure of a GPU: its key, the DCGM metric names it is read from (first found wins), the
+    query group it is asked in, whether dcgm-exporter's default counters have it, valid bounds."""
+
+    key: str
+    names: tuple[str, ...]
+    group: str
+    default: bool
+    what: str
+    lo: float = 0.0
+    hi: float = 1e12
+
+
+FIELDS: tuple[DcgmField, ...] = (
+    DcgmField("util", ("DCGM_FI_DEV_GPU_UTIL",), "identity", True, "utilisation", hi=100.0),
+    DcgmField("mem_used", ("DCGM_FI_DEV_FB_USED",), "memory", True, "memory used", hi=1e7),
+    DcgmField("mem_free", ("DCGM_FI_DEV_FB_FREE",), "memory", True, "memory free", hi=1e7),
+    DcgmField("temp", ("DCGM_FI_DEV_GPU_TEMP",), "thermal", True, "temperature", hi=200.0),
+    DcgmField("power", ("DCGM_FI_DEV_POWER_USAGE",), "thermal", True, "power", hi=1e4),
+    DcgmField("power_limit", ("DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_ENFORCED_POWER_LIMIT"), "thermal",
+              False, "power limit", hi=1e4),
+    DcgmField("sm_clock", ("DCGM_FI_DEV_SM_CLOCK",), "thermal", True, "SM clock", hi=1e5),
+    DcgmField("reasons", ("DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"), "thermal",
+              False, "throttle reasons", hi=2.0**32),
+    DcgmField("xid", ("DCGM_FI_DEV_XID_ERRORS",), "errors", True, "XID", hi=1e6),
+    DcgmField("ecc_sbe", ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",), "errors", False, "ECC single-bit errors"),
+    DcgmField("ecc_dbe", ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",), "errors", False, "ECC double-bit errors"),
+)
+FIELDS_BY_KEY = {f.key: f for f in FIELDS}
+FIELD_OF_METRIC = {name: f for f in FIELDS for name in f.names}
+GROUPS = ("identity", "memory", "thermal", "errors")
+SPARSE_GROUPS = frozenset({"errors"})  # asked only where not 0 (with a count per node of what it serves)
+IDENTITY_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+
+# DCGM's clock-event reason bits (dcgm-exporter's clock_events_collector names them so)
+REASONS: tuple[tuple[int, str], ...] = (
+    (0x1, "gpu_idle"), (0x2, "clocks_setting"), (0x4, "power_cap"), (0x8, "hw_slowdown"), (0x10, "sync_boost"),
+    (0x20, "sw_thermal"), (0x40, "hw_thermal"), (0x80, "hw_power_brake"), (0x100, "display_clocks"),
+)
+THROTTLING = 0x4 | 0x8 | 0x20 | 0x40 | 0x80  # reasons that slow a busy GPU (idle, settings: not)
+THERMAL = 0x20 | 0x40
+HOT_C = 85.0
+IDLE_UTIL = 5.0  # at most this %: idle
+BUSY_UTIL = 10.0  # at least this %: busy
+
+NODE_LABELS = ("Hostname", "hostname")
+OWNER_LABELS = (("exported_namespace", "exported_pod", "exported_container"), ("namespace", "pod", "container"),
+                ("pod_namespace", "pod_name", "container_name"))
+POD_LABEL_KEYS = frozenset(k for trio in OWNER_LABELS for k in trio)
+DEFAULT_EXCLUDE = "dcgm-exporter"  # idle GPUs seen through a ServiceMonitor carry the exporter pod's labels
+
+
+def reason_names(mask: int) -> tuple[str, ...]:
+    return tuple(name for bit, name in REASONS if mask & bit)
+
+
+def throttle_names(mask: int) -> tuple[str, ...]:
+    """The reasons of `mask` that hold a busy GPU's clocks down (not idle, not a clock setting)."""
+    return reason_names(mask & THROTTLING)
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who holds a GPU: the pod, and where the model places it (workload, rank, project, user)."""
+
+    namespace: str
+    pod: str
+    container: str = ""
+    workload: str = ""  # KIND/NAME
+    kind: str = ""
+    name: str = ""
+    rank: int | None = None
+    label: str = ""  # master-0, worker-3
+    project: str = ""
+    user: str = ""
+    created: float | None = None  # the pod's
+
+
+@dataclass(frozen=True, slots=True)
+class Gpu:
+    """One GPU (or MIG device) as its exporter reports it. Figures are None when not exported."""
+
+    node: str
+    index: int
+    instance: str  # GPU_I_ID ("" without MIG)
+    uuid: str
+    model: str
+    mig_profile: str
+    util: float | None = None
+    mem_used: float | None = None
+    mem_total: float | None = None
+    temp: float | None = None
+    power: float | None = None
+    power_limit: float | None = None
+    sm_clock: float | None = None
+    reasons: int | None = None
+    xid: int | None = None
+    ecc_sbe: float | None = None
+    ecc_dbe: float | None = None
+    owner: Owner | None = None
+    owned_by: str = ""  # "labels" (the exporter's pod labels), "uuid" (what the pod reports), ""
+    allocated: bool = False  # a pod holds it (by the labels or the UUID)
+    owner_unknown: bool = False  # its exporter has no pod labels and no UUID was matched: who holds it is not known
+
+    @property
+    def key(self) -> GpuKey:
+        return (self.node, self.index, self.instance)
+
+    @property
+    def name(self) -> str:
+        """``node/3`` or ``node/3:1`` (MIG instance 1)."""
+        return f"{self.node}/{self.index}" + (f":{self.instance}" if self.instance else "")
+
+    @property
+    def throttle(self) -> tuple[str, ...] | None:
+        return None if self.reasons is None else reason_names(self.reasons & THROTTLING)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """idle (allocated but idle), unclaimed (busy, no pod holds it), hot, throttled, erroring."""
+        out: list[str] = []
+        if self.allocated and self.util is not None and self.util <= IDLE_UTIL:
+            out.append("idle")
+        if not self.allocated and not self.owner_unknown and (self.util or 0) >= BUSY_UTIL:
+            out.append("unclaimed")
+        if (self.temp is not None and self.temp >= HOT_C) or (self.reasons or 0) & THERMAL:
+            out.append("hot")
+        if (self.reasons or 0) & THROTTLING:
+            out.append("throttled")
+        if (self.xid or 0) > 0 or (self.ecc_dbe or 0) > 0:
+            out.append("erroring")
+        return tuple(out)
+
+
+class SeriesLike(Protocol):
+    """A series as read: `Series`, or an exporter's `exposition.Sample`."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+    @property
+    def value(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One series as read: a metric name, its labels, its value (`exposition.Sample` or a
+    Prometheus vector element)."""
+
+    name: str
+    labels: Mapping[str, str]
+    value: float
+
+
+@dataclass
+class Fleet:
+    """Every GPU read, and what the reading says about the exporters."""
+
+    gpus: dict[GpuKey, Gpu] = field(default_factory=dict)
+    fields_by_node: dict[str, set[str]] = field(default_factory=dict)  # node -> field keys it serves
+    pod_labels: dict[str, bool] = field(default_factory=dict)  # node -> its series carry pod labels
+    exact_nodes: set[str] = field(default_factory=set)  # nodes whose `pod_labels` a direct read told
+
+    def missing(self) -> dict[str, list[str]]:
+        """field key -> the nodes whose exporters do not serve it (only fields some GPU lacks)."""
+        out: dict[str, list[str]] = {}
+        for f in FIELDS:
+            lacking = sorted(n for n, keys in self.fields_by_node.items() if f.key not in keys)
+            if lacking:
+                out[f.key] = lacking
+        return out
+
+    def missing_notes(self) -> list[str]:
+        """One line per set of nodes lacking the same fields: which fields, and why."""
+        by_nodes: dict[tuple[str, ...], list[DcgmField]] = {}
+        for key, lacking in self.missing().items():
+            by_nodes.setdefault(tuple(lacking), []).append(FIELDS_BY_KEY[key])
+        notes = []
+        for nodes, fields in sorted(by_nodes.items(), key=lambda kv: (-len(kv[0]), kv[0])):
+            where = "every exporter" if set(nodes) == set(self.fields_by_node) else _nodes_text(nodes)
+            off = [f for f in fields if not f.default]
+            on = [f for f in fields if f.default]
+            parts = []
+            if off:
+                parts.append(f"{', '.join(f.what for f in off)} ({', '.join(f.names[0] for f in off)}): not exported "
+                             f"by {where} (not in dcgm-exporter's default counters: add them to its counters CSV)")
+            if on:
+                parts.append(f"{', '.join(f.what for f in on)} ({', '.join(f.names[0] for f in on)}): not exported "
+                             f"by {where} (a default counter: its counters CSV or a relabelling leaves it out)")
+            notes.extend(parts)
+        return notes
+
+
+def _nodes_text(nodes: Iterable[str], most: int = 3) -> str:
+    names = list(nodes)
+    head = ", ".join(names[:most])
+    return f"node {head}" if len(names) == 1 else f"nodes {head}" + (f" and {len(names) - most} more"
+                                                                        if len(names) > most else "")
+
+
+def node_of(labels: Mapping[str, str]) -> str:
+    for label in (*NODE_LABELS, "node"):
+        v = labels.get(label)
+        if v:
+            return v
+    return ""
+
+
+def gpu_key(labels: Mapping[str, str]) -> GpuKey | None:
+    node = node_of(labels)
+    idx = labels.get("gpu", "")
+    if not node or not (idx.isascii() and idx.isdigit() and len(idx) <= 6):
+        return None
+    return (node, int(idx), labels.get("GPU_I_ID", ""))
+
+
+def owner_labels(labels: Mapping[str, str], exclude: str = DEFAULT_EXCLUDE) -> tuple[str, str, str] | None:
+    """(namespace, pod, container) of the series' owner, from whichever spelling it carries; None
+    for an idle GPU, or one labelled with the exporter's own pod (a ServiceMonitor's target labels)."""
+    for ns_l, pod_l, c_l in OWNER_LABELS:
+        ns, pod = labels.get(ns_l) or "", labels.get(pod_l) or ""
+        if ns and pod:
+            if exclude and exclude in pod:
+                return None
+            return ns, pod, labels.get(c_l) or ""
+    return None
+
+
+def _check(f: DcgmField, value: float) -> float | None:
+    return value if f.lo <= value <= f.hi else None  # (NaN fails both: dropped)
+
+
+@dataclass
+class _Build:
+    node: str
+    index: int
+    instance: str
+    uuid: str = ""
+    model: str = ""
+    mig_profile: str = ""
+    owner: tuple[str, str, str] | None = None
+    values: dict[str, float] = field(default_factory=dict)
+
+
+def build(series: Iterable[SeriesLike], *, pod_labels: Mapping[str, bool] | None = None,
+          fields_by_node: Mapping[str, Iterable[str]] | None = None, exclude: str = DEFAULT_EXCLUDE,
+          sparse: bool = False) -> Fleet:
+    """The fleet from series (raw exporter samples, or Prometheus answers keyed by node and GPU).
+
+    `fields_by_node`: which fields each node's exporter serves (a presence query); else taken from
+    the series themselves; with `sparse`, a series of a node without a ``gpu`` label says the node
+    serves that field (`SPARSE_GROUPS`' counts), and its GPUs without a series of it read 0. `pod_labels`: whether each node's series carry the pod label keys (only a
+    direct scrape can tell: Prometheus drops empty labels); else whether any GPU of the node has an
+    owner (through Prometheus a node whose GPUs are all idle cannot be told from one without them)."""
+    rows: dict[GpuKey, _Build] = {}
+    seen_fields: dict[str, set[str]] = {}
+    saw_owner: dict[str, bool] = {}
+    for s in series:
+        f = FIELD_OF_METRIC.get(s.name)
+        if f is None:
+            continue
+        key = gpu_key(s.labels)
+        if key is None:
+            if sparse and f.group in SPARSE_GROUPS and (node := node_of(s.labels)):
+                seen_fields.setdefault(node, set()).add(f.key)
+            continue
+        b = rows.get(key)
+        if b is None:
+            b = rows[key] = _Build(*key)
+        node = key[0]
+        seen_fields.setdefault(node, set()).add(f.key)
+        labels = s.labels
+        if not b.uuid:
+            b.uuid = labels.get("UUID") or labels.get("uuid") or ""
+        if not b.model and labels.get("modelName"):
+            b.model = labels["modelName"]
+        if not b.mig_profile and labels.get("GPU_I_PROFILE"):
+            b.mig_profile = labels["GPU_I_PROFILE"]
+        if b.owner is None:
+            b.owner = owner_labels(labels, exclude)
+        if b.owner is not None:
+            saw_owner[node] = True
+        else:
+            saw_owner.setdefault(node, False)
+        if f.key in b.values and f.names.index(s.name) > 0:
+            continue  # (the first name wins: an older spelling beside the new one)
+        v = _check(f, s.value)
+        if v is not None:
+            b.values[f.key] = v
+    fleet = Fleet()
+    served = {n: set(k) for n, k in fields_by_node.items()} if fields_by_node is not None else seen_fields
+    for n in seen_fields:
+        served.setdefault(n, seen_fields[n])
+    fleet.fields_by_node = served
+    fleet.pod_labels = {**saw_owner, **(pod_labels or {})}
+    fleet.exact_nodes = set(pod_labels or ())
+    zeros = {f.key for f in FIELDS if f.group in SPARSE_GROUPS} if sparse else set()
+    for key, b in rows.items():
+        vals = b.values
+        for fk in zeros & served.get(b.node, set()):
+            vals.setdefault(fk, 0.0)
+        used, free = vals.get("mem_used"), vals.get("mem_free")
+        owner = Owner(*b.owner) if b.owner else None
+        reasons, xid = vals.get("reasons"), vals.get("xid")
+        fleet.gpus[key] = Gpu(
+            b.node, b.index, b.instance, b.uuid, b.model, b.mig_profile, util=vals.get("util"), mem_used=used,
+            mem_total=used + free if used is not None and free is not None else None, temp=vals.get("temp"),
+            power=vals.get("power"), power_limit=vals.get("power_limit"), sm_clock=vals.get("sm_clock"),
+            reasons=int(reasons) if reasons is not None else None, xid=int(xid) if xid is not None else None,
+            ecc_sbe=vals.get("ecc_sbe"), ecc_dbe=vals.get("ecc_dbe"), owner=owner, owned_by="labels" if owner else "",
+            allocated=owner is not None)
+    return fleet
+
+
+def owners_of(workloads: Iterable[WorkloadView]) -> dict[PodKey, Owner]:
+    """Each GPU pod of the workloads, placed: workload, rank, project, user."""
+    out: dict[PodKey, Owner] = {}
+    for w in workloads:
+        for r in w.ranks:
+            out[(r.namespace, r.pod)] = Owner(r.namespace, r.pod, "", f"{w.kind}/{w.name}", w.kind, w.name,
+                                              r.rank, r.label, w.project, w.user, r.created)
+    return out
+
+
+def place(fleet: Fleet, owners: Mapping[PodKey, Owner]) -> None:
+    """Each owned GPU's owner completed from the model (workload, rank, project, user)."""
+    for key, g in fleet.gpus.items():
+        if g.owner is None:
+            continue
+        known = owners.get((g.owner.namespace, g.owner.pod))
+        if known is not None:
+            fleet.gpus[key] = replace(g, owner=replace(known, container=g.owner.container))
+
+
+def attribute_by_uuid(fleet: Fleet, nodes: Iterable[str], reported: Mapping[PodKey, Iterable[str]],
+                      owners: Mapping[PodKey, Owner]) -> int:
+    """GPUs of `nodes` (whose series carry no pod labels) given the owner whose pod reports their
+    UUID (`NVIDIA_VISIBLE_DEVICES` or `nvidia-smi -L`, read in the pod); how many were."""
+    by_uuid: dict[str, PodKey] = {}
+    for pk, uuids in reported.items():
+        for u in uuids:
+            by_uuid[u.strip()] = pk
+    wanted = set(nodes)
+    n = 0
+    for key, g in fleet.gpus.items():
+        if g.node not in wanted or g.owner is not None or g.instance:
+            continue
+        holder = by_uuid.get(g.uuid)
+        if holder is None:
+            continue
+        fleet.gpus[key] = replace(g, owner=owners.get(holder) or Owner(*holder), owned_by="uuid", allocated=True)
+        n += 1
+    return n
+
+
+def parse_reported_uuids(text: str) -> list[str]:
+    """GPU UUIDs in what a pod printed: ``NVIDIA_VISIBLE_DEVICES`` (comma-separated) and
+    ``nvidia-smi -L`` lines (``GPU 0: NAME (UUID: GPU-...)``)."""
+    out: list[str] = []
+    for word in text.replace(",", " ").replace("(", " ").replace(")", " ").split():
+        if (word.startswith("GPU-") or word.startswith("MIG-")) and 8 < len(word) <= 80 and word not in out:
+            out.append(word)
+    return out
+
+
+def sort_key(by: str) -> Any:
+    """A key for `sorted(gpus, key=...)`: util, mem, temp, power (highest first), age (held longest
+    first), else by place (node, index, instance)."""
+    def place_key(g: Gpu) -> tuple[str, int, str]:
+        return (g.node, g.index, g.instance)
+
+    if by == "util":
+        return lambda g: (-(g.util if g.util is not None else -1), place_key(g))
+    if by == "mem":
+        return lambda g: (-(g.mem_used if g.mem_used is not None else -1), place_key(g))
+    if by == "temp":
+        return lambda g: (-(g.temp if g.temp is not None else -1), place_key(g))
+    if by == "power":
+        return lambda g: (-(g.power if g.power is not None else -1), place_key(g))
+    if by == "age":  # held longest first; free GPUs last
+        return lambda g: (g.owner.created if g.owner is not None and g.owner.created else float("inf"), place_key(g))
+    return place_key

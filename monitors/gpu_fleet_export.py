@@ -1,0 +1,102 @@
+"""The GPUs as `ranks gpus` prints them: table cells (plain text) and the documented JSON.
+
+`ranks gpus -o json` → {"source": str, "gpus": [{node, index, instance, uuid, model, mig_profile,
+util, mem_used_mib, mem_total_mib, temp_c, power_w, power_limit_w, sm_clock_mhz, throttle (reason
+names, [] for none), clock_event_reasons, xid, ecc_sbe, ecc_dbe, allocated, owner: {namespace, pod,
+container, workload, rank, label, project, user, by} or null, flags}], "not_exported": {field:
+[nodes]}, "notes": [str]}. A figure the exporter does not serve is null, never 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .gpu_fleet import Fleet, Gpu
+from .humanize import mib, percent
+from .sanitize import clean
+
+
+def _n(v: float | None, digits: int = 1) -> float | int | None:
+    if v is None:
+        return None
+    r = round(float(v), digits)
+    return int(r) if r == int(r) else r
+
+
+def short_model(name: str) -> str:
+    return name.removeprefix("NVIDIA ").strip() or "-"
+
+
+def owner_cell(g: Gpu) -> str:
+    o = g.owner
+    if o is None:
+        return "-"
+    if o.name:
+        rank = f" r{o.rank}" if o.rank is not None else ""
+        return f"{o.name} {o.label}{rank}"
+    return f"{o.namespace}/{o.pod}"
+
+
+def throttle_cell(g: Gpu) -> str:
+    t = g.throttle
+    if t is None:
+        return "-"
+    return ",".join(t) if t else "none"
+
+
+def power_cell(g: Gpu) -> str:
+    if g.power is None:
+        return "-"
+    return f"{g.power:.0f}/{g.power_limit:.0f}W" if g.power_limit else f"{g.power:.0f}W"
+
+
+def mem_cell(g: Gpu) -> str:
+    if g.mem_used is None:
+        return "-"
+    return f"{mib(g.mem_used)}/{mib(g.mem_total)}" if g.mem_total else mib(g.mem_used)
+
+
+def ecc_cell(g: Gpu) -> str:
+    if g.ecc_sbe is None and g.ecc_dbe is None:
+        return "-"
+    return f"{_n(g.ecc_sbe, 0) if g.ecc_sbe is not None else '-'}/{_n(g.ecc_dbe, 0) if g.ecc_dbe is not None else '-'}"
+
+
+def gpu_cell(g: Gpu) -> str:
+    return f"{g.index}:{g.instance}" if g.instance else str(g.index)
+
+
+def row_cells(g: Gpu, *, wide: bool = False) -> list[str]:
+    """NODE GPU MODEL UTIL MEM TEMP POWER SM THROTTLE XID ECC OWNER PROJECT USER FLAGS [UUID MIG BY]."""
+    o = g.owner
+    cells = [g.node, gpu_cell(g), short_model(g.model), percent(g.util), mem_cell(g),
+             "-" if g.temp is None else f"{g.temp:.0f}C", power_cell(g),
+             "-" if g.sm_clock is None else f"{g.sm_clock:.0f}MHz", throttle_cell(g),
+             "-" if g.xid is None else str(g.xid), ecc_cell(g), owner_cell(g),
+             (o.project or "-") if o else "-", (o.user or "-") if o else "-", ",".join(g.flags) or "-"]
+    if wide:
+        cells += [g.uuid or "-", g.mig_profile or "-", g.owned_by or "-"]
+    return [clean(c) for c in cells]
+
+
+def gpu_json(g: Gpu) -> dict[str, Any]:
+    o = g.owner
+    return {
+        "node": clean(g.node), "index": g.index, "instance": clean(g.instance) or None, "uuid": clean(g.uuid) or None,
+        "model": clean(g.model) or None, "mig_profile": clean(g.mig_profile) or None, "util": _n(g.util),
+        "mem_used_mib": _n(g.mem_used, 0), "mem_total_mib": _n(g.mem_total, 0), "temp_c": _n(g.temp),
+        "power_w": _n(g.power), "power_limit_w": _n(g.power_limit), "sm_clock_mhz": _n(g.sm_clock, 0),
+        "throttle": list(g.throttle) if g.throttle is not None else None, "clock_event_reasons": g.reasons,
+        "xid": g.xid, "ecc_sbe": _n(g.ecc_sbe, 0), "ecc_dbe": _n(g.ecc_dbe, 0), "allocated": g.allocated,
+        "owner": None if o is None else {
+            "namespace": clean(o.namespace), "pod": clean(o.pod), "container": clean(o.container) or None,
+            "workload": clean(o.workload) or None, "rank": o.rank, "label": clean(o.label) or None,
+            "project": clean(o.project) or None, "user": clean(o.user) or None, "by": g.owned_by},
+        "flags": list(g.flags),
+    }
+
+
+def fleet_json(gpus: list[Gpu], fleet: Fleet, notes: list[str], source: str) -> dict[str, Any]:
+    return {"source": clean(source), "gpus": [gpu_json(g) for g in gpus],
+            "not_exported": {k: [clean(n) for n in v] for k, v in fleet.missing().items()},
+            "notes": [clean(n, limit=1000) for n in notes]}

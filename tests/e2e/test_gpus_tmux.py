@@ -1,0 +1,64 @@
+"""#30 end to end in a real terminal (tmux, 80x24 and 120x40): `ranks demo`'s cluster load has a GPUs
+tab, every GPU of the demo's nodes with its owner and marks (the badly cooled one under
+llama-finetune hot and throttled) and the line saying what figures are missing (the node whose
+exporter has no pod labels); `/` filters them, Enter opens the owner's workload at that rank; a
+node's row in the Nodes tab expands into its GPUs (space)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_demo_tmux import crumbs, demo_in_tmux, quit_and_check_restored, workloads_listed
+
+
+@pytest.mark.timeout(420)
+def test_the_gpus_tab(tmp_path: Path) -> None:
+    width, height = 120, 40  # (then 80x24, the same demo: one start for both sizes)
+    with demo_in_tmux(tmp_path, width, height) as demo:
+        tmux = demo.tmux
+        workloads_listed(demo)
+        tmux.keys("c")
+        tmux.wait_for(lambda s: crumbs(s)[-1] == "cluster load" and "SLOTS" in s and "h100-node-04" in s,
+                      timeout=30, why="cluster load's nodes")
+        shows = {"quota": lambda s: "SLOTS" not in s, "pending": lambda s: "WAITING" in s,
+                 "idle sessions": lambda s: "WAITING" not in s, "GPUs": lambda s: "THRO" in s or "XID" in s}
+        for tab, shown in shows.items():  # (each tab on screen before the next key)
+            tmux.keys("Right")
+            tmux.wait_for(shown, timeout=90, why=f"the {tab} tab")
+        screen = tmux.wait_for(lambda s: "48 GPUs" in s and "a100-node-01" in s, timeout=90, why="the GPUs tab")
+        screen = tmux.wait_for(lambda s: "hot" in s and "h100-node-04" in s and "pod/namespace labels" in s,
+                               timeout=60, why="the hot GPU and the line saying what is missing")
+        print(screen)
+        assert all(len(line) <= width for line in screen.splitlines())
+        tmux.keys("/")
+        tmux.wait_for(lambda s: " / regex" in s, timeout=30, why="the filter input")
+        tmux.type("worker-2")
+        tmux.keys("Enter")
+        screen = tmux.wait_for(lambda s: "bert-crash" not in s and "llama" in s and "/worker-2: 2 of 48" in s,
+                               timeout=30, why="only llama-finetune's worker-2 listed (its 2 GPUs)")
+        print(screen)
+        tmux.keys("Enter")
+        screen = tmux.wait_for(lambda s: crumbs(s)[-1] == "llama-finetune", timeout=30, why="its workload")
+        tmux.wait_for(lambda s: "worker-2" in s, timeout=30, why="its ranks")
+        tmux.keys("Escape")
+        tmux.wait_for(lambda s: crumbs(s)[-1] == "cluster load", timeout=30, why="back on cluster load")
+        tmux.keys("Escape")  # (the filter cleared)
+        tmux.wait_for(lambda s: "of 48" not in s and "a100-node-01" in s, timeout=30, why="every GPU again")
+        width, height = 80, 24
+        tmux.resize(width, height)
+        screen = tmux.wait_for(lambda s: "48 GPUs" in s and "h100-node-04" in s and "OWNER" in s
+                               and "MODEL" not in s, timeout=30, why="the GPUs tab at 80x24")
+        print(screen)
+        assert all(len(line) <= width for line in screen.splitlines())
+        # the Nodes tab: h100-node-01's row (the fifth: a100 nodes first) expands into its eight GPUs
+        tmux.keys("Left", "Left", "Left", "Left")
+        tmux.wait_for(lambda s: "SLOTS" in s, timeout=30, why="the Nodes tab")
+        tmux.keys("g", "j", "j", "j", "j", "space")
+        screen = tmux.wait_for(lambda s: "GPU 7" in s and "llama-finetune" in s, timeout=60,
+                               why="a node's row expanded into its GPUs")
+        print(screen)
+        tmux.keys("space")
+        tmux.wait_for(lambda s: "GPU 7" not in s, timeout=30, why="the node folded again")
+        quit_and_check_restored(demo)
