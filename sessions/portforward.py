@@ -249,12 +249,18 @@ class Follower:
         self._watch: asyncio.Task[None] | None = None
         self.replaced = 0  # pods followed after the first
 
-    async def start(self) -> Target:
-        """The rank's pod now; it must run (else `ForwardError`, nothing waits)."""
-        if self.namespace is None:
-            wl = await locate_workload(self.cfg, self.ref, self.project)
-            self.namespace = wl.namespace
-        target, why = await self._find()
+    async def start(self, known: Target | None = None) -> Target:
+        """The rank's pod now; it must run (else `ForwardError`, nothing waits). `known`: the pod the
+        caller already knows is the rank's (the dashboard's), only checked (one GET)."""
+        if known is not None:
+            self.namespace = known.namespace
+            target: Target | None = await self._check(known)
+            why = f"{known.label} ({known.pod}) is not running and Ready"
+        else:
+            if self.namespace is None:
+                wl = await locate_workload(self.cfg, self.ref, self.project)
+                self.namespace = wl.namespace
+            target, why = await self._find()
         if target is None:
             raise ForwardError(why, ExitCode.ERROR)
         self._set(target)
@@ -307,6 +313,23 @@ class Follower:
         raw = await self.client.get(api_paths.pod(self.namespace, r.pod))
         uid = str((raw.get("metadata") or {}).get("uid", ""))
         return Target(self.namespace, r.pod, uid, r.label, wl.name), ""
+
+    async def _check(self, known: Target) -> Target | None:
+        """`known` with its uid when its pod runs, Ready and not being deleted; else None."""
+        try:
+            raw = await self.client.get(api_paths.pod(known.namespace, known.pod))
+        except ApiProblem as exc:
+            if exc.status == 404:
+                return None
+            raise ForwardError(exc.one_line(), exc.exit_code) from None
+        except ConnectionProblem as exc:
+            raise ForwardError(exc.message, exc.code) from None
+        meta, status = raw.get("metadata") or {}, raw.get("status") or {}
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or ()
+                    if isinstance(c, dict))
+        if meta.get("deletionTimestamp") or status.get("phase") != "Running" or not ready:
+            return None
+        return Target(known.namespace, known.pod, str(meta.get("uid", "")), known.label, known.workload)
 
     async def _gone(self, target: Target) -> bool:
         try:

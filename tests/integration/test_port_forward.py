@@ -218,3 +218,60 @@ def test_what_stops_a_forward_is_one_line(cluster: ThreadedSimCluster, env: dict
     r = ranks(env, "port-forward", "nb", "-p", "team-a", "--rank", "worker-7", "8888")
     one_line_error(r, 8, "worker-7")
     assert os.environ.get("KUBECONFIG") != env["KUBECONFIG"]  # (the tests' own never touched)
+
+
+def admin_call(t: ThreadedSimCluster, fn: Any) -> Any:
+    """`fn(cfg, client)` (a coroutine function) with the cluster admin's client, on a loop of its own."""
+    import asyncio
+
+    from monitors.connection import load_cluster_config
+    from monitors.kube import KubeClient
+
+    cfg = load_cluster_config(str(t.sim.kubeconfig_path), None)
+
+    async def body() -> Any:
+        async with KubeClient(cfg) as client:
+            return await fn(cfg, client)
+
+    return asyncio.run(body())
+
+
+def test_a_ranks_ports_are_read_in_its_pod(cluster: ThreadedSimCluster, sessions: str) -> None:
+    from sessions.ports import rank_ports
+
+    pod = ready_pod(cluster, A, "nb")
+    assert pod is not None
+    rows = admin_call(cluster, lambda cfg, client: rank_ports(client, A, pod, "master-0"))
+    by_port = {r.port: r for r in rows}
+    assert by_port[8888].listening and by_port[8888].kind == "Jupyter" and by_port[8888].declared == "jupyter"
+    assert "jupyter lab" in by_port[8888].command and by_port[8888].address == pod["status"]["podIP"]
+    assert not by_port[7000].listening and by_port[7000].declared == "metrics"  # declared, nothing there yet
+    assert by_port[23456].declared == "pytorchjob-port"
+
+
+def test_the_dashboards_forward_gives_jupyters_url_with_its_token(cluster: ThreadedSimCluster,
+                                                                  sessions: str) -> None:
+    from sessions.ports import ForwardSet
+
+    pod = ready_pod(cluster, A, "nb")
+    assert pod is not None
+
+    async def go(cfg: Any, client: Any) -> tuple[str, int, str]:
+        import asyncio
+
+        forwards = ForwardSet()
+        try:
+            item = await forwards.start(cfg, client, workload="nb", namespace=A, label="master-0",
+                                        pod=pod["metadata"]["name"], port=8888, kind="Jupyter")
+            again = await forwards.start(cfg, client, workload="nb", namespace=A, label="master-0",
+                                         pod=pod["metadata"]["name"], port=8888, kind="Jupyter")
+            assert again.id == item.id  # (one forward per port)
+            path = item.url.split(str(item.local), 1)[1]
+            status, body = await asyncio.to_thread(http_get, item.local, path)
+            return item.url, status, body
+        finally:
+            await forwards.close()
+
+    url, status, body = admin_call(cluster, go)
+    assert "/?token=" in url and url.startswith("http://127.0.0.1:"), url
+    assert status == 200 and "notebook server in" in body, (status, body)  # past the login: the token works
