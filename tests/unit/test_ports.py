@@ -72,3 +72,12 @@ def test_the_door_forwards_to_workloads_only() -> None:
     assert destination("worker-1.pt.team-a") == Destination("pt", "team-a", "worker-1")
     for host in ("127.0.0.1", "::1", "[::1]", "localhost", "a.b.c.d", "Pt", "pt_x", "", "x" * 64, "10.0.0.1"):
         assert destination(host) is None, host
+
+
+def test_over_the_door_the_line_to_paste() -> None:
+    from sessions.ports import ssh_line
+
+    assert ssh_line("master-0", "pt-interactive", "team-a", 8888) == \
+        "ssh -N -L 8888:master-0.pt-interactive.team-a:8888 <this server>"
+    assert ssh_line("worker-1", "pt", "team-a", 6006, "2222").endswith("-p 2222 <this server>")
+    assert destination("master-0.pt-interactive.team-a") == Destination("pt-interactive", "team-a", "master-0")
