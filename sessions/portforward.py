@@ -40,7 +40,8 @@ from .shell import NotYet, not_running_reason, pick_rank
 
 PROTOCOL = "v4.channel.k8s.io"
 DATA, ERROR = 0, 1
-CHUNK = 256 * 1024
+CHUNK = 1024 * 1024
+BUFFER = 4 << 20  # bytes a local connection's writes may queue before the relay waits
 POLL = 1.0  # seconds between looks at the followed pod
 PROBE_WAIT = 1.5  # how long the first stream waits for the kubelet's refusal before calling the port open
 PENDING_LIMIT = 300.0  # how long a connection waits for a replaced pod to be Ready again
@@ -156,6 +157,7 @@ class PodStream:
 
     async def relay(self, reader: Reader, writer: Writer) -> str:
         """Bytes both ways until either side ends; the kubelet's error, if it said one."""
+        _roomy(writer)
         async def to_pod() -> None:
             while data := await reader.read(CHUNK):
                 await self.ws.send_bytes(b"\x00" + data)
@@ -193,6 +195,14 @@ class PodStream:
     async def close(self) -> None:
         with contextlib.suppress(Exception):
             await self.ws.close()
+
+
+def _roomy(writer: Any) -> None:
+    """A larger write buffer on a socket's transport (1 MiB: a WebSocket message of `CHUNK` is
+    written whole before the relay waits for it to drain, rather than in 64 KiB steps)."""
+    transport = getattr(writer, "transport", None)
+    with contextlib.suppress(AttributeError, RuntimeError, ValueError):
+        transport.set_write_buffer_limits(high=BUFFER)  # type: ignore[union-attr]
 
 
 class Reader(Protocol):
@@ -386,7 +396,7 @@ class PortForward:
         problems: list[str] = []
         for address in addresses:
             try:
-                server = await asyncio.start_server(self._accepted, address, local, reuse_address=True)
+                server = await asyncio.start_server(self._accepted, address, local, reuse_address=True, limit=BUFFER)
             except OSError as exc:
                 problems.append(f"{_hostport(address, local)}: {exc.strerror or exc}")
                 continue

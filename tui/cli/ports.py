@@ -54,6 +54,9 @@ def run_port_forward(opts: dict[str, Any], ref: str, project: str | None, *, por
     refused = read_only_refusal(opts, f"forward ports of {ref}")
     if refused is not None:
         return refused
+    from .sessions import fast_loop
+
+    fast_loop()  # (uvloop where installed: the relay's every byte crosses the loop twice)
     try:
         pairs = parse_pairs(ports)
         hosts = listen_addresses(addresses)
