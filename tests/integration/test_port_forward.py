@@ -275,3 +275,35 @@ def test_the_dashboards_forward_gives_jupyters_url_with_its_token(cluster: Threa
     url, status, body = admin_call(cluster, go)
     assert "/?token=" in url and url.startswith("http://127.0.0.1:"), url
     assert status == 200 and "notebook server in" in body, (status, body)  # past the login: the token works
+
+
+async def test_over_the_ssh_door_the_ports_view_gives_the_line_to_paste(
+        cluster: ThreadedSimCluster, sessions: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the door the dashboard's machine is the server: Enter starts nothing there and shows the
+    `ssh -L` line for the user's own machine."""
+    from rich.text import Text
+    from textual.widgets import Static
+
+    from sessions.ssh import SSH_SESSION_ENV
+    from tests.dashboard_kit import make_app
+    from tests.waiting import pilot_wait
+    from tui.screens.ports import PortsScreen, forwards_of
+
+    monkeypatch.setenv(SSH_SESSION_ENV, "1")
+    app = make_app(cluster.sim.kubeconfig_path, metrics=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        key = (A, "PyTorchJob", "nb")
+        await pilot_wait(pilot, lambda: key in app.store.workloads, what="nb in the model", timeout=30)
+        app.push_screen(PortsScreen(app.store.workloads[key]))
+
+        def state() -> str:
+            found = app.screen.query("#ports-state") if isinstance(app.screen, PortsScreen) else []
+            content = found[0].content if found and isinstance(found[0], Static) else ""
+            return content.plain if isinstance(content, Text) else str(content)
+
+        await pilot_wait(pilot, lambda: "the ssh -L line" in state(), what="the ports read", timeout=60)
+        await pilot.press("down")  # (master-0's 7000, then its 8888)
+        await pilot.press("enter")
+        await pilot_wait(pilot, lambda: "ssh -N -L" in state(), what="the line to paste", timeout=30)
+        assert "ssh -N -L 8888:master-0.nb.team-a:8888 <this server>" in state(), state()
+        assert forwards_of(app.data).rows() == []  # nothing listens on the server
