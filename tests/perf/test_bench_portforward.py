@@ -11,6 +11,7 @@ a real `kubectl port-forward` (v1.35: SPDY tunnelled in a WebSocket), each RUNS 
    server: kubectl's Go client reaches about 0.2-0.35x direct there too)
 3. serving again after the rank's pod is replaced: from the new pod Ready to the page served
    through `ranks port-forward`                                                       <= 5 s
+   and Ctrl-C to the process's end                                                    <= 1 s
 2. the dashboard's key to a usable URL: `ForwardSet.start` (a free local port, the follower's check
    of the pod, Jupyter's token read in the pod with `jupyter server list`) until the URL answers the
    notebook's page, as the Ports view's Enter runs it                             p50 <= 1 s
@@ -19,6 +20,7 @@ a real `kubectl port-forward` (v1.35: SPDY tunnelled in a WebSocket), each RUNS 
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import statistics
 import subprocess
@@ -178,6 +180,7 @@ def test_key_to_usable_url(cluster: ThreadedSimCluster) -> None:
 
 
 FOLLOW_GOAL = 5.0  # s from the new pod Ready to the page served through the forward
+CTRL_C_GOAL = 1.0  # s from SIGINT to the process's end
 
 
 def test_forward_serves_again_after_the_pod_is_replaced(cluster: ThreadedSimCluster, tmp_path: Path) -> None:
@@ -205,10 +208,18 @@ def test_forward_serves_again_after_the_pod_is_replaced(cluster: ThreadedSimClus
         assert new
         wait_for(lambda: answers(url), timeout=120, interval=0.02, what="the page through the forward again")
         took = time.perf_counter() - t_ready
+        t_int = time.perf_counter()
+        fwd.send_signal(signal.SIGINT)
+        code = fwd.wait(timeout=30)
+        ended = time.perf_counter() - t_int
     finally:
-        fwd.terminate()
+        if fwd.poll() is None:
+            fwd.kill()
         _out, err = fwd.communicate(timeout=30)
-    print(f"\nforward serving again {took:.2f} s after the new pod was Ready")
+    print(f"\nforward serving again {took:.2f} s after the new pod was Ready; Ctrl-C ended it in {ended:.2f} s")
     record("port-forward: serving again after the pod is replaced", f"<= {FOLLOW_GOAL:g} s from the new pod Ready",
            round(took, 2), "s", met=took <= FOLLOW_GOAL, note="ranks port-forward on a session whose pod was deleted")
+    record("port-forward: Ctrl-C to the end", f"<= {CTRL_C_GOAL:g} s", round(ended, 2), "s", met=ended <= CTRL_C_GOAL,
+           note=f"exit {code}, with a connection served and a replaced pod followed")
     assert took <= FOLLOW_GOAL, err
+    assert ended <= CTRL_C_GOAL and code == 130, (ended, code, err)

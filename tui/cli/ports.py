@@ -80,10 +80,9 @@ def run_port_forward(opts: dict[str, Any], ref: str, project: str | None, *, por
             forwards: list[PortForward] = []
             try:
                 await follower.start()
-                for pair in pairs:
-                    fwd = PortForward(client, follower, pair.remote, notes=note)
-                    forwards.append(fwd)
-                    await fwd.probe()
+                forwards += [PortForward(client, follower, pair.remote, notes=note) for pair in pairs]
+                await asyncio.gather(*(fwd.probe() for fwd in forwards))  # (each waits for a refusal)
+                for pair, fwd in zip(pairs, forwards, strict=True):
                     for address, port in await fwd.listen(hosts, pair.local):
                         print(forwarding_line(address, port, pair.remote), flush=True)
                     fwd.on_connection = _handling(pair.local or fwd.bound[0][1])
