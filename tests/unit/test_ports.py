@@ -81,3 +81,36 @@ def test_over_the_door_the_line_to_paste() -> None:
         "ssh -N -L 8888:master-0.pt-interactive.team-a:8888 <this server>"
     assert ssh_line("worker-1", "pt", "team-a", 6006, "2222").endswith("-p 2222 <this server>")
     assert destination("master-0.pt-interactive.team-a") == Destination("pt-interactive", "team-a", "master-0")
+
+
+def test_submit_with_ports_jupyter_and_tensorboard() -> None:
+    from sessions.manifests import SubmitSpec, render, spec_problems
+
+    spec = SubmitSpec(name="nb", framework="mpi", image="img", workers=2, namespace="ns", interactive=True,
+                      ports=("7000:metrics", "6006"), jupyter=True, tensorboard="/runs/my logs")
+    job = render(spec)
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert [(p["containerPort"], p.get("name")) for p in launcher["ports"]] == [
+        (7000, "metrics"), (6006, "tensorboard"), (8888, "jupyter")]  # (6006 named for what runs there)
+    script = launcher["command"][2]
+    assert launcher["command"][:2] == ["/bin/sh", "-c"] and script.endswith("; exec sleep infinity")
+    assert "command -v jupyter >/dev/null 2>&1 && { jupyter lab --ip=0.0.0.0 --port=8888" in script
+    assert "tensorboard --logdir '/runs/my logs' --host 0.0.0.0 --port 6006" in script
+    assert "ports" not in worker and "command" not in worker  # (the workers keep their sshd)
+    plain = render(SubmitSpec(name="s", framework="pytorch", image="img", workers=1, namespace="ns", interactive=True))
+    assert plain["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]["command"] == [
+        "sleep", "infinity"]
+
+    def problems(**kw: object) -> list[str]:
+        base: dict[str, object] = dict(name="s", framework="pytorch", image="img", workers=0, namespace="ns",
+                                       interactive=True)
+        return [p.message for p in spec_problems(SubmitSpec(**{**base, **kw}))]  # type: ignore[arg-type]
+
+    assert problems(ports=("70000",)) == ['--port "70000": the port must be a number from 1 to 65535 (PORT or PORT:NAME)']
+    assert "must be no more than 15 characters" in problems(ports=("80:a-very-long-port-name",))[0]
+    assert "at least one letter" in problems(ports=("80:123",))[0]
+    assert "given twice" in problems(ports=("80", "80:http"))[0]
+    assert problems(interactive=False, command="x", jupyter=True) == [
+        "--jupyter starts a server in an interactive session: add --interactive"]
+    assert problems(tensorboard=" ") == ["--tensorboard LOGDIR: a log directory is required"]

@@ -8,8 +8,12 @@ from __future__ import annotations
 import json
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from _notebook import new_token, runtime_dir, serve
+if TYPE_CHECKING or __package__:  # (the type checker reads the package's modules)
+    from ._notebook import new_token, runtime_dir, serve
+else:  # run by path from the wrapper
+    from _notebook import new_token, runtime_dir, serve
 
 APPS = ("lab", "notebook", "server")
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 import html
 import os
 import sys
+from typing import TYPE_CHECKING
 
-from _notebook import serve
+if TYPE_CHECKING or __package__:  # (the type checker reads the package's modules)
+    from ._notebook import serve
+else:  # run by path from the wrapper
+    from _notebook import serve
 
 
 def option(args: list[str], name: str, default: str = "") -> str:
