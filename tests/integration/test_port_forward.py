@@ -282,10 +282,11 @@ async def test_over_the_ssh_door_the_ports_view_gives_the_line_to_paste(
     """Over the door the dashboard's machine is the server: Enter starts nothing there and shows the
     `ssh -L` line for the user's own machine."""
     from rich.text import Text
+    from textual.command import CommandList, CommandPalette
     from textual.widgets import Static
 
     from sessions.ssh import SSH_SESSION_ENV
-    from tests.dashboard_kit import make_app
+    from tests.dashboard_kit import make_app, type_text, wait_screen
     from tests.waiting import pilot_wait
     from tui.screens.ports import PortsScreen, forwards_of
 
@@ -294,7 +295,16 @@ async def test_over_the_ssh_door_the_ports_view_gives_the_line_to_paste(
     async with app.run_test(size=(120, 36)) as pilot:
         key = (A, "PyTorchJob", "nb")
         await pilot_wait(pilot, lambda: key in app.store.workloads, what="nb in the model", timeout=30)
-        app.push_screen(PortsScreen(app.store.workloads[key]))
+        await pilot.press("colon")  # (the palette's "Ports PROJECT/NAME" opens the view from anywhere)
+        palette = await wait_screen(pilot, CommandPalette)
+        await type_text(pilot, "Ports team-a/nb")
+        hits = palette.query_one(CommandList)
+        await pilot_wait(pilot, lambda: hits.option_count >= 1 and "Ports" in str(hits.get_option_at_index(0).prompt),
+                         what="the palette's Ports hit", timeout=30)
+        await pilot.press("enter")
+        if isinstance(app.screen, CommandPalette):  # (the first Enter may only highlight)
+            await pilot.press("enter")
+        await wait_screen(pilot, PortsScreen)
 
         def state() -> str:
             found = app.screen.query("#ports-state") if isinstance(app.screen, PortsScreen) else []
