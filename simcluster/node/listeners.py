@@ -11,12 +11,12 @@ Stdlib only, no I/O beyond /proc.
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import os
+import re
 import socket
 from collections.abc import Iterable
-
-LISTEN = "0A"
 
 
 def _address(hex_addr: str) -> str:
@@ -26,24 +26,25 @@ def _address(hex_addr: str) -> str:
     return str(ipaddress.ip_address(words))
 
 
-def listening_sockets(tables: Iterable[str] = ("/proc/net/tcp", "/proc/net/tcp6")) -> dict[int, tuple[str, int]]:
-    """inode -> (address, port) of every listening TCP socket of the machine."""
+TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+# a LISTEN line: sl, local address:port, remote, st 0A, tx:rx, tr:tm, retrnsmt, uid, timeout, inode
+_LINE = r"^\s*\d+:\s+([0-9A-F]+):({port})\s+\S+\s+0A\s+\S+\s+\S+\s+\S+\s+\d+\s+\d+\s+(\d+)"
+
+
+def listening_sockets(tables: Iterable[str] = TABLES, port: int | None = None) -> dict[int, tuple[str, int]]:
+    """inode -> (address, port) of every listening TCP socket of the machine (on `port` only, when
+    given: one regular expression over each table, not a split of its every line)."""
+    pattern = re.compile(_LINE.format(port="[0-9A-F]{4}" if port is None else f"{port:04X}"), re.MULTILINE)
     out: dict[int, tuple[str, int]] = {}
     for table in tables:
         try:
             with open(table, encoding="ascii", errors="replace") as fh:
-                lines = fh.read().splitlines()[1:]
+                text = fh.read()
         except OSError:
             continue
-        for line in lines:
-            f = line.split()
-            if len(f) < 10 or f[3] != LISTEN or ":" not in f[1]:
-                continue
-            addr, _, port = f[1].rpartition(":")
-            try:
-                out[int(f[9])] = (_address(addr), int(port, 16))
-            except ValueError:
-                continue
+        for m in pattern.finditer(text):
+            with contextlib.suppress(ValueError):
+                out[int(m.group(3))] = (_address(m.group(1)), int(m.group(2), 16))
     return out
 
 
@@ -65,10 +66,13 @@ def socket_inodes(pid: int) -> set[int]:
     return found
 
 
-def listening(pids: Iterable[int]) -> dict[int, list[str]]:
-    """port -> the addresses it is bound on, for every TCP port the processes `pids` listen on."""
-    sockets = listening_sockets()
+def listening(pids: Iterable[int], port: int | None = None) -> dict[int, list[str]]:
+    """port -> the addresses it is bound on, for every TCP port (or `port`) the processes `pids`
+    listen on."""
+    sockets = listening_sockets(port=port)
     ports: dict[int, list[str]] = {}
+    if not sockets:
+        return ports
     for pid in pids:
         for inode in socket_inodes(pid):
             hit = sockets.get(inode)

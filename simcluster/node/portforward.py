@@ -148,7 +148,7 @@ class PortForwardService:
             raise Refused(f"error forwarding port {port} to pod {sandbox}, uid : pod not found")
         target: tuple[str, int] | None
         if rt is not None:
-            bound = (await asyncio.to_thread(listening, rt.pids())).get(port)
+            bound = (await asyncio.to_thread(listening, rt.pids(), port)).get(port)
             target = (dial_address(bound), port) if bound else None
         else:
             target = self.sim.portmap.lookup(ns, name, port) if self.sim.portmap else None
