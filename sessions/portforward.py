@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
-import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -45,6 +44,7 @@ BUFFER = 4 << 20  # bytes a local connection's writes may queue before the relay
 POLL = 1.0  # seconds between looks at the followed pod
 PROBE_WAIT = 1.5  # how long the first stream waits for the kubelet's refusal before calling the port open
 PENDING_LIMIT = 300.0  # how long a connection waits for a replaced pod to be Ready again
+OPEN_TRIES = 5  # refusals of the one pod (running, Ready) before a connection gives up
 
 Notes = Callable[[str], None]
 
@@ -440,13 +440,18 @@ class PortForward:
                 writer.close()
 
     async def _open(self) -> PodStream:
-        """A stream to the rank's pod now, waiting for a replaced pod to run again."""
+        """A stream to the rank's pod now, waiting for a replaced pod to run again (a pod that runs
+        and is Ready yet refuses `OPEN_TRIES` times in a row: that refusal)."""
+        refused: dict[tuple[str, str], int] = {}
         while True:
             target = await self.follower.current()
             try:
                 return await PodStream.open(self.client, target.namespace, target.pod, self.remote)
             except ForwardError as exc:
                 if exc.code in (ExitCode.FORBIDDEN, ExitCode.UNAUTHORIZED):
+                    raise
+                seen = refused[(target.pod, target.uid)] = refused.get((target.pod, target.uid), 0) + 1
+                if seen >= OPEN_TRIES:
                     raise
                 self.follower.suspect()  # gone, not running: the follower finds its successor
                 await asyncio.sleep(0.2)
@@ -473,12 +478,3 @@ def _only_loopback_pair(addresses: list[str]) -> bool:
 def forwarding_line(address: str, port: int, remote: int) -> str:
     """kubectl's words for a listening forward."""
     return f"Forwarding from {_hostport(address, port)} -> {remote}"
-
-
-def free_port(address: str = "127.0.0.1") -> int:
-    """A port free now on `address` (for a forward the dashboard starts)."""
-    family = socket.AF_INET6 if ":" in address else socket.AF_INET
-    with socket.socket(family) as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
-

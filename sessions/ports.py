@@ -29,7 +29,7 @@ from monitors.kube import KubeClient
 from monitors.sanitize import clean
 
 from .exec_bridge import ExecError, ExecSession
-from .portforward import Follower, PortForward, Target, free_port
+from .portforward import Follower, PortForward, Target
 
 LIST_SCRIPT = r"""me=$$
 for t in /proc/net/tcp /proc/net/tcp6; do
@@ -276,7 +276,7 @@ class ForwardSet:
         await follower.start(known=Target(namespace, pod, "", label, workload))
         fwd = PortForward(client, follower, port, notes=notes.append)
         try:
-            (_addr, local), = await fwd.listen(["127.0.0.1"], free_port())
+            (_addr, local), = await fwd.listen(["127.0.0.1"], 0)
             url = (await jupyter_url(client, namespace, pod, port, local, container) if kind == "Jupyter"
                    else f"http://127.0.0.1:{local}/")
         except BaseException:
