@@ -1,7 +1,7 @@
 """#29 end to end in a real terminal (tmux, 120x40): `ranks demo`, pt-interactive's detail, `P` opens the
 Ports view: its master's Jupyter (declared and listened on, read in the pod) and the operator's port;
 Enter forwards Jupyter to a free local port and shows the URL with its token, which answers the
-notebook's page; the forward is listed and ctrl+d stops it; Escape goes back and `q` leaves the
+notebook's page; the forward is listed and ctrl+d on its port stops it; Escape goes back and `q` leaves the
 terminal as it was."""
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ def test_the_ports_view(tmp_path: Path) -> None:
         assert url, screen
         page = wait_for(lambda: fetch(url.group(1)), timeout=30, what="the notebook through the forward")
         assert "notebook server in" in page, page
-        tmux.keys("Tab")
-        tmux.keys("C-d")
+        tmux.keys("C-d")  # (on the forwarded port; in the list of forwards below, after Tab, as well)
         tmux.wait_for("forward stopped", timeout=30, why="the forward stopped")
         assert fetch(url.group(1)) is None
         tmux.keys("Escape")

@@ -277,41 +277,76 @@ def test_the_dashboards_forward_gives_jupyters_url_with_its_token(cluster: Threa
     assert status == 200 and "notebook server in" in body, (status, body)  # past the login: the token works
 
 
-async def test_over_the_ssh_door_the_ports_view_gives_the_line_to_paste(
-        cluster: ThreadedSimCluster, sessions: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Over the door the dashboard's machine is the server: Enter starts nothing there and shows the
-    `ssh -L` line for the user's own machine."""
+async def open_ports_view(app: Any, pilot: Any, project: str, name: str) -> Any:
+    """The Ports view of `name`, opened from the command palette ("Ports PROJECT/NAME"), its ports read."""
     from rich.text import Text
     from textual.command import CommandList, CommandPalette
     from textual.widgets import Static
 
-    from sessions.ssh import SSH_SESSION_ENV
-    from tests.dashboard_kit import make_app, type_text, wait_screen
+    from tests.dashboard_kit import type_text, wait_screen
     from tests.waiting import pilot_wait
-    from tui.screens.ports import PortsScreen, forwards_of
+    from tui.screens.ports import PortsScreen
+
+    await pilot_wait(pilot, lambda: (A, "PyTorchJob", name) in app.store.workloads, what=f"{name} in the model",
+                     timeout=30)
+    await pilot.press("colon")  # (the palette's "Ports PROJECT/NAME" opens the view from anywhere)
+    palette = await wait_screen(pilot, CommandPalette)
+    await type_text(pilot, f"Ports {project}/{name}")
+    hits = palette.query_one(CommandList)
+    await pilot_wait(pilot, lambda: hits.option_count >= 1 and "Ports" in str(hits.get_option_at_index(0).prompt),
+                     what="the palette's Ports hit", timeout=30)
+    await pilot.press("enter")
+    if isinstance(app.screen, CommandPalette):  # (the first Enter may only highlight)
+        await pilot.press("enter")
+    screen = await wait_screen(pilot, PortsScreen)
+
+    def state() -> str:
+        found = screen.query("#ports-state")
+        content = found[0].content if found and isinstance(found[0], Static) else ""
+        return content.plain if isinstance(content, Text) else str(content)
+
+    await pilot_wait(pilot, lambda: "port(s) of" in state(), what="the ports read", timeout=60)
+    return screen, state
+
+
+async def test_the_ports_view_forwards_and_stops_from_its_list(cluster: ThreadedSimCluster, sessions: str) -> None:
+    from tests.dashboard_kit import make_app
+    from tests.waiting import pilot_wait
+    from tui.widgets.keyed_table import KeyedTable
+
+    app = make_app(cluster.sim.kubeconfig_path, metrics=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen, state = await open_ports_view(app, pilot, "team-a", "nb")
+        await pilot.press("down")  # (master-0's 7000, then its 8888)
+        await pilot.press("enter")
+        await pilot_wait(pilot, lambda: "forwarded: open http://127.0.0.1:" in state(), what="the URL", timeout=30)
+        url = state().split("open ", 1)[1].strip()
+        local = int(url.split(":")[2].split("/")[0])
+        assert "Jupyter" in (page(local) or "")
+        forwards = screen.query_one("#forwards", KeyedTable)
+        assert forwards.row_count == 1
+        await pilot.press("tab")
+        await pilot_wait(pilot, lambda: forwards.has_focus, what="the list of forwards focused", timeout=10)
+        await pilot.press("ctrl+d")
+        await pilot_wait(pilot, lambda: forwards.row_count == 0 and "forward stopped" in state(),
+                         what="the forward stopped", timeout=30)
+        assert page(local) is None
+
+
+async def test_over_the_ssh_door_the_ports_view_gives_the_line_to_paste(
+        cluster: ThreadedSimCluster, sessions: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over the door the dashboard's machine is the server: Enter starts nothing there and shows the
+    `ssh -L` line for the user's own machine."""
+    from sessions.ssh import SSH_SESSION_ENV
+    from tests.dashboard_kit import make_app
+    from tests.waiting import pilot_wait
+    from tui.screens.ports import forwards_of
 
     monkeypatch.setenv(SSH_SESSION_ENV, "1")
     app = make_app(cluster.sim.kubeconfig_path, metrics=False)
     async with app.run_test(size=(120, 36)) as pilot:
-        key = (A, "PyTorchJob", "nb")
-        await pilot_wait(pilot, lambda: key in app.store.workloads, what="nb in the model", timeout=30)
-        await pilot.press("colon")  # (the palette's "Ports PROJECT/NAME" opens the view from anywhere)
-        palette = await wait_screen(pilot, CommandPalette)
-        await type_text(pilot, "Ports team-a/nb")
-        hits = palette.query_one(CommandList)
-        await pilot_wait(pilot, lambda: hits.option_count >= 1 and "Ports" in str(hits.get_option_at_index(0).prompt),
-                         what="the palette's Ports hit", timeout=30)
-        await pilot.press("enter")
-        if isinstance(app.screen, CommandPalette):  # (the first Enter may only highlight)
-            await pilot.press("enter")
-        await wait_screen(pilot, PortsScreen)
-
-        def state() -> str:
-            found = app.screen.query("#ports-state") if isinstance(app.screen, PortsScreen) else []
-            content = found[0].content if found and isinstance(found[0], Static) else ""
-            return content.plain if isinstance(content, Text) else str(content)
-
-        await pilot_wait(pilot, lambda: "the ssh -L line" in state(), what="the ports read", timeout=60)
+        _screen, state = await open_ports_view(app, pilot, "team-a", "nb")
+        assert "the ssh -L line" in state()
         await pilot.press("down")  # (master-0's 7000, then its 8888)
         await pilot.press("enter")
         await pilot_wait(pilot, lambda: "ssh -N -L" in state(), what="the line to paste", timeout=30)

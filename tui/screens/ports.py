@@ -2,7 +2,7 @@
 its pod, with what each probably is) and every forward the dashboard keeps (of any workload).
 
 Enter on a port forwards it to a free port of 127.0.0.1 and shows the URL to open (Jupyter's with its
-token); ctrl+d on a forward stops it; ctrl+r reads the ports again. The forwards live as long as the
+token); ctrl+d on a forward (in the list of forwards, or on its port) stops it; ctrl+r reads the ports again. The forwards live as long as the
 dashboard, on its data loop (`forwards_of`), and follow their rank when its pod is replaced. Over the
 SSH door nothing is forwarded on the server: Enter shows the `ssh -L` line to paste on your own
 machine. The reading and the forwarding run on the data loop, awaited by workers posting typed
@@ -88,7 +88,8 @@ class PortsScreen(RanksScreen):
     def body(self) -> ComposeResult:
         yield Static(Text("reading the ports of its ranks (in their pods)…", style="italic"), id="ports-state")
         yield KeyedTable(id="ports")
-        yield Static(Text("forwards of this dashboard (every workload; ctrl+d stops one)"), id="forwards-title")
+        yield Static(Text("forwards of this dashboard (every workload; ctrl+d stops one; Tab to this list)"),
+                     id="forwards-title")
         yield KeyedTable(id="forwards")
 
     def on_mount(self) -> None:
@@ -207,11 +208,18 @@ class PortsScreen(RanksScreen):
         self.post_message(self.Forwards(rows, said))
 
     def action_delete(self) -> None:
-        """ctrl+d on a forward: stop it."""
-        table: KeyedTable[int] = self.query_one("#forwards", KeyedTable)
-        key = table.cursor_key
-        if key is not None and table.has_focus:
-            self._stop(key)
+        """ctrl+d on a forward (in the forwards' list, or on a forwarded port): stop it."""
+        forwards: KeyedTable[int] = self.query_one("#forwards", KeyedTable)
+        if forwards.has_focus:
+            if forwards.cursor_key is not None:
+                self._stop(forwards.cursor_key)
+            return
+        ports: KeyedTable[tuple[str, int]] = self.query_one("#ports", KeyedTable)
+        key = ports.cursor_key
+        mine = next((f for f in self.forwarded if key is not None and (f.namespace, f.workload, f.label, f.port)
+                     == (self.wl.namespace, self.wl.name, key[0], key[1])), None)
+        if mine is not None:
+            self._stop(mine.id)
 
     @work(group="forward")
     async def _stop(self, forward_id: int) -> None:
