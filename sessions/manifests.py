@@ -19,7 +19,10 @@ The job and every pod template carry the labels `project: <project>` (Run:ai) an
 <user>` (an annotation instead when the user name is not a valid label value, e.g. an e-mail
 address); an interactive job is annotated `ranks/interactive: "true"` and its pods stop 1 s after a delete
 or suspend (`terminationGracePeriodSeconds: 1`: their PID 1 is `sleep infinity`, which ignores
-SIGTERM, so the default 30 s would only hold the GPUs). A GPU portion is Run:ai's
+SIGTERM, so the default 30 s would only hold the GPUs). `--port PORT[:NAME]` declares container
+ports on the lead replica (launcher, master, chief); `--jupyter` and `--tensorboard LOGDIR` declare
+theirs (8888 `jupyter`, 6006 `tensorboard`) and start them there, each only if the image has it,
+before the lead becomes `sleep infinity`. A GPU portion is Run:ai's
 `gpu-fraction` pod annotation, with no `nvidia.com/gpu` request. runPolicy: `cleanPodPolicy:
 Running` (finished pods stay for their logs, running ones go with the job); an unattended job also
 gets `backoffLimit` and `ttlSecondsAfterFinished`.
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,6 +120,9 @@ class SubmitSpec:
     node_pool: str | None = None
     interactive: bool = False
     command: str | None = None
+    ports: Sequence[str] = ()  # "8888" or "8888:jupyter": container ports of the lead replica
+    jupyter: bool = False  # start Jupyter next to `sleep infinity` (when the image has it)
+    tensorboard: str | None = None  # start TensorBoard on this log directory (when the image has it)
     backoff_limit: int = BACKOFF_LIMIT
     ttl_seconds_after_finished: int | None = TTL_AFTER_FINISHED
     extra_annotations: dict[str, str] = field(default_factory=dict)
@@ -191,6 +198,77 @@ def parse_volumes(items: Sequence[str]) -> tuple[list[Volume], list[Problem]]:
     return out, problems
 
 
+def parse_ports(items: Sequence[str]) -> tuple[list[tuple[int, str]], list[Problem]]:
+    """`PORT[:NAME]` items as (port, name) (NAME: a container port name, IANA_SVC_NAME)."""
+    out: list[tuple[int, str]] = []
+    problems: list[Problem] = []
+    for item in items:
+        port_s, _, name = item.partition(":")
+        if not port_s.isdigit() or not 0 < int(port_s) < 65536:
+            problems.append(Problem("--port", f'--port "{item}": the port must be a number from 1 to 65535 '
+                                              "(PORT or PORT:NAME)"))
+            continue
+        why = port_name_problem(name) if name else None
+        if why:
+            problems.append(Problem("--port", f'--port "{item}": Invalid value: "{name}": {why}'))
+            continue
+        if any(p == int(port_s) for p, _ in out):
+            problems.append(Problem("--port", f'--port "{item}": port {port_s} is given twice'))
+            continue
+        out.append((int(port_s), name))
+    return out, problems
+
+
+def port_name_problem(name: str) -> str | None:
+    """Kubernetes' IANA_SVC_NAME check of a container port name (its words)."""
+    if len(name) > 15:
+        return "must be no more than 15 characters"
+    if not re.fullmatch(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?", name):
+        return "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"
+    if "--" in name:
+        return "must not contain consecutive hyphens"
+    if not re.search(r"[a-z]", name):
+        return "must contain at least one letter (a-z)"
+    return None
+
+
+JUPYTER_PORT = 8888
+TENSORBOARD_PORT = 6006
+
+
+def session_ports(spec: SubmitSpec) -> list[tuple[int, str]]:
+    """The lead replica's container ports: those asked for, then Jupyter's and TensorBoard's."""
+    ports, _ = parse_ports(spec.ports)
+    names = {n for _, n in ports}
+    for wanted, name, port in ((spec.jupyter, "jupyter", JUPYTER_PORT),
+                               (spec.tensorboard is not None, "tensorboard", TENSORBOARD_PORT)):
+        if wanted and name not in names:
+            if any(p == port for p, _ in ports):
+                ports = [(p, n or name) if p == port else (p, n) for p, n in ports]
+            else:
+                ports.append((port, name))
+    return ports
+
+
+def _port_of(spec: SubmitSpec, name: str, default: int) -> int:
+    return next((p for p, n in session_ports(spec) if n == name), default)
+
+
+def servers_script(spec: SubmitSpec) -> str:
+    """The lead's shell line that starts Jupyter and TensorBoard, each only if the image has it,
+    then becomes `sleep infinity` (PID 1 as in any session)."""
+    parts: list[str] = []
+    if spec.jupyter:
+        port = _port_of(spec, "jupyter", JUPYTER_PORT)
+        parts.append("command -v jupyter >/dev/null 2>&1 && { jupyter lab --ip=0.0.0.0 "
+                     f"--port={port} --no-browser --allow-root >/tmp/jupyter.log 2>&1 & }}")
+    if spec.tensorboard is not None:
+        port = _port_of(spec, "tensorboard", TENSORBOARD_PORT)
+        parts.append(f"command -v tensorboard >/dev/null 2>&1 && {{ tensorboard --logdir {shlex.quote(spec.tensorboard)} "
+                     f"--host 0.0.0.0 --port {port} >/tmp/tensorboard.log 2>&1 & }}")
+    return "; ".join([*parts, "exec " + " ".join(SLEEP_INFINITY)])
+
+
 def quantity_problem(flag: str, value: str | None) -> Problem | None:
     if value is None:
         return None
@@ -242,6 +320,13 @@ def spec_problems(spec: SubmitSpec) -> list[Problem]:
         why = label_value_problem(spec.node_pool) if spec.node_pool else "a node pool name is required"
         if why:
             out.append(Problem("--node-pool", f'--node-pool "{spec.node_pool}": Invalid value: {why}'))
+    out += parse_ports(spec.ports)[1]
+    if not spec.interactive:
+        for flag, asked in (("--jupyter", spec.jupyter), ("--tensorboard", spec.tensorboard is not None)):
+            if asked:
+                out.append(Problem(flag, f"{flag} starts a server in an interactive session: add --interactive"))
+    if spec.tensorboard is not None and not spec.tensorboard.strip():
+        out.append(Problem("--tensorboard", "--tensorboard LOGDIR: a log directory is required"))
     if spec.interactive and spec.command is not None:
         out.append(Problem("--command", "--interactive and --command cannot be used together"))
     elif not spec.interactive and not (spec.command or "").strip():
@@ -277,10 +362,13 @@ def metadata_for(spec: SubmitSpec) -> tuple[dict[str, str], dict[str, str]]:
     return labels, annotations
 
 
-def _container(spec: SubmitSpec, command: Sequence[str] | None, gpus: bool) -> dict[str, Any]:
+def _container(spec: SubmitSpec, command: Sequence[str] | None, gpus: bool, lead: bool = False) -> dict[str, Any]:
     c: dict[str, Any] = {"name": spec.fw.container, "image": spec.image.strip()}
     if command is not None:
         c["command"] = list(command)
+    if lead and session_ports(spec):
+        c["ports"] = [{"containerPort": p, **({"name": n} if n else {}), "protocol": "TCP"}
+                      for p, n in session_ports(spec)]
     # a failing rank's last lines stay in its pod status after its log is gone (or unreadable)
     c["terminationMessagePolicy"] = "FallbackToLogsOnError"
     env, _ = parse_env(spec.env)
@@ -314,7 +402,7 @@ def _volume_names(vols: list[Volume]) -> dict[str, str]:
 
 
 def _replica(spec: SubmitSpec, count: int, command: Sequence[str] | None, *, gpus: bool,
-             restart: str) -> dict[str, Any]:
+             restart: str, lead: bool = False) -> dict[str, Any]:
     labels, annotations = metadata_for(spec)
     if gpus and spec.gpu_portion is not None:
         annotations[FRACTION_KEY] = f"{spec.gpu_portion:g}"
@@ -323,7 +411,7 @@ def _replica(spec: SubmitSpec, count: int, command: Sequence[str] | None, *, gpu
         meta["labels"] = labels
     if annotations:
         meta["annotations"] = annotations
-    pod: dict[str, Any] = {"containers": [_container(spec, command, gpus)]}
+    pod: dict[str, Any] = {"containers": [_container(spec, command, gpus, lead)]}
     if spec.interactive:
         pod["terminationGracePeriodSeconds"] = INTERACTIVE_GRACE_SECONDS
     if spec.node_pool:
@@ -335,9 +423,12 @@ def _replica(spec: SubmitSpec, count: int, command: Sequence[str] | None, *, gpu
     return {"replicas": count, "restartPolicy": restart, "template": {"metadata": meta, "spec": pod}}
 
 
-def lead_command(spec: SubmitSpec) -> list[str]:
-    """What the launcher (MPI) or every replica runs: `sleep infinity`, or the command via sh."""
+def lead_command(spec: SubmitSpec, *, lead: bool = False) -> list[str]:
+    """What the launcher (MPI) or every replica runs: `sleep infinity`, or the command via sh; on
+    the lead of a session with --jupyter or --tensorboard, those started first."""
     if spec.interactive:
+        if lead and (spec.jupyter or spec.tensorboard is not None):
+            return ["/bin/sh", "-c", servers_script(spec)]
         return list(SLEEP_INFINITY)
     return ["/bin/sh", "-c", str(spec.command)]
 
@@ -361,11 +452,13 @@ def render(spec: SubmitSpec) -> dict[str, Any]:
     replicas: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     if fw.name == "mpi":
-        replicas["Launcher"] = _replica(spec, 1, command, gpus=False, restart="OnFailure")
+        replicas["Launcher"] = _replica(spec, 1, lead_command(spec, lead=True), gpus=False, restart="OnFailure",
+                                        lead=True)
         replicas["Worker"] = _replica(spec, spec.workers, None, gpus=True, restart="Never")
         extra = {"slotsPerWorker": slots(spec), "launcherCreationPolicy": "WaitForWorkersReady"}
     else:
-        replicas[fw.lead_role] = _replica(spec, 1, command, gpus=True, restart="OnFailure")
+        replicas[fw.lead_role] = _replica(spec, 1, lead_command(spec, lead=True), gpus=True, restart="OnFailure",
+                                          lead=True)
         if spec.workers:
             replicas["Worker"] = _replica(spec, spec.workers, command, gpus=True, restart="OnFailure")
     labels, annotations = metadata_for(spec)

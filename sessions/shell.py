@@ -343,6 +343,32 @@ def other_ranks(target: ShellTarget, *, cli: str | None) -> list[str]:
             f"sh -c {q(paste_lines(target)[0])}"]
 
 
+OPERATOR_PORTS = ("pytorchjob-port", "tfjob-port", "xgboostjob-port", "mxjob-port", "paddlejob-port")
+
+
+def port_lines(target: ShellTarget, *, cli: str | None) -> list[str]:
+    """Banner lines on the ports this pod declares (`ranks submit --port/--jupyter`; the operators'
+    own left out) and how to reach them: `ranks port-forward` on the user's machine, or over the
+    SSH door the `ssh -L` line."""
+    ports: list[tuple[int, str]] = []
+    for c in (target.pod.get("spec") or {}).get("containers") or ():
+        for p in (c.get("ports") or ()) if isinstance(c, dict) and c.get("name") == target.container else ():
+            if isinstance(p, dict) and isinstance(p.get("containerPort"), int) and p.get("name") not in OPERATOR_PORTS:
+                ports.append((int(p["containerPort"]), clean(str(p.get("name") or ""), limit=15)))
+    if not ports:
+        return []
+    wl, q = target.workload, shlex.quote
+    said = ", ".join(f"{port} ({name})" if name else str(port) for port, name in ports)
+    if cli:
+        return [f"  ports {said}: on your machine, '{cli} port-forward {q(clean(wl.name))} -p {q(clean(wl.project))} "
+                f"{' '.join(str(port) for port, _ in ports)}' reaches them (or P in the dashboard)"]
+    where = f"{clean(target.rank.label)}.{clean(wl.name)}.{clean(wl.project)}"
+    if os.environ.get(SSH_SESSION_ENV):
+        return [f"  ports {said}: on your machine, ssh -N "
+                + " ".join(f"-L {port}:{where}:{port}" for port, _ in ports) + " <this server>"]
+    return [f"  ports {said}: ranks port-forward (or P in the dashboard) reaches them"]
+
+
 def banner(target: ShellTarget, *, cli: bool | str | None = None) -> str:
     """What `ranks shell` prints before the prompt; `cli`: how the hints run ranks on the user's
     machine (a command prefix; True: `ranks`; False: no such hints; default: `ranks_command()`)."""
@@ -370,6 +396,7 @@ def banner(target: ShellTarget, *, cli: bool | str | None = None) -> str:
                      + ("its command is in this shell's history: up-arrow and Enter run it as the job did"
                         if command.strip() else "the job ran its image's entrypoint (no command to recall)"))
     lines += other_ranks(target, cli=cli)
+    lines += port_lines(target, cli=cli)
     lines.append(f"  commands and launches are recorded with their exit status in ~/{HISTORY_NAME}, and kept by "
                  "ranks (convert takes the newest launch that exited 0 on every node)")
     if cli:

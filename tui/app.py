@@ -399,6 +399,11 @@ class RanksApp(App[int]):
         return out
 
     # -- command palette -----------------------------------------------------------------------------
+    def _open_ports(self, wl: WorkloadView) -> None:
+        from .screens.ports import PortsScreen
+
+        self.push_screen(PortsScreen(wl))
+
     def get_system_commands(self, screen: Screen[object]) -> Iterable[SystemCommand]:
         yield SystemCommand("Projects", "All projects with their GPU quota and use", self.action_projects)
         yield SystemCommand("All workloads", "Workloads of every project", lambda: self.open_workloads(None))
@@ -416,4 +421,6 @@ class RanksApp(App[int]):
                                 lambda k=w.key: self.open_workload(k))
             yield SystemCommand(f"Logs {w.project}/{w.name}", "Merged logs of every rank",
                                 lambda k=w.key: self.open_logs(k))
+            yield SystemCommand(f"Ports {w.project}/{w.name}", "Its ranks' ports, and the dashboard's forwards",
+                                lambda wl=w: self._open_ports(wl))
         yield SystemCommand("Quit", "Quit ranks", self.exit)

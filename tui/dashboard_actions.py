@@ -542,4 +542,6 @@ def spec_from_form(values: dict[str, Any], user: str, project: Any) -> SubmitSpe
         slots_per_worker=number("slots_per_worker", int), cpu=values.get("cpu") or None,
         memory=values.get("memory") or None, env=items("env"), volumes=items("volumes"),
         node_pool=values.get("node_pool") or None, interactive=command is None, command=command,
+        ports=items("ports"), jupyter=values.get("jupyter", "").lower() in ("yes", "y", "true", "1"),
+        tensorboard=values.get("tensorboard") or None,
     )

@@ -87,6 +87,7 @@ CATALOGUE: tuple[BindingSpec, ...] = (
     BindingSpec("convert", "t", "convert", "Convert to training job", "table", show=False),
     BindingSpec("debug", "D", "debug", "Debug in a session", "table", show=False),
     BindingSpec("stacks", "S", "stacks", "Stacks of every rank", "table", show=False),
+    BindingSpec("ports", "P", "ports", "Ports of every rank (forward one)", "table", show=False),
     BindingSpec("new_session", "n", "new_session", "New session", "table", show=False),
     BindingSpec("sort", "o", "sort", "Sort", "table"),
     BindingSpec("sort_reverse", "O", "sort_reverse", "Reverse sort", "table", show=False),

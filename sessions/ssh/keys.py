@@ -11,7 +11,8 @@
 
 OpenSSH key options are honoured: `from=` (the client's address must match), `expiry-time=`,
 `command=` (that read-only command runs whatever the client asks), `no-pty` and `restrict` (no
-dashboard; `pty` gives it back); the forwarding ones restrict what is refused anyway. A line with
+dashboard; `pty` gives it back), `no-port-forwarding` (and `restrict` without `port-forwarding`: no
+`ssh -L` to a session's port); the other forwarding ones restrict what is refused anyway. A line with
 an option that would mean more than ranks does (`cert-authority`, `principals`, `permitopen`,
 `environment`, `tunnel`) is skipped with a warning. A key listed for two users (two files, or a
 `--users` entry) is refused, with a warning, rather than act as either. The login name a client
@@ -62,6 +63,7 @@ class Grant:
     command: str | None = None  # command="...": the only thing this key runs
     pty: bool = True  # False: no-pty, or restrict without pty
     expires: float | None = None  # expiry-time, epoch seconds
+    forwarding: bool = True  # False: no-port-forwarding, or restrict without port-forwarding
 
     def admits(self, key: asyncssh.SSHKey, host: str, addr: str) -> bool:
         if self.expires is not None and time.time() >= self.expires:
@@ -121,7 +123,8 @@ def _grant_of(line: str, identity: Identity) -> tuple[asyncssh.SSHKey, Grant]:
     expiry = opts.get("expiry-time")
     return key, Grant(identity, entry if "from" in opts else None, command=opts.get("command"),
                       pty="no-pty" not in opts and ("restrict" not in opts or "pty" in opts),
-                      expires=_expiry(expiry) if expiry else None)
+                      expires=_expiry(expiry) if expiry else None,
+                      forwarding="no-port-forwarding" not in opts and ("restrict" not in opts or "port-forwarding" in opts))
 
 
 def _options(line: str) -> tuple[dict[str, str], str]:

@@ -8,8 +8,8 @@ words after the user's:
 - an exec request of a read-only subcommand (`list -A -o json`): that command, stdout/stderr/exit
   status passed through, within the command limits (CPU, time, per user, a lower priority);
   `files [NAME]`: the user's own files (`user_files`, with `--user-files`);
-- anything else is refused with a one-line message: no pty, other commands, subsystems (sftp),
-  port/agent/X11 forwarding; session limits (total and per user).
+- `ssh -L` to a rank's port of the user's session (`forwarding`); anything else is refused in one line:
+  no pty, other commands, subsystems (sftp), other port/agent/X11 forwarding, session limits.
 
 A client that goes away has its child's process group terminated (then killed), also when it went
 while its child was being started. Time limits: a connection must log in within the login grace
@@ -47,7 +47,7 @@ from monitors.shared_view import ENV as SHARED_VIEW_ENV
 from sessions.action_log import ENV as ACTION_FD_ENV
 from sessions.errors import SessionError
 
-from . import SERVER_SETTINGS_ENV, SSH_PORT_ENV, SSH_SESSION_ENV, USER_FILES_ENV, user_files
+from . import SERVER_SETTINGS_ENV, SSH_PORT_ENV, SSH_SESSION_ENV, USER_FILES_ENV, forwarding, user_files
 from .audit import Audit
 from .config import ServeConfig, pin_cluster, span
 from .hub import Hub, start_hub
@@ -248,10 +248,10 @@ class Connection(asyncssh.SSHServer):
         if self.conn is not None and not self._lost:
             self.conn.disconnect(asyncssh.DISC_BY_APPLICATION, message)
 
-    # -- forwarding: all refused ------------------------------------------------------------------
-    def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> bool:
-        self._refused(f"port forwarding to {dest_host}:{dest_port}")
-        raise asyncssh.ChannelOpenError(asyncssh.OPEN_ADMINISTRATIVELY_PROHIBITED, "port forwarding is refused")
+    # -- forwarding: -L to a port of the user's own session (`forwarding`), the rest refused -----
+    def connection_requested(self, dest_host: str, dest_port: int, orig_host: str, orig_port: int) -> Any:
+        self.touch()  # (a new channel is the client's input)
+        return forwarding.requested(self.server, self.identity, self.peer, dest_host, dest_port, self.grant)
 
     def server_requested(self, listen_host: str, listen_port: int) -> bool:
         self._refused(f"remote forwarding of {listen_host}:{listen_port}")

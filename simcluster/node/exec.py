@@ -66,6 +66,9 @@ def install(sim: SimCluster) -> ExecService:
     sim.store.listen(svc.on_event)
     sim.on_stop(svc.stop)
     sim.exec_service = svc
+    from . import portforward  # the kubelet's streaming server serves port-forward beside exec
+
+    portforward.install(sim)
     return svc
 
 

@@ -49,18 +49,29 @@ HANGS = [PY, "-u", "train.py", "--steps", "100000", "--step-seconds", "2", "--bu
          "--hang-rank", "1", "--hang-in", "loader", "--hang-step", "7"]
 
 
-def session(kind: str, name: str, ns: str, workers: int, *, user: str, project: str, pool: str) -> dict[str, Any]:
+# what `ranks submit --interactive --jupyter` gives the lead: the image's Jupyter, then `sleep infinity`
+JUPYTER = ["/bin/sh", "-c", "command -v jupyter >/dev/null 2>&1 && { jupyter lab --ip=0.0.0.0 --port=8888 "
+           "--no-browser --allow-root >/tmp/jupyter.log 2>&1 & }; exec sleep infinity"]
+
+
+def session(kind: str, name: str, ns: str, workers: int, *, user: str, project: str, pool: str,
+            jupyter: bool = False) -> dict[str, Any]:
     """An interactive session as `ranks submit NAME --framework mpi|pytorch --workers N -g 1
     --node-pool POOL --interactive` creates it: the interactive marker, the project and user labels,
     `sleep infinity` on the MPI launcher (the workers keep the operator's sshd) or on every PyTorch
     replica, a 1 s grace period, one GPU per rank (none on the launcher). No utilisation profile: the
-    GPUs' utilisation follows what runs in the pods (idle until a launch, busy while train.py runs)."""
+    GPUs' utilisation follows what runs in the pods (idle until a launch, busy while train.py runs).
+    `jupyter`: the lead runs the image's Jupyter on port 8888 first (`--jupyter`)."""
     labels = {"project": project, "ranks/user": user}
 
-    def replica(command: list[str] | None, replicas: int, gpus: int, restart: str) -> dict[str, Any]:
+    def replica(command: list[str] | None, replicas: int, gpus: int, restart: str, lead: bool = False
+                ) -> dict[str, Any]:
         container: dict[str, Any] = {"name": CONTAINERS[kind], "image": "nvcr.io/nvidia/pytorch:24.10-py3"}
         if command:
             container["command"] = command
+        if lead and jupyter:
+            container["command"] = JUPYTER
+            container["ports"] = [{"containerPort": 8888, "name": "jupyter", "protocol": "TCP"}]
         if gpus:
             container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)},
                                       "requests": {"nvidia.com/gpu": str(gpus)}}
@@ -71,10 +82,11 @@ def session(kind: str, name: str, ns: str, workers: int, *, user: str, project: 
 
     sleep = ["sleep", "infinity"]
     if kind == "MPIJob":
-        replicas = {"Launcher": replica(sleep, 1, 0, "OnFailure"), "Worker": replica(None, workers, 1, "Never")}
+        replicas = {"Launcher": replica(sleep, 1, 0, "OnFailure", lead=True), "Worker": replica(None, workers, 1, "Never")}
         extra: dict[str, Any] = {"slotsPerWorker": 1, "launcherCreationPolicy": "WaitForWorkersReady"}
     else:
-        replicas = {"Master": replica(sleep, 1, 1, "OnFailure"), "Worker": replica(sleep, workers, 1, "OnFailure")}
+        replicas = {"Master": replica(sleep, 1, 1, "OnFailure", lead=True),
+                    "Worker": replica(sleep, workers, 1, "OnFailure")}
         extra = {}
     obj = job(kind, name, ns, replicas, user=user, run_policy={"cleanPodPolicy": "Running"}, **extra)
     obj["metadata"]["labels"] = dict(labels)
@@ -86,9 +98,10 @@ def demo_workloads() -> list[dict[str, Any]]:
     a, b = "runai-team-a", "runai-team-b"
     return [
         # interactive sessions waiting for a researcher's shell: Horovod (the launcher sleeps) and
-        # PyTorch (every replica sleeps; torchrun is started on each node by hand)
+        # PyTorch (every replica sleeps; torchrun is started on each node by hand; its master runs the
+        # image's Jupyter on port 8888: `ranks port-forward pt-interactive 8888`)
         session("MPIJob", "hvd-interactive", a, 2, user="alice", project="team-a", pool="a100"),
-        session("PyTorchJob", "pt-interactive", a, 2, user="alice", project="team-a", pool="a100"),
+        session("PyTorchJob", "pt-interactive", a, 2, user="alice", project="team-a", pool="a100", jupyter=True),
         # a training run with realistic rank logs (step N/5000: an ETA); worker-2 is a straggler
         job("PyTorchJob", "llama-finetune", a, {
             "Master": replica("PyTorchJob", train("--interval", "1.5", "--straggler-rank", "3", "--total", "5000"),

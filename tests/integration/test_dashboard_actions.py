@@ -130,12 +130,16 @@ async def test_new_session_form_validates_then_submits(demo: ThreadedSimCluster)
         await pilot_wait(pilot, lambda: "memory" in str(form.query_one("#problems", Static).content),
                          what="the memory problem", timeout=20)
         form.query_one("#f-memory", Input).value = ""
+        form.query_one("#f-ports", Input).value = "7000:metrics"
+        form.query_one("#f-jupyter", Input).value = "yes"
         await pilot.press("ctrl+s")
         key = ("runai-team-b", "PyTorchJob", "form-made")
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen) and app.screen.key == key,
                          what="the new session's screen", timeout=20)
         obj = job_object(demo, key)
         assert obj is not None and obj["metadata"]["annotations"].get("ranks/interactive") == "true"
+        lead = obj["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]  # (#29)
+        assert [p["containerPort"] for p in lead["ports"]] == [7000, 8888] and "jupyter lab" in lead["command"][2]
         await pilot_wait(pilot, lambda: key in app.store.workloads and app.store.workloads[key].interactive,
                          what="the session in the model", timeout=20)
 

@@ -82,8 +82,9 @@ def test_every_command_is_listed_in_order_and_resolves_to_itself() -> None:
     ctx = click.Context(cli)
     names = cli.list_commands(ctx)
     assert names == sorted(names) == sorted(SUBCOMMANDS)
-    assert names == ["convert", "debug", "delete", "demo", "exec", "get", "gpus", "idle", "list", "logs", "projects",
-                     "resume", "serve", "shell", "sim", "stacks", "submit", "suspend", "top", "why"]
+    assert names == ["convert", "debug", "delete", "demo", "exec", "get", "gpus", "idle", "list", "logs",
+                     "port-forward", "projects", "resume", "serve", "shell", "sim", "stacks", "submit", "suspend",
+                     "top", "why"]
     for name in names:
         command = cli.get_command(ctx, name)
         assert command is not None and command.name == name

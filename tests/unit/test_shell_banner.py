@@ -133,3 +133,20 @@ def test_banner_cleans_what_the_cluster_wrote() -> None:
     assert "\x1b" not in text and "\x07" not in text
 
 
+
+
+def test_banner_lists_the_sessions_ports_and_how_to_reach_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """#29: the ports the pod declares (`ranks submit --port/--jupyter`), not the operator's own."""
+    target = pt_target()
+    target.pod["spec"]["containers"][0]["ports"] = [
+        {"containerPort": 8888, "name": "jupyter"}, {"containerPort": 7000},
+        {"containerPort": 23456, "name": "pytorchjob-port"}]
+    lines = shell.banner(target, cli=True).split("\r\n")
+    assert ("  ports 8888 (jupyter), 7000: on your machine, 'ranks port-forward ddp -p team-a 8888 7000' reaches "
+            "them (or P in the dashboard)") in lines
+    monkeypatch.setenv(shell.SSH_SESSION_ENV, "1")
+    over_door = shell.banner(target, cli=False).split("\r\n")
+    assert ("  ports 8888 (jupyter), 7000: on your machine, ssh -N -L 8888:master-0.ddp.team-a:8888 "
+            "-L 7000:master-0.ddp.team-a:7000 <this server>") in over_door
+    assert over_door[-2].endswith("turns the last launch into a training job")
+    assert not any("ports" in ln for ln in shell.banner(pt_target(), cli=True).split("\r\n"))

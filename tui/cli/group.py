@@ -24,7 +24,7 @@ from .errors import fail
 from .options import GLOBAL_KEYS, PINNED, dashboard_options, global_options, take_global
 
 PROJECT_COMMANDS = ("demo", "list", "get", "logs", "shell", "exec", "submit", "delete", "suspend", "resume",
-                    "convert", "debug", "why", "idle", "stacks", "gpus")
+                    "convert", "debug", "why", "idle", "stacks", "gpus", "port-forward")
 
 
 # name -> (its module in tui.cli, the command there); `ranks --help` lists them sorted by name
@@ -38,7 +38,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "exec": ("sessions", "exec_cmd"), "convert": ("convert", "convert_command"),
     "debug": ("convert", "debug_command"),
     "delete": ("sessions", "delete_command"), "suspend": ("sessions", "suspend_command"),
-    "resume": ("sessions", "resume_command"),
+    "resume": ("sessions", "resume_command"), "port-forward": ("ports", "port_forward_command"),
     "demo": ("dashboard", "demo_command"), "sim": ("dashboard", "sim_command"),  # dashboard
     "serve": ("serve", "serve_command"),  # serve
 }

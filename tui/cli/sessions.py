@@ -63,6 +63,12 @@ WAIT_POLL = 1.0
               help="A session: the launcher (MPI) or every replica runs `sleep infinity`, for `ranks shell`.")
 @click.option("--command", default=None, metavar="CMD",
               help="Run CMD (via /bin/sh -c) on the launcher (MPI) or on every replica.")
+@click.option("--port", "ports", multiple=True, metavar="PORT[:NAME]",
+              help="Declare a container port on the lead replica (repeatable), e.g. 8888:jupyter.")
+@click.option("--jupyter", is_flag=True,
+              help="Start Jupyter (port 8888) on the lead replica of the session, if the image has it.")
+@click.option("--tensorboard", default=None, metavar="LOGDIR",
+              help="Start TensorBoard on LOGDIR (port 6006) on the lead replica of the session, if the image has it.")
 @PROJECT
 @click.option("--dry-run", is_flag=True, help="Print the manifest; create nothing.")
 @click.option("-o", "--output", type=click.Choice(["yaml", "json"]), default=None,
@@ -187,6 +193,7 @@ def spec_from_options(name: str, kw: dict[str, Any]) -> SubmitSpec:
         cpu=kw.get("cpu"), memory=kw.get("memory"), env=tuple(kw.get("env") or ()),
         volumes=tuple(kw.get("volumes") or ()), node_pool=kw.get("node_pool"),
         interactive=bool(kw.get("interactive")), command=kw.get("command"),
+        ports=tuple(kw.get("ports") or ()), jupyter=bool(kw.get("jupyter")), tensorboard=kw.get("tensorboard"),
     )
 
 
@@ -223,6 +230,11 @@ def run_submit(opts: dict[str, Any], *, name: str, project: str | None, dry_run:
         where = f" -p {project}" if project else ""
         hint = (f"; when it runs: ranks shell {spec.name}{where}" if spec.interactive
                 else f"; follow it: ranks logs {spec.name}{where} -f")
+        from sessions.manifests import session_ports
+
+        ports = " ".join(f"{p}:{p}" for p, _ in session_ports(spec))
+        if ports:
+            hint += f"; its ports: ranks port-forward {spec.name}{where} {ports}"
         print(f"{fw.kind.lower()}.kubeflow.org/{spec.name} created in {spec.namespace}{hint}")
         return ExitCode.OK
 

@@ -432,12 +432,16 @@ class NewSessionScreen(RanksScreen):
         ("volumes", "volumes", "PVC:/path,PVC2:/data:ro"),
         ("node_pool", "node pool", "(any)"),
         ("command", "command", "(empty: interactive, sleep infinity)"),
+        ("ports", "ports", "(lead replica: 8888:jupyter,6006)"),
+        ("jupyter", "Jupyter", "(yes: start it on the lead, port 8888)"),
+        ("tensorboard", "TensorBoard", "(a log directory: start it on the lead, port 6006)"),
     ]
     FLAGS: ClassVar[dict[str, str]] = {"NAME": "name", "-i/--image": "image", "--image": "image",
                                        "--workers": "workers", "-g/--gpus": "gpus", "--gpus": "gpus",
                                        "--gpu-portion": "gpu_portion", "--slots-per-worker": "slots_per_worker",
                                        "--cpu": "cpu", "--memory": "memory", "--env": "env", "--volume": "volumes",
-                                       "--node-pool": "node_pool", "--command": "command"}
+                                       "--node-pool": "node_pool", "--command": "command", "--port": "ports",
+                                       "--jupyter": "jupyter", "--tensorboard": "tensorboard"}
 
     def __init__(self, projects: Sequence[tuple[str, str]], project: str | None,
                  on_submit: Callable[[dict[str, Any]], None]) -> None:

@@ -333,7 +333,7 @@ def event_lines(look: Look, events: tuple[EventRec, ...], now: float, width: int
 class WorkloadScreen(RanksScreen):
     BINDINGS: ClassVar[list[BindingType]] = bindings(
         "table", ("open", "describe", "logs", "shell", "exec_all", "delete", "suspend", "convert", "debug", "next_tab",
-                  "previous_tab", "stacks")) + unshown(bindings("table", SORT_KEYS))
+                  "previous_tab", "stacks", "ports")) + unshown(bindings("table", SORT_KEYS))
     DEFAULT_CSS = """
     WorkloadScreen #header { height: auto; max-height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     WorkloadScreen #failure { height: auto; max-height: 6; padding: 0 1; background: $error 20%; display: none; }
@@ -709,6 +709,13 @@ class WorkloadScreen(RanksScreen):
             from .stacks import StacksScreen
 
             self.app.push_screen(StacksScreen(wl))
+
+    def action_ports(self) -> None:
+        """`P`: the ranks' ports; Enter forwards one (the Ports view)."""
+        if (wl := self._live()) is not None:
+            from .ports import PortsScreen
+
+            self.app.push_screen(PortsScreen(wl))
 
     def action_back(self) -> None:
         self.dashboard.go_back()

@@ -1,5 +1,6 @@
 """Simulated launchers on every simcluster pod's PATH: `mpirun`, `horovodrun`, `torchrun`, the
-GPUs' `nvidia-smi` and a `python` (the host's interpreter). Simulation only, never product behaviour: they let the
+GPUs' `nvidia-smi`, stand-ins of `jupyter` and `tensorboard` (a page on the pod's address) and a
+`python` (the host's interpreter). Simulation only, never product behaviour: they let the
 interactive loop (shell into a launcher pod, run a launch line by hand, convert) run end to end on
 the embedded cluster.
 
@@ -42,6 +43,8 @@ COMMANDS: dict[str, str | None] = {
     "horovodrun": "horovodrun.py",
     "torchrun": "torchrun.py",
     "nvidia-smi": "nvidia_smi.py",
+    "jupyter": "jupyter.py",  # stand-ins of a notebook image's servers (a page on the pod's address)
+    "tensorboard": "tensorboard.py",
     "python": None,
     "python3": None,
 }

@@ -1,0 +1,96 @@
+"""Which TCP ports a pod's processes listen on, and at which address (as /proc shows them).
+
+The pods share the machine's network: a server in a pod binds its pod's address (`podaddr`),
+127.0.0.1 or every address. A real kubelet forwards a port to `localhost` in the pod's network
+namespace; here the same port may be taken by a server of another pod on another address, so a
+port is the pod's only if one of the pod's own processes holds the listening socket: the LISTEN
+sockets of `/proc/net/tcp` and `/proc/net/tcp6` (their inodes) met among the `socket:[inode]`
+links of the pod's processes' file descriptors. `dial_address` is where to connect to reach it.
+Stdlib only, no I/O beyond /proc.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import re
+import socket
+from collections.abc import Iterable
+
+
+def _address(hex_addr: str) -> str:
+    """/proc/net/tcp's address (each 32-bit word in host order) as text."""
+    raw = bytes.fromhex(hex_addr)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)) if socket.htonl(1) != 1 else raw
+    return str(ipaddress.ip_address(words))
+
+
+TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+# a LISTEN line: sl, local address:port, remote, st 0A, tx:rx, tr:tm, retrnsmt, uid, timeout, inode
+_LINE = r"^\s*\d+:\s+([0-9A-F]+):({port})\s+\S+\s+0A\s+\S+\s+\S+\s+\S+\s+\d+\s+\d+\s+(\d+)"
+
+
+def listening_sockets(tables: Iterable[str] = TABLES, port: int | None = None) -> dict[int, tuple[str, int]]:
+    """inode -> (address, port) of every listening TCP socket of the machine (on `port` only, when
+    given: one regular expression over each table, not a split of its every line)."""
+    pattern = re.compile(_LINE.format(port="[0-9A-F]{4}" if port is None else f"{port:04X}"), re.MULTILINE)
+    out: dict[int, tuple[str, int]] = {}
+    for table in tables:
+        try:
+            with open(table, encoding="ascii", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        for m in pattern.finditer(text):
+            with contextlib.suppress(ValueError):
+                out[int(m.group(3))] = (_address(m.group(1)), int(m.group(2), 16))
+    return out
+
+
+def socket_inodes(pid: int) -> set[int]:
+    """The inodes of the sockets process `pid` holds open (empty when it is gone or not ours)."""
+    found: set[int] = set()
+    fd_dir = f"/proc/{pid}/fd"
+    try:
+        fds = os.listdir(fd_dir)
+    except OSError:
+        return found
+    for fd in fds:
+        try:
+            link = os.readlink(f"{fd_dir}/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            found.add(int(link[8:-1]))
+    return found
+
+
+def listening(pids: Iterable[int], port: int | None = None) -> dict[int, list[str]]:
+    """port -> the addresses it is bound on, for every TCP port (or `port`) the processes `pids`
+    listen on."""
+    sockets = listening_sockets(port=port)
+    ports: dict[int, list[str]] = {}
+    if not sockets:
+        return ports
+    for pid in pids:
+        for inode in socket_inodes(pid):
+            hit = sockets.get(inode)
+            if hit is not None and hit[0] not in ports.setdefault(hit[1], []):
+                ports[hit[1]].append(hit[0])
+    return ports
+
+
+def dial_address(bound: Iterable[str]) -> str:
+    """Where to connect to reach a server bound on these addresses: its own loopback address
+    (the pod's, or 127.0.0.1), the loopback of its family when bound on every address."""
+    addrs = list(bound)
+    for a in addrs:
+        ip = ipaddress.ip_address(a)
+        if ip.version == 4 and ip.is_loopback:
+            return a
+    for a in addrs:
+        ip = ipaddress.ip_address(a)
+        if ip.is_unspecified:
+            return "127.0.0.1" if ip.version == 4 else "::1"
+    return addrs[0]

@@ -1,0 +1,157 @@
+"""`pods/portforward` with real clients: the official Python client's `portforward` (the v4 channel
+WebSocket) and kubectl v1.35 (SPDY/3.1 tunnelled in a WebSocket), reaching a web server a pod's
+process runs on its pod address; a port nothing of the pod listens on is refused, as is a port
+another pod's server holds."""
+
+from __future__ import annotations
+
+import http.client
+import select
+import socket
+import subprocess
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kubernetes import client as kclient
+from kubernetes import config as kconfig
+from kubernetes.stream import portforward
+
+from simcluster.cluster import ThreadedSimCluster
+from simcluster.scenarios.nodes import gpu_node
+from tests.conftest import Kubectl
+from tests.waiting import wait_for
+
+NODE = "node-0"
+PAGE = "hello from the pod"
+# a web server on the pod's own address (the downward API's status.podIP), as a notebook would run
+SERVER = ('mkdir -p site && echo "{page} $HOSTNAME" > site/index.html && cd site && '
+          'exec python -m http.server --bind "$POD_IP" {port}')
+
+
+@pytest.fixture(scope="module")
+def simcluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThreadedSimCluster]:
+    """One cluster for the module (overrides the plugin's per-test fixture)."""
+    t = ThreadedSimCluster(workdir=tmp_path_factory.mktemp("sim"), components=("kubelet", "exec"))
+    t.start()
+    try:
+        yield t
+    finally:
+        t.stop()
+
+
+@pytest.fixture(scope="module")
+def core(simcluster: ThreadedSimCluster) -> Iterator[kclient.CoreV1Api]:
+    api = kconfig.new_client_from_config(config_file=str(simcluster.sim.kubeconfig_path))
+    yield kclient.CoreV1Api(api)
+    api.close()
+
+
+def web_pod(name: str, port: int) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"}, "spec": {
+        "nodeName": NODE, "terminationGracePeriodSeconds": 0,
+        "containers": [{
+            "name": "main", "image": "python", "command": ["sh", "-c", SERVER.format(page=PAGE, port=port)],
+            "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+            "ports": [{"containerPort": port, "name": "http"}],
+        }]}}
+
+
+@pytest.fixture(scope="module")
+def web(simcluster: ThreadedSimCluster, core: kclient.CoreV1Api) -> str:
+    """Pods `web` and `other` serving on their own addresses (8080 and 8081); returns web's IP."""
+    simcluster.call(simcluster.sim.apply, gpu_node(NODE, 8))
+    core.create_namespaced_pod("default", web_pod("web", 8080))
+    core.create_namespaced_pod("default", web_pod("other", 8081))
+    ips = {}
+    for name, port in (("web", 8080), ("other", 8081)):
+        ip = wait_for(lambda n=name: core.read_namespaced_pod(n, "default").status.pod_ip, what=f"{name}'s IP")
+        wait_for(lambda ip=ip, port=port: _answers(ip, port), what=f"{name} serving", timeout=30)
+        ips[name] = ip
+    return ips["web"]
+
+
+def _answers(ip: str, port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://{ip}:{port}/", timeout=2) as r:
+            return PAGE in r.read().decode()
+    except OSError:
+        return False
+
+
+def _get_over(sock: socket.socket) -> str:
+    sock.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+    out = b""
+    while True:
+        r, _, _ = select.select([sock], [], [], 20)
+        assert r, f"no answer through the forward (so far {out!r})"
+        chunk = sock.recv(65536)
+        if not chunk:
+            return out.decode(errors="replace")
+        out += chunk
+
+
+def test_python_client_reaches_the_pods_server(core: kclient.CoreV1Api, web: str) -> None:
+    pf = portforward(core.connect_get_namespaced_pod_portforward, "web", "default", ports="8080")
+    answer = _get_over(pf.socket(8080))
+    assert "200 OK" in answer and f"{PAGE} web" in answer
+    assert pf.error(8080) is None
+    pf.close()
+
+
+def test_python_client_is_refused_a_port_nothing_listens_on(core: kclient.CoreV1Api, web: str) -> None:
+    # 8081 is served, but by the other pod: not web's
+    for port in (9999, 8081):
+        pf = portforward(core.connect_get_namespaced_pod_portforward, "web", "default", ports=str(port))
+        sock = pf.socket(port)
+        sock.settimeout(20)
+        assert sock.recv(10) == b""  # the error closes the port's socket
+        error = wait_for(lambda pf=pf, port=port: pf.error(port), what="the error channel's words")
+        assert f"error forwarding port {port} to pod" in error and "connection refused" in error
+        pf.close()
+
+
+def test_kubectl_port_forward(kubectl_bin: Path, simcluster: ThreadedSimCluster, web: str) -> None:
+    kubectl = Kubectl(kubectl_bin, simcluster.sim.kubeconfig_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        local = s.getsockname()[1]
+    proc = kubectl.popen("port-forward", "pod/web", f"{local}:8080", "9999:9999")
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.strip() == f"Forwarding from 127.0.0.1:{local} -> 8080", first
+        for _ in range(2):  # two connections, one after the other, on the one session
+            conn = http.client.HTTPConnection("127.0.0.1", local, timeout=20)
+            conn.request("GET", "/")
+            resp = conn.getresponse()
+            assert resp.status == 200 and f"{PAGE} web" in resp.read().decode()
+            conn.close()
+    finally:
+        proc.terminate()
+        _out, err = proc.communicate(timeout=20)
+    assert "error" not in err.lower(), err
+
+
+def test_kubectl_port_forward_to_a_port_nothing_listens_on(kubectl_bin: Path, simcluster: ThreadedSimCluster,
+                                                           web: str) -> None:
+    kubectl = Kubectl(kubectl_bin, simcluster.sim.kubeconfig_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        local = s.getsockname()[1]
+    proc = kubectl.popen("port-forward", "pod/web", f"{local}:9999")
+    try:
+        assert proc.stdout is not None
+        assert "Forwarding from" in proc.stdout.readline()
+        with socket.create_connection(("127.0.0.1", local), timeout=20) as sock:
+            sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            assert sock.recv(100) == b""
+    finally:
+        proc.terminate()
+        try:
+            _out, err = proc.communicate(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _out, err = proc.communicate()
+    assert "error forwarding port 9999 to pod" in err and "connection refused" in err, err
