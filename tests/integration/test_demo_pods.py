@@ -51,7 +51,7 @@ def attributed(demo: ThreadedSimCluster, pod: str) -> list[str]:
     found = []
     for node, _, _ in demo.call(demo.sim.dcgm.targets):
         for labels, _ in series(scrape(demo, node), "DCGM_FI_DEV_GPU_UTIL").values():
-            if labels["pod"] == pod:
+            if labels.get("pod") == pod:  # (the demo's h100-node-04 exporter has no pod labels)
                 found.append(labels["UUID"])
     return found
 

@@ -24,6 +24,7 @@ pytestmark = pytest.mark.simcluster(scenario="demo", components=("operators", "s
 # each read-only command with words that make it run as alice (her project: team-a)
 COMMANDS: dict[str, tuple[str, ...]] = {
     "get": ("get", "llama-finetune", "-p", "team-a"),
+    "gpus": ("gpus", "-p", "team-a"),
     "idle": ("idle", "-p", "team-a"),
     "list": ("list", "-p", "team-a"),
     "logs": ("logs", "llama-finetune", "-p", "team-a", "--tail", "1"),

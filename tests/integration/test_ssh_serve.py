@@ -224,7 +224,7 @@ def test_every_read_only_command_is_served(served: Served) -> None:
         assert r.returncode == 0 and said in r.stdout, (cmd, r.returncode, r.stdout, r.stderr)
     r = served.run("delete", "llama-finetune", "-p", "team-a")
     assert r.returncode == 2, r.stderr
-    assert "only these read-only commands run over ssh: get, idle, list, logs, projects, stacks, top, why" in r.stderr
+    assert "only these read-only commands run over ssh: get, gpus, idle, list, logs, projects, stacks, top, why" in r.stderr
 
 
 def test_unknown_key_password_and_keyboard_interactive_are_refused(served: Served) -> None:
