@@ -352,3 +352,22 @@ async def test_over_the_ssh_door_the_ports_view_gives_the_line_to_paste(
         await pilot_wait(pilot, lambda: "ssh -N -L" in state(), what="the line to paste", timeout=30)
         assert "ssh -N -L 8888:master-0.nb.team-a:8888 <this server>" in state(), state()
         assert forwards_of(app.data).rows() == []  # nothing listens on the server
+
+
+async def test_p_on_the_workloads_list_opens_the_ports_of_the_row(cluster: ThreadedSimCluster, sessions: str) -> None:
+    """`P` where `s` opens a shell: the list's selected workload's ports (as from its detail)."""
+    from tests.dashboard_kit import make_app, move_to, wait_screen
+    from tests.waiting import pilot_wait
+    from tui.screens.lists import WorkloadsScreen
+    from tui.screens.ports import PortsScreen
+
+    app = make_app(cluster.sim.kubeconfig_path, metrics=False)
+    key = (A, "PyTorchJob", "nb")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen) and key in app.screen.table.order,
+                         what="nb in the list", timeout=60)
+        assert isinstance(app.screen, WorkloadsScreen)
+        await move_to(pilot, app.screen.table, key)
+        await pilot.press("P")
+        screen = await wait_screen(pilot, PortsScreen)
+        assert screen.wl.key == key

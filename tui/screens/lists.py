@@ -500,7 +500,7 @@ class ProjectsScreen(ListScreen[str, ProjectView]):
 class WorkloadsScreen(ListScreen[WorkloadKey, WorkloadView]):
     noun = "workload"
     BINDINGS: ClassVar[list[BindingType]] = bindings(
-        "table", ("shell", "exec_all", "delete", "suspend", "convert", "debug"))
+        "table", ("shell", "exec_all", "delete", "suspend", "convert", "debug", "ports"))
     sort_names: ClassVar[list[str]] = ["name", "status", "gpus_allocated", "gpu_util", "created", "ranks_total"]
 
     def __init__(self, namespace: str | None) -> None:
@@ -618,6 +618,13 @@ class WorkloadsScreen(ListScreen[WorkloadKey, WorkloadView]):
 
     def action_shell(self) -> None:
         self._on_selected("shell")
+
+    def action_ports(self) -> None:
+        """`P`: the selected workload's ports (the Ports view, as from its detail)."""
+        if (sel := self.selected()) is not None:
+            from .ports import PortsScreen
+
+            self.app.push_screen(PortsScreen(sel[1]))
 
     def action_exec_all(self) -> None:
         self._on_selected("exec_all")

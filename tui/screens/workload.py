@@ -85,6 +85,7 @@ def header_text(look: Look, w: WorkloadView, now: float, progress: str = "") -> 
         t.append(f" ({clean(w.framework, limit=20)})")
     if w.interactive:
         t.append("  interactive", style="bold")
+        t.append(" (P: ports)", style="dim")
     t.append(f"  ranks {w.ranks_ready}/{w.ranks_total}")
     t.append(f"  GPUs {gpus(w.gpus_allocated)}/{gpus(w.gpus_requested)}")
     t.append(f"  age {age(now - w.created, live=True) if w.created else '-'}")
