@@ -44,7 +44,7 @@ from tests.e2e.test_demo_tmux import clean_env
 from tests.integration.test_ssh_serve import CONTEXT, env, keygen, ssh_binary
 from tests.kubeflow_objects import job, pod
 from tests.tmux_driver import Tmux
-from tests.waiting import wait_for
+from tests.waiting import until, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TEAMS = {"team-a": "alpha-train", "team-b": "bravo-train", "team-c": "charlie-train", "other": "other-train"}
@@ -146,58 +146,52 @@ def test_each_user_sees_what_the_api_server_lets_them_list_and_no_more(sim: Thre
                 await mon.stop()
                 raise
 
-            async def until(cond: Any, what: str, timeout: float = 60) -> None:
-                deadline = time.monotonic() + timeout
-                while not cond():
-                    assert time.monotonic() < deadline, what
-                    await asyncio.sleep(0.05)
-
             # alice's RoleBinding in team-b deleted: her view of team-b goes (the RBAC watch: no
             # periodic recheck comes within this test's waits)
             hub.reviews.recheck = 3600.0
             await asyncio.to_thread(rbac.delete_namespaced_role_binding, "alice-b", "team-b")
             await until(lambda: namespaces(views["alice"], pods) == {"team-a"}
-                        and namespaces(views["alice"], jobs) == {"team-a"}, "alice's team-b view to go")
+                        and namespaces(views["alice"], jobs) == {"team-a"}, what="alice's team-b view to go", timeout=60)
             assert views["alice"].namespaces == ("team-a",)
             # and from her dashboard's model and status
             await until(lambda: {w.namespace for w in mon.model.workloads.values()} == {"team-a"}
-                        and mon.status.namespaces == ("team-a",), "team-b gone from her dashboard's model")
+                        and mon.status.namespaces == ("team-a",), what="team-b gone from her dashboard's model", timeout=60)
             await mon.stop()
             # a change in team-b is not sent to her any more, one in team-a is
             sim.call(sim.sim.apply, pod("PyTorchJob", "bravo-train", "team-b", "Master", 1))
             sim.call(sim.sim.apply, pod("PyTorchJob", "alpha-train", "team-a", "Master", 1))
-            await until(lambda: ("team-a", "alpha-train-master-1") in views["alice"].caches[pods], "team-a's pod")
-            await until(lambda: ("team-b", "bravo-train-master-1") in views["erin"].caches[pods], "erin's")
+            await until(lambda: ("team-a", "alpha-train-master-1") in views["alice"].caches[pods], what="team-a's pod", timeout=60)
+            await until(lambda: ("team-b", "bravo-train-master-1") in views["erin"].caches[pods], what="erin's", timeout=60)
             assert namespaces(views["alice"], pods) == {"team-a"}
             # and back
             await asyncio.to_thread(rbac.create_namespaced_role_binding, "team-b",
                                     binding("alice-b", "team-b", ("ClusterRole", "ml-reader"), ("User", "alice")))
-            await until(lambda: ("team-b", "bravo-train-master-1") in views["alice"].caches[pods], "team-b back")
+            await until(lambda: ("team-b", "bravo-train-master-1") in views["alice"].caches[pods], what="team-b back", timeout=60)
             # a namespace created after login, then alice given it: its job reaches her; not bob
             sim.call(sim.sim.apply, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-d"}})
             sim.call(sim.sim.apply, job("PyTorchJob", "delta-train", "team-d", {"Master": 1}))
-            await until(lambda: ("team-d", "PyTorchJob", "delta-train") in views["erin"].caches[jobs], "erin's")
+            await until(lambda: ("team-d", "PyTorchJob", "delta-train") in views["erin"].caches[jobs], what="erin's", timeout=60)
             assert "team-d" not in namespaces(views["alice"], jobs)
             await asyncio.to_thread(rbac.create_namespaced_role_binding, "team-d",
                                     binding("alice-d", "team-d", ("ClusterRole", "ml-reader"), ("User", "alice")))
-            await until(lambda: "team-d" in namespaces(views["alice"], jobs), "team-d to reach alice")
+            await until(lambda: "team-d" in namespaces(views["alice"], jobs), what="team-d to reach alice", timeout=60)
             assert namespaces(views["bob"], jobs) == {"team-c"} and namespaces(views["carol"], jobs) == set()
             # a grant the RBAC watch cannot see (simcluster's in-memory rules): found by the recheck
             hub.reviews.recheck = 1.0
             sim.call(sim.sim.authz.bind, "user:carol", Rule.of(("list",), namespaces=["other"]))
-            await until(lambda: namespaces(views["carol"], jobs) == {"other"}, "carol's grant to be rechecked")
+            await until(lambda: namespaces(views["carol"], jobs) == {"other"}, what="carol's grant to be rechecked", timeout=60)
             assert namespaces(views["carol"], pods) == {"other"}
             # reviews that cannot be asked (the API server failing them) keep the answers they had
             before = {u: (namespaces(v, pods), namespaces(v, jobs)) for u, v in views.items()}
             sim.call(sim.sim.faults.fail_next, "subjectaccessreviews", 500, 10_000)
             asked, kept = hub.reviews.asked, sum(len(a) for a in hub.reviews.answers.values())
-            await until(lambda: hub.reviews.asked >= asked + kept, "every answer asked again (the tick)")
+            await until(lambda: hub.reviews.asked >= asked + kept, what="every answer asked again (the tick)", timeout=60)
             await hub.recheck()  # (and once more, its changes applied before the look below)
             assert {u: (namespaces(v, pods), namespaces(v, jobs)) for u, v in views.items()} == before
             sim.call(sim.sim.faults.clear)
             # a session that goes is forgotten; the others go on
             views["dave"].sock.close()
-            await until(lambda: ("dave", ("system:authenticated",)) not in hub.audiences, "dave's audience to go")
+            await until(lambda: ("dave", ("system:authenticated",)) not in hub.audiences, what="dave's audience to go", timeout=60)
         finally:
             await hub.stop()
 

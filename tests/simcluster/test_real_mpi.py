@@ -79,6 +79,15 @@ def cluster(simcluster):
     return simcluster
 
 
+def cmdline(pid: int) -> str:
+    """A process's command line as `ps -o args` shows it ("" once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
 def test_workers_run_sshd_and_mpirun_reaches_them(cluster, kubectl):
     mpijob(kubectl, "pi")
     launcher = launcher_of(kubectl, "pi", 2)
@@ -88,11 +97,11 @@ def test_workers_run_sshd_and_mpirun_reaches_them(cluster, kubectl):
         assert pod["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
         assert ready(pod), pod["status"]
         assert "sshd: /usr/sbin/sshd -De [listener]" in kubectl.run("exec", name, "--", "ps", "-eo", "args").stdout
-        mine = kubectl.run("exec", name, "--", "sh", "-c", 'for p in $(pgrep -x sshd); do '
-                           '[ "$(readlink /proc/$p/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ] && ps -o args= -p $p; '
-                           'done; true').stdout
-        # (sshd shows itself as `sshd: /usr/sbin/sshd -De [listener] 0 of 10-100 startups`)
-        assert len(mine.splitlines()) == 1 and "/usr/sbin/sshd -De [listener]" in mine, mine
+        # the pod's own processes, as its kubelet knows them (sshd shows itself as
+        # `sshd: /usr/sbin/sshd -De [listener] 0 of 10-100 startups`)
+        mine = [a for a in map(cmdline, cluster.call(lambda n=name: cluster.sim.kubelet.runtime(NS, n).pids()))
+                if "/usr/sbin/sshd -De [listener]" in a]
+        assert len(mine) == 1, mine
     # every pod its own address, the workers' names resolve to theirs in the launcher
     ips = {n: p["status"]["podIP"] for n, p in pods(kubectl, "pi").items()}
     assert len(set(ips.values())) == 3 and all(ip.startswith("127.") for ip in ips.values()), ips
