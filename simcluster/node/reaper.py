@@ -22,6 +22,7 @@ that left their container's session included (sshd's sessions and what they star
 
 from __future__ import annotations
 
+import concurrent.futures.thread  # noqa: F401  (see below)
 import contextlib
 import ctypes
 import logging
@@ -37,6 +38,12 @@ if TYPE_CHECKING:
     from .procfs import ProcessTable
 
 log = logging.getLogger("simcluster.reaper")
+
+# `concurrent.futures.thread` registers a pair of fork hooks (acquire its lock before a fork,
+# release it after, in the parent). A `preexec_fn` makes every Popen run the fork hooks; were
+# that module first imported by another thread (asyncio's default executor, at shutdown) while
+# a Popen is between its "before" and "after" hooks, the "after" would release a lock that the
+# "before" never took ("release unlocked lock", on stderr). Imported above, before any fork.
 
 PR_SET_PDEATHSIG = 1
 
