@@ -78,18 +78,17 @@ def group_query(group: str) -> str:
 
 def series_of(answer: Answer, default_name: str) -> list[Series]:
     out: list[Series] = []
+    append = out.append
     for s in answer.result:
-        if not isinstance(s, dict):
-            continue
-        labels = s.get("metric")
-        value = s.get("value")
-        if not isinstance(labels, dict) or not isinstance(value, (list, tuple)) or len(value) != 2:
-            continue
         try:
-            v = float(value[1])
-        except (TypeError, ValueError):
+            labels = s["metric"]
+            _, text = s["value"]
+            v = float(text)
+        except (TypeError, ValueError, KeyError, IndexError):
             continue
-        out.append(Series(str(labels.get("__name__") or default_name), labels, v))
+        if not isinstance(labels, dict):
+            continue
+        append(Series(str(labels.get("__name__") or default_name), labels, v))
     return out
 
 
