@@ -80,13 +80,14 @@ def series_of(answer: Answer, default_name: str) -> list[Series]:
     out: list[Series] = []
     append = out.append
     for s in answer.result:
-        try:
-            labels = s["metric"]
-            _, text = s["value"]
-            v = float(text)
-        except (TypeError, ValueError, KeyError, IndexError):
+        if not isinstance(s, dict):
             continue
-        if not isinstance(labels, dict):
+        labels, value = s.get("metric"), s.get("value")
+        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
+            continue
+        try:
+            v = float(value[1])
+        except (TypeError, ValueError):
             continue
         append(Series(str(labels.get("__name__") or default_name), labels, v))
     return out
