@@ -229,11 +229,13 @@ async def jupyter_url(client: KubeClient, ns: str, pod: str, port: int, local: i
     return f"http://127.0.0.1:{local}/" + (f"?token={token}" if token else "")
 
 
-def ssh_line(label: str, workload: str, project: str, port: int, ssh_port: str = "") -> str:
-    """The line to paste on the user's own machine to reach the port through the SSH door."""
+def ssh_line(label: str, workload: str, project: str, port: int, ssh_port: str = "", host: str = "<this server>"
+             ) -> str:
+    """The line to paste on the user's own machine to reach the port through the SSH door (`host`:
+    as the user reached it, `ssh.door_host`)."""
     where = f"{label}.{workload}.{project}"
     return (f"ssh -N -L {port}:{where}:{port} " + (f"-p {ssh_port} " if ssh_port and ssh_port != "22" else "")
-            + "<this server>")
+            + host)
 
 
 # -- the dashboard's forwards ----------------------------------------------------------------------------

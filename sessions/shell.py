@@ -32,7 +32,7 @@ from .exec_bridge import ExecError, ExecOutcome, ExecSession
 from .history import HISTORY_NAME
 from .manifests import debug_seed
 from .session_history import instance, mirror_history, read_histories
-from .ssh import SSH_SESSION_ENV
+from .ssh import SSH_PORT_ENV, SSH_SESSION_ENV, door_host
 
 if TYPE_CHECKING:
     from .history_store import HistoryStore
@@ -364,8 +364,10 @@ def port_lines(target: ShellTarget, *, cli: str | None) -> list[str]:
                 f"{' '.join(str(port) for port, _ in ports)}' reaches them (or P in the dashboard)"]
     where = f"{clean(target.rank.label)}.{clean(wl.name)}.{clean(wl.project)}"
     if os.environ.get(SSH_SESSION_ENV):
+        ssh_port = os.environ.get(SSH_PORT_ENV, "")
         return [f"  ports {said}: on your machine, ssh -N "
-                + " ".join(f"-L {port}:{where}:{port}" for port, _ in ports) + " <this server>"]
+                + " ".join(f"-L {port}:{where}:{port}" for port, _ in ports)
+                + (f" -p {ssh_port}" if ssh_port and ssh_port != "22" else "") + f" {door_host()}"]
     return [f"  ports {said}: ranks port-forward (or P in the dashboard) reaches them"]
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from monitors.humanize import plural
 from monitors.state_dir import private_dir_fd
 from sessions.errors import SessionError
-from sessions.ssh import SSH_PORT_ENV, SSH_SESSION_ENV, USER_FILES_ENV, user_files
+from sessions.ssh import SSH_PORT_ENV, SSH_SESSION_ENV, USER_FILES_ENV, door_host, user_files
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -54,7 +54,7 @@ def saved_note(path: Path, lines: int) -> str:
     if door_files():
         port = os.environ.get(SSH_PORT_ENV, "")
         return (f"saved {plural(lines, 'line')} as {path.name} in your files on the server; on your machine: "
-                f"ssh {f'-p {port} ' if port and port != '22' else ''}<this server> files {path.name} > {path.name}")
+                f"ssh {f'-p {port} ' if port and port != '22' else ''}{door_host()} files {path.name} > {path.name}")
     return f"saved {plural(lines, 'line')} to {path}"
 
 

@@ -18,3 +18,14 @@ SERVER_SETTINGS_ENV = "RANKS_SERVER_SETTINGS"
 # its saves go (else they are refused), and the port `ssh HOST files NAME` fetches them through
 USER_FILES_ENV = "RANKS_USER_FILES"
 SSH_PORT_ENV = "RANKS_SSH_PORT"
+# a door's session: `user@address` as the client reached the server, which the lines to paste on
+# the user's own machine name (`ssh -N -L ...`, `ssh ... files NAME`); unset: "<this server>"
+SSH_HOST_ENV = "RANKS_SSH_HOST"
+
+
+def door_host() -> str:
+    """Where the user's machine reaches this door (`SSH_HOST_ENV`), for a line to paste there."""
+    import os
+
+    return os.environ.get(SSH_HOST_ENV) or "<this server>"
+

@@ -26,6 +26,7 @@ from monitors.names import LookupProblem
 from monitors.sanitize import clean
 
 from ..portforward import Follower, ForwardError, PodStream, PortForward
+from . import SSH_HOST_ENV as SSH_HOST_ENV  # (the door names it for its sessions)
 
 if TYPE_CHECKING:
     from .keys import Grant, Identity
@@ -117,3 +118,25 @@ async def _open(server: Server, ident: Identity, peer: str, dest: Destination, h
             await client.close()
 
     return asyncssh.stream.SSHTCPStreamSession(relay)
+
+
+_LOGIN_NAME = re.compile(r"[A-Za-z0-9._][A-Za-z0-9._-]{0,63}")
+
+
+def reached_as(conn: Any) -> str | None:
+    """`user@address` as the client reached this server (the SSH connection's own end; the login
+    name only when it is a plain one), for the lines the session tells the user to paste at home."""
+    if conn is None:
+        return None
+    sock = conn.get_extra_info("sockname")
+    host = sock[0] if isinstance(sock, tuple) and sock and isinstance(sock[0], str) else ""
+    if not host:
+        return None
+    host = host.removeprefix("::ffff:") if "." in host else host  # (an IPv4 client on a dual-stack socket)
+    name = conn.get_extra_info("username")
+    return f"{name}@{host}" if isinstance(name, str) and _LOGIN_NAME.fullmatch(name) else host
+
+
+def host_env(reached: str | None) -> dict[str, str]:
+    """The session's `SSH_HOST_ENV` (`reached_as`), or nothing."""
+    return {SSH_HOST_ENV: reached} if reached else {}

@@ -118,11 +118,13 @@ class Server:
         return {k: v for k, v in out.items() if v is not None}
 
     def child_env(self, term: str | None, settings: dict[str, Any] | None = None,
-                  files: str | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("SSH_", "KUBECONFIG", SERVER_SETTINGS_ENV, USER_FILES_ENV, SSH_PORT_ENV))}
+                  files: str | None = None, reached: str | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(
+            ("SSH_", "KUBECONFIG", SERVER_SETTINGS_ENV, USER_FILES_ENV, SSH_PORT_ENV, forwarding.SSH_HOST_ENV))}
+        env[SSH_PORT_ENV] = str(self.port)  # (with `reached`, the lines to paste on the user's machine)
+        env.update(forwarding.host_env(reached))
         if files is not None:  # the user's own directory (`user_files`): where the dashboard saves
-            env[USER_FILES_ENV], env[SSH_PORT_ENV] = files, str(self.port)
+            env[USER_FILES_ENV] = files
         if self.cfg.kubeconfig_files:  # the server's, however it was given
             env["KUBECONFIG"] = os.pathsep.join(self.cfg.kubeconfig_files)
         env.update(self.cfg.extra_env)
@@ -441,7 +443,7 @@ class Session(asyncssh.SSHServerSession[bytes]):
 
     async def _exec(self, argv: list[str], settings: dict[str, Any]) -> None:
         assert self.chan is not None
-        env = self.server.child_env(None, settings)
+        env = self.server.child_env(None, settings, reached=forwarding.reached_as(self.conn_server.conn))
         env["NO_COLOR"] = "1"
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -574,7 +576,7 @@ class Session(asyncssh.SSHServerSession[bytes]):
         os.set_blocking(master, False)
         self._set_size()
         audit_rd, audit_wr = self._audit_pipe()
-        env = self.server.child_env(self.term, settings, files)
+        env = self.server.child_env(self.term, settings, files, forwarding.reached_as(self.conn_server.conn))
         env[ACTION_FD_ENV] = str(audit_wr)
         if shared is not None:
             env[SHARED_VIEW_ENV] = str(shared.fileno())

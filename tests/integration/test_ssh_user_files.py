@@ -107,7 +107,8 @@ def test_every_path_input_over_ssh_reaches_no_server_file_and_a_save_comes_back_
         prompt("r", "ranks", path, lambda s: "no rank" in s)  # the ranks prompt
         prompt("r", "ranks", "", lambda s: "no rank" not in s)
         tmux.keys("C-s")  # the save: into alice's own files, said in one line
-        screen = tmux.wait_for(lambda s: "in your" in s and "<this" in s, timeout=20, why="the save's note")
+        # (the line to paste at home names the server as the client reached it: LOGIN@127.0.0.1)
+        screen = tmux.wait_for(lambda s: "in your" in s and "@127.0.0.1" in s, timeout=20, why="the save's note")
         assert "saving is off" not in screen, screen
         press(":", lambda s: "Quit" in s and "Cluster load" in s, "the palette")  # commands by name, no file
         tmux.type(path)

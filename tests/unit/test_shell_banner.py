@@ -149,4 +149,8 @@ def test_banner_lists_the_sessions_ports_and_how_to_reach_them(monkeypatch: pyte
     assert ("  ports 8888 (jupyter), 7000: on your machine, ssh -N -L 8888:master-0.ddp.team-a:8888 "
             "-L 7000:master-0.ddp.team-a:7000 <this server>") in over_door
     assert over_door[-2].endswith("turns the last launch into a training job")
+    monkeypatch.setenv("RANKS_SSH_HOST", "alice@10.0.0.5")  # (the door says how the user reached it)
+    monkeypatch.setenv("RANKS_SSH_PORT", "2222")
+    assert ("  ports 8888 (jupyter), 7000: on your machine, ssh -N -L 8888:master-0.ddp.team-a:8888 "
+            "-L 7000:master-0.ddp.team-a:7000 -p 2222 alice@10.0.0.5") in shell.banner(target, cli=False).split("\r\n")
     assert not any("ports" in ln for ln in shell.banner(pt_target(), cli=True).split("\r\n"))

@@ -28,7 +28,7 @@ from monitors.model_views import WorkloadView
 from monitors.sanitize import clean
 from sessions.ports import Forwarded, ForwardSet, PortRow, rank_ports, ssh_line
 from sessions.shell import not_running_reason
-from sessions.ssh import SSH_PORT_ENV, SSH_SESSION_ENV
+from sessions.ssh import SSH_PORT_ENV, SSH_SESSION_ENV, door_host
 
 from ..widgets.keyed_table import Column, KeyedTable
 from .base import RanksScreen, bindings
@@ -179,7 +179,7 @@ class PortsScreen(RanksScreen):
             return
         if over_ssh():
             line = ssh_line(row.label, self.wl.name, self.wl.project or self.wl.namespace, row.port,
-                            os.environ.get(SSH_PORT_ENV, ""))
+                            os.environ.get(SSH_PORT_ENV, ""), door_host())
             self._state(Text(f"on your machine: {line}", style="bold"))
             return
         self._forward(row)
