@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
+from simcluster.scenarios.demo_workloads import demo_workloads
 from tests.cli_inprocess import run_cli
 from tests.prometheus_server import prometheus_server
 from tests.waiting import wait_for
@@ -51,9 +52,20 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadedSim
                                "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
         with prometheus_server(cfg, base / "prom") as prom:
             prom.wait_for("up == 1", lambda r: len(r) == 8, timeout=60)
-            # the failing rank has exited, the demo's long runs hold their GPUs
-            wait_for(lambda: _phase(sim, "runai-team-b", "bert-crash-worker-1") == "Failed", 90,
-                     "bert-crash's rank 2 to fail")
+            # bert-crash runs again under Prometheus' eye: on a loaded machine, its rank's XID
+            # (5 s after it starts) can come and go before Prometheus is up
+            old = _pod(sim, "runai-team-b", "bert-crash-worker-1")
+            old_uid = (old or {}).get("metadata", {}).get("uid")
+            r = run_cli("delete", "bert-crash", "-p", "team-b", "--yes", "--kubeconfig", str(sim.kubeconfig_path))
+            assert r.code == 0, r.err
+            wait_for(lambda: _pod(sim, "runai-team-b", "bert-crash-worker-1") is None and sim.store.find(
+                ("kubeflow.org", "pytorchjobs"), "runai-team-b", "bert-crash") is None, 120, "bert-crash gone")
+            bert = next(w for w in demo_workloads() if w["metadata"]["name"] == "bert-crash")
+            t.call(sim.apply, bert)
+            # the failing rank has exited (the new run's), the demo's long runs hold their GPUs
+            wait_for(lambda: (p := _pod(sim, "runai-team-b", "bert-crash-worker-1")) is not None
+                     and p["metadata"].get("uid") != old_uid and _phase(sim, "runai-team-b", "bert-crash-worker-1")
+                     == "Failed", 120, "bert-crash's rank 2 to fail")
             wait_for(lambda: all(_phase(sim, "runai-team-a", p) == "Running" for p in (
                 "hvd-interactive-worker-0", "hvd-interactive-worker-1", "pt-interactive-master-0",
                 "llama-finetune-master-0")) and _phase(sim, "research", "notebook") == "Running", 90,
