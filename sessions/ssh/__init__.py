@@ -28,4 +28,3 @@ def door_host() -> str:
     import os
 
     return os.environ.get(SSH_HOST_ENV) or "<this server>"
-
