@@ -66,6 +66,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ThreadedSim
             wait_for(lambda: (p := _pod(sim, "runai-team-b", "bert-crash-worker-1")) is not None
                      and p["metadata"].get("uid") != old_uid and _phase(sim, "runai-team-b", "bert-crash-worker-1")
                      == "Failed", 120, "bert-crash's rank 2 to fail")
+            # ... and Prometheus has scraped its GPU freed (read directly, the exporters say so at once)
+            prom.wait_for('DCGM_FI_DEV_GPU_UTIL{exported_pod="bert-crash-worker-1"}', lambda r: not r, timeout=60)
             wait_for(lambda: all(_phase(sim, "runai-team-a", p) == "Running" for p in (
                 "hvd-interactive-worker-0", "hvd-interactive-worker-1", "pt-interactive-master-0",
                 "llama-finetune-master-0")) and _phase(sim, "research", "notebook") == "Running", 90,
