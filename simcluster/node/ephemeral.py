@@ -32,6 +32,7 @@ from ..apiserver.patch import PatchError, apply_patch
 from ..apiserver.store import now_rfc3339
 from .attach import Console, console_for
 from .exec import _tty_child_setup
+from .podnet import joiner
 from .reaper import pdeathsig_preexec
 
 if TYPE_CHECKING:
@@ -209,8 +210,8 @@ async def run(sim: SimCluster, ns: str, pod: str, c: dict[str, Any]) -> None:
     try:
         proc = subprocess.Popen(full, executable=full[0], cwd=root, env=env, stdin=stdio[0], stdout=stdio[1],
                                 stderr=stdio[2], start_new_session=True, close_fds=True,
-                                preexec_fn=_tty_child_setup() if console is not None and console.tty
-                                else pdeathsig_preexec())
+                                preexec_fn=joiner(rt.cgroup, _tty_child_setup() if console is not None and console.tty
+                                                  else pdeathsig_preexec()))
     except OSError as exc:
         if console is not None:
             console.spawned()

@@ -41,6 +41,7 @@ from aiohttp import WSMsgType, web
 from ..apiserver.errors import ApiError, not_found
 from ..apiserver.store import Event
 from . import exec_channels as chan
+from .podnet import joiner
 from .procfs import pid_exists, session_members
 from .reaper import pdeathsig_preexec
 
@@ -533,7 +534,8 @@ class ExecSession:
     ) -> subprocess.Popen[bytes]:
         # Only a terminal needs code in the child (fork instead of the much faster vfork); other
         # commands are covered against simcluster dying by the kubelet's reaper (register_child).
-        preexec = _tty_child_setup() if tty else None
+        # (a pod with its own cgroup needs code in the child too: `podnet.joiner`)
+        preexec = joiner(self.rt.cgroup, _tty_child_setup() if tty else None)
         try:
             return subprocess.Popen(
                 argv, executable=executable, cwd=cwd, env=env, stdin=stdin, stdout=stdout, stderr=stderr,

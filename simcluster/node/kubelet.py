@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 from ..apiserver.errors import ApiError
 from ..apiserver.store import Event, now_rfc3339, shortened_deletion
 from ..controllers.base import Controller
-from . import attach, ephemeral
+from . import attach, ephemeral, podnet
 from .launchers import PodView, install_pod
 from .launchers import install as install_launchers
 from .podaddr import AddressBlock, namespace_names
@@ -143,6 +143,7 @@ class Kubelet(Controller):
         self.bin_dir: Path | None = None  # the simulated launchers, first on the PATH of pods in the host's view
         self.pod_view: PodView | None = None  # the same, as pods with a mount namespace see them
         self.podns: PodNamespaces | None = None  # pods' mount and UTS namespaces (None: off)
+        self.podnet: podnet.PodNetwork | None = None  # pods' own 0.0.0.0 and localhost (None: off)
         self._node_waiters: dict[str, set[tuple[str, str]]] = {}
         self._disposing: set[asyncio.Task[None]] = set()
         self._noted: set[str] = set()
@@ -246,6 +247,12 @@ class Kubelet(Controller):
             self._release_ip(ip)
             self.foreign.add(uid)
             return
+        if self.podnet is not None and self.addresses.owns(ip):
+            try:
+                rt.cgroup = self.podnet.join(uid, ip)
+            except OSError as exc:
+                self.note_once("podnet", f"kubelet: pods share 0.0.0.0 with the machine from {ns}/{name} on "
+                                          f"(its cgroup with bind/connect programs: {exc})")
         self.runtimes[(ns, name)] = rt
         self._hosts_here[ns] = self._hosts_here.get(ns, 0) + 1
         rt.start()
@@ -371,6 +378,17 @@ class Kubelet(Controller):
             await rt.kill_now(grace)
         finally:
             await asyncio.get_running_loop().run_in_executor(None, rt.cleanup_files)
+            await self._leave_network(rt)
+
+    async def _leave_network(self, rt: PodRuntime) -> None:
+        """Remove the pod's cgroup once the last of its processes is reaped (`podnet`; what is
+        still busy after 10 s goes when the kubelet stops)."""
+        if self.podnet is None or rt.cgroup is None:
+            return
+        for _ in range(40):
+            if self.podnet.leave(rt.uid):
+                return
+            await asyncio.sleep(0.25)
 
     async def shutdown(self) -> None:
         """`sim.on_stop`: stop every process of every pod and wait for them."""
@@ -384,6 +402,8 @@ class Kubelet(Controller):
                 await task
         if self.podns is not None:
             self.podns.close()
+        if self.podnet is not None:
+            self.podnet.close()
         self.reaper.close()
         self.addresses.close()
 
@@ -407,6 +427,10 @@ def install(sim: SimCluster, **options: Any) -> Kubelet:
     if wanted(sim.pod_namespaces):
         kubelet.podns = PodNamespaces(sim.workdir, ("/tmp", sim.workdir), reaper=kubelet.reaper)
         kubelet.podns.start()
+    if kubelet.addresses.block is not None and podnet.wanted():
+        loopback_api = sim.host in ("127.0.0.1", "localhost", "0.0.0.0", "")
+        net = podnet.PodNetwork(api_ports=(sim.port,) if loopback_api else ())
+        kubelet.podnet = net if net.start() else None
     sim.kubelet = kubelet
     sim.server.subresources["pods/log"] = functools.partial(serve_pod_log, kubelet)
     ephemeral.install(sim)  # (pods/ephemeralcontainers: kubectl debug --target)

@@ -81,8 +81,7 @@ class AddressBlock:
                 os.close(fd)
                 continue
             self._fd, self.block = fd, b
-            log.info("kubelet: pod addresses 127.%d.0.0/16; a pod's server that binds 0.0.0.0 binds every address "
-                     "of the machine (pods share the host's network namespace: README, 'Pod addresses')", b)
+            log.info("kubelet: pod addresses 127.%d.0.0/16", b)
             return True
         log.warning("kubelet: pod addresses from the podCIDR (nothing answers there): every loopback block "
                     "127.%d-254.0.0/16 is leased by another simcluster", FIRST_BLOCK)

@@ -49,6 +49,7 @@ from .podenv import (
     service_env,
 )
 from .podlogs import LogWriter, read_text
+from .podnet import joiner
 from .podns_helper import remove_tree
 from .podsandbox import TRAIN as TRAIN  # (the demo's training program, copied into every pod)
 from .podsandbox import MountFailed, PodSandbox
@@ -110,6 +111,7 @@ class PodRuntime:
         self.uid: str = meta.get("uid", "")
         self.node: str = pod["spec"]["nodeName"]
         self.pod_ip = pod_ip
+        self.cgroup: str | None = None  # its own cgroup, whose programs give it its 0.0.0.0 (`podnet`)
         self.host_ip = _internal_ip(node)
         self.allocatable: dict[str, Any] = dict((node.get("status") or {}).get("allocatable") or {})
         self.pod = pod
@@ -229,7 +231,7 @@ class PodRuntime:
             for p in dict_items(run.spec.get("ports")):
                 port = p.get("containerPort")
                 if isinstance(port, int) and 0 < port < 65536:
-                    pm.register(self.namespace, self.name, port, "127.0.0.1", port)
+                    pm.register(self.namespace, self.name, port, self.pod_ip if self.cgroup else "127.0.0.1", port)
 
     def unregister_ports(self) -> None:
         pm = self.sim.portmap
@@ -462,7 +464,7 @@ class PodRuntime:
                 cwd=cwd,
                 env=env,
                 start_new_session=True,
-                preexec_fn=pdeathsig_preexec(),
+                preexec_fn=joiner(self.cgroup, pdeathsig_preexec()),
             )
         except OSError as exc:
             now = now_rfc3339()
@@ -580,7 +582,7 @@ class PodRuntime:
             proc = await asyncio.create_subprocess_exec(
                 *argv, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
-                cwd=cwd, env=env, start_new_session=True, preexec_fn=pdeathsig_preexec(),
+                cwd=cwd, env=env, start_new_session=True, preexec_fn=joiner(self.cgroup, pdeathsig_preexec()),
             )
         except OSError:
             return False

@@ -404,8 +404,10 @@ def test_runtime_api(core, simcluster):
     simcluster.call(lambda: simcluster.sim.kubelet.runtime("default", "api").register_child(child.pid))
     assert child.pid in runtime_attr(simcluster, "api", lambda rt: rt.pids())
     assert simcluster.call(lambda: simcluster.sim.kubelet.runtime("default", "nope")) is None
-    # the process listens on the host: the proxies find the declared port there
-    assert simcluster.call(lambda: simcluster.sim.portmap.lookup("default", "api", 18080)) == ("127.0.0.1", 18080)
+    # the proxies find the declared port where a server of the pod on 0.0.0.0 or localhost is: the
+    # pod's own address where pods have their own 0.0.0.0 (`podnet`), else the host's loopback
+    where = info["ip"] if simcluster.sim.kubelet.podnet is not None else "127.0.0.1"
+    assert simcluster.call(lambda: simcluster.sim.portmap.lookup("default", "api", 18080)) == (where, 18080)
     core.delete_namespaced_pod("api", "default")
     child.wait(10)
     for pid in info["pids"]:

