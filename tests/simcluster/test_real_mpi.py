@@ -112,6 +112,11 @@ def test_workers_run_sshd_and_mpirun_reaches_them(cluster, kubectl):
     assert kubectl.run("exec", launcher, "--", "mpirun", "--version").stdout.startswith("mpirun (Open MPI) 5.")
     out = kubectl.run("exec", launcher, "--", "mpirun", "-np", "2", "python", "-c", ALLREDUCE, timeout=90).stdout
     assert sorted(out.splitlines()) == ["rank 0 of 2 on pi-worker-0 sum 3", "rank 1 of 2 on pi-worker-1 sum 3"], out
+    # the same over IPv4 alone (a machine without IPv6): the TCP transport's listeners stay where the
+    # peers dial them, also where pods have their own 0.0.0.0 (`podnet`)
+    out = kubectl.run("exec", launcher, "--", "mpirun", "--mca", "btl_tcp_disable_family", "6", "-np", "2",
+                      "python", "-c", ALLREDUCE, timeout=90).stdout
+    assert sorted(out.splitlines()) == ["rank 0 of 2 on pi-worker-0 sum 3", "rank 1 of 2 on pi-worker-1 sum 3"], out
 
 
 def test_a_failing_rank_ends_the_job_as_open_mpi_does(cluster, kubectl):
