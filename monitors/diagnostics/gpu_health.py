@@ -49,6 +49,8 @@ def failure_xid(wl: WorkloadView, xids: Mapping[PodKey, GpuXid]) -> GpuXid | Non
     ev = _rank_xid(wl, rank, xids)
     if ev is None or not -EARLY <= ff.at - ev.at <= WITHIN:
         return None
+    if rank.created is not None and ev.at < rank.created:  # an earlier pod of the same name (a rerun)
+        return None
     return ev
 
 

@@ -4,6 +4,8 @@ marks, attribution by UUID, and the doctor's lines."""
 
 from __future__ import annotations
 
+import time
+
 from monitors import exposition
 from monitors.diagnostics.gpu_doctor import Direct, NodeGpus, diagnose, fields_in
 from monitors.gpu_fleet import Owner, attribute_by_uuid, build, parse_reported_uuids, place, sort_key
@@ -169,3 +171,16 @@ def test_a_ranks_xid_and_throttle_and_its_failure() -> None:
     line = failure_gpu_line(wl, {(ns, "bert-worker-0"): GpuXid(ns, "bert-worker-0", "n12", 3, 79, t_exit - 6)})
     assert line.startswith("rank 1's GPU 3 on node n12 raised XID 79") and "6 s before" in line
     assert failure_gpu_line(wl, {(ns, "bert-worker-0"): GpuXid(ns, "bert-worker-0", "n12", 3, 79, t_exit - 90)}) == ""
+    # the job run again under the same name: an XID the earlier pod's GPU raised before this pod was
+    # created is not this failure's
+    again = pod("PyTorchJob", "bert", ns, "Worker", 0, node="n12", phase="Failed", terminated=(1, "Error"))
+    again["metadata"]["creationTimestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t_exit - 10))
+    rerun = parse_pod(again)
+    m.apply_pods([(rerun.key, rerun)])
+    m.flush()
+    wl = next(iter(m.workloads.values()))
+    assert next(r.created for r in wl.ranks if r.pod == "bert-worker-0") == t_exit - 10
+    old_xid = {(ns, "bert-worker-0"): GpuXid(ns, "bert-worker-0", "n12", 3, 79, t_exit - 30)}
+    assert failure_gpu_line(wl, old_xid) == ""
+    new_xid = {(ns, "bert-worker-0"): GpuXid(ns, "bert-worker-0", "n12", 3, 79, t_exit - 6)}
+    assert "6 s before" in failure_gpu_line(wl, new_xid)

@@ -198,13 +198,20 @@ async def xid_failures(gm: Any, model: Any, most: int = 16) -> None:
     import time
 
     now = time.time()
-    failed = sorted(((w.namespace, w.first_failure.pod), w.first_failure.at) for w in model.workloads.values()
+    failed = sorted(((w.namespace, w.first_failure.pod), w.first_failure.at, _created(w)) for w in model.workloads.values()
                     if w.first_failure is not None and w.first_failure.at and now - w.first_failure.at < 3600)[:most]
     if not failed:
         return
-    start = min(at for _, at in failed) - XID_BEFORE
-    end = max(at for _, at in failed) + 5
-    model.gpu_xids.update(await gm.xid_history([pk for pk, _ in failed], start, min(end, now)))
+    # (from the failed pod's creation at the earliest: an earlier pod of the same name, a rerun of the
+    # job, is not this one, and its GPUs' XIDs are not this failure's)
+    start = min(max(at - XID_BEFORE, created or 0.0) for _, at, created in failed)
+    end = max(at for _, at, _ in failed) + 5
+    model.gpu_xids.update(await gm.xid_history([pk for pk, _, _ in failed], start, min(end, now)))
+
+
+def _created(w: Any) -> float | None:
+    """When the pod of the workload's first failed rank was created (None: not known)."""
+    return next((r.created for r in w.ranks if r.pod == w.first_failure.pod), None)
 
 
 async def locate(cfg: ClusterConfig, opts: dict[str, Any], ref: str, project: str | None, *,
