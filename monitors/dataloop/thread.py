@@ -52,6 +52,8 @@ class LoopThread:
             loop.run_until_complete(begin())
         finally:
             with contextlib.suppress(Exception):
+                _cancel_the_rest(loop)
+            with contextlib.suppress(Exception):
                 loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
@@ -111,3 +113,15 @@ class LoopThread:
     @property
     def stopping(self) -> bool:
         return self.stopped is not None and self.stopped.is_set()
+
+
+def _cancel_the_rest(loop: asyncio.AbstractEventLoop, grace: float = 2.0) -> None:
+    """Cancel the tasks `main` left (a request under way, a spawned read) and let them end, up to
+    `grace` seconds, before the loop closes (as `asyncio.run` does): a task left pending would be
+    destroyed with the loop and its request's connection closed on a closed loop ("Exception
+    ignored ... Event loop is closed" on the terminal at exit)."""
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        loop.run_until_complete(asyncio.wait(tasks, timeout=grace))
