@@ -67,33 +67,46 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
     async def body(cfg: ClusterConfig) -> int:
         import asyncio
 
+        from monitors import gpu_fleet_child
         from monitors.connection import DEFAULT_REQUEST_TIMEOUT
         from monitors.gpu_feed import make_metrics
 
         from .where import load_where
 
-        gm = make_metrics(cfg, opts.get("prometheus"), timeout=cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)
+        def metrics() -> Any:
+            return make_metrics(cfg, opts.get("prometheus"), timeout=cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)
+
+        # every GPU read in a child process (the other core) while the cluster is listed here
+        apart = gpu_fleet_child.start(metrics, direct=doctor)
+        reading = asyncio.ensure_future(apart.result() if apart is not None else gpu_fleet_child.in_process(
+            metrics(), doctor))
         try:
-            reading = asyncio.ensure_future(gm.read_fleet(direct=doctor))
-            try:
-                monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=True, pod_rows=True,
-                                                   metrics=False)
-            except BaseException:
-                reading.cancel()
-                raise
-            try:
-                read = await reading
-                return await _report(cfg, monitor, looked, read, gm, node=node, idle=idle, sort=sort, doctor=doctor,
-                                     output=output)
-            finally:
-                await monitor.stop()
+            monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=True, pod_rows=True,
+                                               metrics=False)
+        except BaseException:
+            reading.cancel()
+            if apart is not None:
+                apart.close()
+            raise
+        try:
+            read, source = await reading
+            return await _report(cfg, monitor, looked, read, source, node=node, idle=idle, sort=sort, doctor=doctor,
+                                 output=output)
         finally:
-            await gm.aclose()
+            await monitor.stop()
 
-    return run(opts, body)
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()  # (a one-shot read: what it builds lives until it exits; no collection pass over it)
+    try:
+        return run(opts, body)
+    finally:
+        if was:
+            gc.enable()
 
 
-async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, gm: Any, *, node: str | None,
+async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, source: Any, *, node: str | None,
                   idle: bool, sort: str | None, doctor: bool, output: str) -> int:
     from monitors.diagnostics.gpu_doctor import NodeGpus, diagnose, unlabelled_nodes
     from monitors.gpu_fleet import owners_of, place
@@ -112,7 +125,6 @@ async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, 
     bare = unlabelled_nodes(fleet, gpu_nodes, direct)
     if bare and not read.problem:
         by_uuid, unread = await _by_uuid(monitor, fleet, bare, owners)
-    source = gm.source
     if doctor:
         prom = source is not None and source.kind in (SourceKind.PROMETHEUS, SourceKind.PROMETHEUS_VIA_APISERVER)
         lines = diagnose(fleet, gpu_nodes, no_source=read.problem, prometheus=prom, direct=direct, by_uuid=by_uuid)
