@@ -18,6 +18,7 @@ so (`owned_by == "uuid"`).
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from operator import attrgetter
@@ -397,25 +398,108 @@ def place(fleet: Fleet, owners: Mapping[PodKey, Owner]) -> None:
         fleet.gpus[key] = with_owner(g, full, g.owned_by, g.allocated)
 
 
-def attribute_by_uuid(fleet: Fleet, nodes: Iterable[str], reported: Mapping[PodKey, Iterable[str]],
-                      owners: Mapping[PodKey, Owner]) -> int:
-    """GPUs of `nodes` (whose series carry no pod labels) given the owner whose pod reports their
-    UUID (`NVIDIA_VISIBLE_DEVICES` or `nvidia-smi -L`, read in the pod); how many were."""
-    by_uuid: dict[str, PodKey] = {}
-    for pk, uuids in reported.items():
-        for u in uuids:
-            by_uuid[u.strip()] = pk
+class DeviceReport(NamedTuple):
+    """What a pod reports of its GPUs (`parse_reported`): whole GPUs by UUID; MIG devices told
+    exactly, (parent GPU's UUID, GPU instance id), by ``MIG-GPU-<uuid>/<gi>/<ci>`` (drivers before
+    R470); MIG devices told only by their parent GPU and profile, (UUID, profile), by ``nvidia-smi
+    -L``'s ``MIG 3g.40gb Device 0: (UUID: MIG-...)`` under its GPU's line (R470 and later name a
+    MIG device by a ``MIG-<uuid>`` of its own, which names no instance)."""
+
+    gpus: tuple[str, ...] = ()
+    mig: tuple[tuple[str, str], ...] = ()
+    mig_profiles: tuple[tuple[str, str], ...] = ()
+
+
+_UUID = r"GPU-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"
+_MIG_EXACT = re.compile(rf"MIG-({_UUID})/(\d{{1,3}})/(\d{{1,3}})")
+_GPU_LINE = re.compile(rf"GPU \d{{1,3}}: .{{0,200}}\(UUID: ({_UUID})\)\s*")
+_MIG_LINE = re.compile(r"\s+MIG ([0-9A-Za-z.+]{1,32})\s+Device\s+\d{1,3}: \(UUID: MIG-[0-9A-Za-z-]{8,80}\)\s*")
+
+
+def parse_reported(text: str) -> DeviceReport:
+    """What a pod printed (its ``NVIDIA_VISIBLE_DEVICES``, comma-separated; ``nvidia-smi -L``'s
+    lines) as a `DeviceReport`. A GPU line with MIG device lines under it is their parent, not a
+    GPU the pod holds whole."""
+    gpus: list[str] = []
+    mig: list[tuple[str, str]] = []
+    profiles: list[tuple[str, str]] = []
+    listed: list[str] = []  # GPU lines of nvidia-smi -L
+    parents: set[str] = set()
+    parent = ""
+    for line in text.splitlines():
+        if (m := _GPU_LINE.fullmatch(line)) is not None:
+            parent = m.group(1)
+            listed.append(parent)
+            continue
+        if (m := _MIG_LINE.fullmatch(line)) is not None:
+            if parent:
+                profiles.append((parent, m.group(1)))
+                parents.add(parent)
+            continue
+        for word in line.replace(",", " ").split():
+            if (m := _MIG_EXACT.fullmatch(word)) is not None:
+                mig.append((m.group(1), str(int(m.group(2)))))
+            elif re.fullmatch(_UUID, word):
+                gpus.append(word)
+    gpus += [u for u in listed if u not in parents]
+    return DeviceReport(tuple(dict.fromkeys(gpus)), tuple(dict.fromkeys(mig)), tuple(profiles))
+
+
+def attribute_by_uuid(fleet: Fleet, nodes: Iterable[str], reported: Mapping[PodKey, DeviceReport | Iterable[str]],
+                      owners: Mapping[PodKey, Owner]) -> tuple[int, list[str]]:
+    """GPUs and MIG devices of `nodes` (whose series carry no pod labels) given the owner whose pod
+    reports them (`NVIDIA_VISIBLE_DEVICES` or `nvidia-smi -L`, read in the pod): a whole GPU by
+    its UUID; a MIG device by its parent's UUID and instance id, else by its parent's UUID and
+    profile where that tells it (one pod reports as many devices of that profile on that GPU as
+    are left unattributed there). How many were, and one line per GPU whose MIG devices several
+    pods report by profile alone (which instance is whose is not told)."""
+    reports = {pk: r if isinstance(r, DeviceReport) else parse_reported(" ".join(r)) for pk, r in reported.items()}
+    whole: dict[str, PodKey] = {}
+    exact: dict[tuple[str, str], PodKey] = {}
+    for pk, rep in reports.items():
+        whole.update(dict.fromkeys(rep.gpus, pk))
+        exact.update(dict.fromkeys(rep.mig, pk))
     wanted = set(nodes)
     n = 0
-    for key, g in fleet.gpus.items():
-        if g.node not in wanted or g.owner is not None or g.instance:
-            continue
-        holder = by_uuid.get(g.uuid)
-        if holder is None:
-            continue
+
+    def give(key: GpuKey, g: Gpu, holder: PodKey) -> None:
+        nonlocal n
         fleet.gpus[key] = with_owner(g, owners.get(holder) or Owner(*holder), "uuid", True)
         n += 1
-    return n
+
+    left: dict[tuple[str, str], list[GpuKey]] = {}  # (parent UUID, profile) -> its MIG devices not told yet
+    told: dict[tuple[PodKey, str, str], int] = {}  # (pod, parent UUID, profile) -> its MIG devices told exactly
+    for key, g in list(fleet.gpus.items()):
+        if g.node not in wanted or g.owner is not None:
+            continue
+        holder = exact.get((g.uuid, g.instance)) if g.instance else whole.get(g.uuid)
+        if holder is not None:
+            give(key, g, holder)
+            if g.instance:
+                told[(holder, g.uuid, g.mig_profile)] = told.get((holder, g.uuid, g.mig_profile), 0) + 1
+        elif g.instance and g.uuid:
+            left.setdefault((g.uuid, g.mig_profile), []).append(key)
+    claims: dict[tuple[str, str], dict[PodKey, int]] = {}  # (parent UUID, profile) -> pod -> devices not told
+    for pk, rep in reports.items():
+        for parent, profile in rep.mig_profiles:
+            pods = claims.setdefault((parent, profile), {})
+            pods[pk] = pods.get(pk, -told.get((pk, parent, profile), 0)) + 1
+    notes = []
+    for (parent, profile), pods in sorted(claims.items()):
+        pods = {pk: c for pk, c in pods.items() if c > 0}
+        keys = sorted(left.get((parent, profile), ()))
+        if not pods or not keys:
+            continue
+        if len(pods) == 1 and next(iter(pods.values())) == len(keys):
+            holder = next(iter(pods))
+            for key in keys:
+                give(key, fleet.gpus[key], holder)
+            continue
+        node = fleet.gpus[keys[0]].node
+        who = ", ".join(f"{ns}/{pod}" for ns, pod in sorted(pods))
+        notes.append(f"MIG devices {profile} of {node}'s GPU {parent}: held by {who}; which instance is whose "
+                     "their MIG UUIDs do not tell")
+    return n, notes
 
 
 def parse_reported_uuids(text: str) -> list[str]:
