@@ -26,13 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from .gpu_fleet_source import FleetRead
-from .gpu_samples import MetricsSource
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # (light at import: the child imports the metrics' modules, after the fork)
+    from .gpu_fleet_source import FleetRead
+    from .gpu_samples import MetricsSource
     from .metrics import GpuMetrics
 
-Reading = tuple[FleetRead, MetricsSource | None]
+    Reading = tuple[FleetRead, MetricsSource | None]
 
 
 @dataclass
@@ -54,7 +53,7 @@ class Apart:
             self.close()
         if isinstance(got, tuple) and len(got) == 2 and got[0] == "error":
             raise RuntimeError(str(got[1]))
-        read, source = cast(Reading, got)
+        read, source = cast("Reading", got)
         return read, source
 
     def _answer(self) -> object:

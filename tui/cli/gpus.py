@@ -69,15 +69,17 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
 
         from monitors import gpu_fleet_child
         from monitors.connection import DEFAULT_REQUEST_TIMEOUT
-        from monitors.gpu_feed import make_metrics
-
-        from .where import load_where
 
         def metrics() -> Any:
+            from monitors.gpu_feed import make_metrics
+
             return make_metrics(cfg, opts.get("prometheus"), timeout=cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)
 
-        # every GPU read in a child process (the other core) while the cluster is listed here
+        # every GPU read in a child process (the other core) while the cluster is listed here; forked
+        # first (the child imports what reading needs; this process what listing needs, meanwhile)
         apart = gpu_fleet_child.start(metrics, direct=doctor)
+        from .where import load_where
+
         reading = asyncio.ensure_future(apart.result() if apart is not None else gpu_fleet_child.in_process(
             metrics(), doctor))
         try:
