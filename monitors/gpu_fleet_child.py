@@ -4,9 +4,10 @@ Reading 40,000 GPUs (46 MB of Prometheus answers parsed, 335,000 series made int
 listing the cluster (40,000 pods placed in their workloads) are both work of the CPU under one
 GIL: in one process they take turns. Forked before the parent's first request, the child reads
 with a `GpuMetrics` of its own (`read_fleet`: one query per field group, or every exporter) on
-the other core, and hands back the reading and its source, pickled, through a pipe (the parent's
-own child: nothing else writes there). The child leaves with `os._exit` (no exit handler of the
-parent's runs twice); the parent kills it if it stops waiting (`Apart.close`).
+the other core, and hands back the reading and its source, pickled, in an unlinked file made before
+the fork (the parent's own child: nothing else writes there); a pipe's end closing says it is done.
+The child leaves with `os._exit` (no exit handler of the parent's runs twice); the parent kills it
+if it stops waiting (`Apart.close`); a child that fails says why, as the reading's `problem`.
 
 Where the process cannot fork (no `os.fork`, it fails, or another thread runs) `start` returns
 None and the caller reads in its own process, as before.
@@ -42,42 +43,53 @@ class Apart:
     pid: int
     fd: int
     file: int
-    done: bool = False
+    reaped: bool = False
+    waiting: bool = False  # a thread waits on `fd` (it closes `fd` and `file` when it is done)
 
     async def result(self) -> Reading:
         """The child's reading (waited for and unpickled in a thread: between the parent's own turns,
-        while it waits on its LISTs); its failure raised as a RuntimeError naming it."""
+        while it waits on its LISTs). Its failure is the reading's `problem`, as a source's is."""
+        self.waiting = True
         try:
             got = await asyncio.to_thread(self._answer)
         finally:
             self.close()
         if isinstance(got, tuple) and len(got) == 2 and got[0] == "error":
-            raise RuntimeError(str(got[1]))
+            from .gpu_fleet import Fleet
+            from .gpu_fleet_source import FleetRead
+
+            return FleetRead(Fleet(), 0, problem=str(got[1])), None
         read, source = cast("Reading", got)
         return read, source
 
     def _answer(self) -> object:
-        while os.read(self.fd, 4096):  # (nothing is written there: its end closes when the child exits)
-            pass
-        size = os.fstat(self.file).st_size
-        data = os.pread(self.file, size, 0) if size else b""
+        try:
+            while os.read(self.fd, 4096):  # (nothing is written there: its end closes when the child exits)
+                pass
+            size = os.fstat(self.file).st_size
+            data = os.pread(self.file, size, 0) if size else b""
+        finally:
+            os.close(self.fd)
+            os.close(self.file)
         try:
             return pickle.loads(data) if data else ("error", "the GPU reading process ended without an answer")
-        except Exception as exc:  # (a truncated answer (the child killed meanwhile)
+        except Exception as exc:  # (a truncated answer: the child killed meanwhile)
             return ("error", f"the GPU reading process's answer could not be read ({type(exc).__name__})")
 
     def close(self) -> None:
-        """The child reaped (killed first if it is still reading), the pipe and the file closed."""
-        if self.done:
+        """The child reaped (killed first if it is still reading); the pipe and the file closed
+        unless a thread waits on them (it closes them once the child is gone)."""
+        if self.reaped:
             return
-        self.done = True
-        for fd in (self.fd, self.file):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        self.reaped = True
         with contextlib.suppress(OSError):
             if os.waitpid(self.pid, os.WNOHANG) == (0, 0):
                 os.kill(self.pid, signal.SIGKILL)
                 os.waitpid(self.pid, 0)
+        if not self.waiting:
+            for fd in (self.fd, self.file):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
 
 def start(make: Callable[[], GpuMetrics], *, direct: bool = False) -> Apart | None:
@@ -111,7 +123,7 @@ def start(make: Callable[[], GpuMetrics], *, direct: bool = False) -> Apart | No
             asyncio.events._set_running_loop(None)  # (forked inside the parent's running loop)
             try:
                 answer: object = asyncio.run(_read(make(), direct))
-            except Exception as exc:  # (said by the parent, as its own failure would be)
+            except Exception as exc:  # (said by the parent, as a source's failure is)
                 answer = ("error", f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             view = memoryview(pickle.dumps(answer, protocol=pickle.HIGHEST_PROTOCOL))
             while view:

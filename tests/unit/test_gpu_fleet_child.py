@@ -1,5 +1,6 @@
 """`ranks gpus` reads every GPU in a child process while it lists the cluster (#30 item 6): the
-child's reading is the one the process would have made itself, its failure is said, a child
+child's reading is the one the process would have made itself, its failure is the reading's
+problem (said in one line, as a source's), a child
 still reading when the command stops waiting is killed, and a process with other threads reads
 in its own process (no fork)."""
 
@@ -102,10 +103,8 @@ def broken():
 
 async def main():
     apart = gpu_fleet_child.start(broken)
-    try:
-        await apart.result()
-    except RuntimeError as exc:
-        print(exc)
+    read, source = await apart.result()
+    print(read.problem, source, len(read.fleet.gpus))
 
 asyncio.run(main())
 """
@@ -114,7 +113,7 @@ asyncio.run(main())
 def test_a_failure_in_the_child_is_said_by_the_parent() -> None:
     r = _python("-c", FAILING)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "ValueError: no such metrics"
+    assert r.stdout.strip() == "ValueError: no such metrics None 0"  # (the reading's problem, as a source's)
 
 
 class Stalling:
