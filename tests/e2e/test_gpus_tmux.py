@@ -95,4 +95,18 @@ def test_the_gpus_tab(tmp_path: Path) -> None:
         print(screen)
         tmux.keys("space")
         tmux.wait_for(lambda s: "HELD BY" not in s and "└ 7 " not in s, timeout=30, why="the node folded again")
+        # at 120x40 too: the holders in full under HELD BY, the node's columns as they were
+        width, height = 120, 40
+        tmux.resize(width, height)
+        header = tmux.wait_for(lambda s: "SLOTS" in s and "ALLOCATED" in s and "H100-80GB-HBM3" in s, timeout=30,
+                               why="the Nodes tab at 120x40, its rows redrawn")
+        header = next(line for line in header.splitlines() if "SLOTS" in line)
+        tmux.keys("space")
+        screen = tmux.wait_for(lambda s: "HELD BY" in s and gpus_under("h100-node-01", s)
+                               and "llama-finetune" in s, timeout=60, why="the node expanded at 120x40")
+        print(screen)
+        assert next(line for line in screen.splitlines() if "SLOTS" in line).startswith(header.rstrip())
+        assert all(len(line) <= width for line in screen.splitlines())
+        tmux.keys("space")
+        tmux.wait_for(lambda s: "HELD BY" not in s, timeout=30, why="the node folded at 120x40")
         quit_and_check_restored(demo)
