@@ -355,15 +355,24 @@ def build(series: Iterable[SeriesLike], *, pod_labels: Mapping[str, bool] | None
     fleet.pod_labels = {**saw_owner, **(pod_labels or {})}
     fleet.exact_nodes = set(pod_labels or ())
     zeros = {f.key for f in FIELDS if f.group in SPARSE_GROUPS} if sparse else set()
+    # one string object per distinct node, model, profile, namespace and container (a few hundred
+    # among 40,000 GPUs): less memory, and a reading pickled once each (`gpu_fleet_child`)
+    same: dict[str, str] = {}
     for key, b in rows.items():
         vals = b.values
         for fk in zeros & served.get(b.node, set()):
             vals.setdefault(fk, 0.0)
         used, free = vals.get("mem_used"), vals.get("mem_free")
-        owner = Owner(*b.owner) if b.owner else None
+        owner = None
+        if b.owner:
+            ns, pod, container = b.owner
+            owner = Owner(same.setdefault(ns, ns), pod, same.setdefault(container, container))
         reasons, xid = vals.get("reasons"), vals.get("xid")
+        node = same.setdefault(b.node, b.node)
+        key = (node, b.index, b.instance)
         fleet.gpus[key] = Gpu(
-            b.node, b.index, b.instance, b.uuid, b.model, b.mig_profile, util=vals.get("util"), mem_used=used,
+            node, b.index, b.instance, b.uuid, same.setdefault(b.model, b.model),
+            same.setdefault(b.mig_profile, b.mig_profile), util=vals.get("util"), mem_used=used,
             mem_total=used + free if used is not None and free is not None else None, temp=vals.get("temp"),
             power=vals.get("power"), power_limit=vals.get("power_limit"), sm_clock=vals.get("sm_clock"),
             reasons=int(reasons) if reasons is not None else None, xid=int(xid) if xid is not None else None,
