@@ -109,6 +109,7 @@ def start(make: Callable[[], GpuMetrics], *, direct: bool = False) -> Apart | No
     for stream in (sys.stdout, sys.stderr):  # (nothing buffered is written twice)
         with contextlib.suppress(Exception):
             stream.flush()
+    parent = os.getpid()
     try:
         pid = os.fork()
     except OSError:
@@ -120,6 +121,7 @@ def start(make: Callable[[], GpuMetrics], *, direct: bool = False) -> Apart | No
         try:
             os.close(r)
             signal.signal(signal.SIGINT, signal.SIG_DFL)  # (Ctrl-C ends it with the parent)
+            _end_with(parent)
             asyncio.events._set_running_loop(None)  # (forked inside the parent's running loop)
             try:
                 answer: object = asyncio.run(_read(make(), direct))
@@ -134,6 +136,17 @@ def start(make: Callable[[], GpuMetrics], *, direct: bool = False) -> Apart | No
             os._exit(code)
     os.close(w)
     return Apart(pid, r, fd)
+
+
+def _end_with(parent: int) -> None:
+    """The child killed when its parent dies (Linux's PR_SET_PDEATHSIG; elsewhere it ends when
+    its reading does), or ended now if the parent is already gone."""
+    with contextlib.suppress(OSError, AttributeError):
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # (1: PR_SET_PDEATHSIG)
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 async def in_process(gm: GpuMetrics, direct: bool) -> Reading:

@@ -193,3 +193,48 @@ def test_gpus_pickle_as_their_fields_and_with_owner_is_replace() -> None:
     o = Owner("ns", "pod", "main", "PyTorchJob/j", "PyTorchJob", "j", 2, "worker-1", "p", "u", 5.0)
     assert pickle.loads(pickle.dumps(o)) == o
     assert with_owner(g, o, "uuid", False) == replace(g, owner=o, owned_by="uuid", allocated=False)
+
+
+ORPHANED = """
+import asyncio, sys, time
+from monitors import gpu_fleet_child
+from monitors.metrics import GpuMetrics
+
+async def main():
+    apart = gpu_fleet_child.start(lambda: GpuMetrics(sys.argv[1], timeout=120.0))
+    print(apart.pid, flush=True)
+    time.sleep(120)  # (killed before)
+
+asyncio.run(main())
+"""
+
+
+def test_a_child_whose_parent_is_killed_ends_with_it() -> None:
+    prom = Stalling()
+    proc = subprocess.Popen([sys.executable, "-c", ORPHANED, prom.url], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert proc.stdout is not None
+        child = int(proc.stdout.readline())
+        assert os.path.exists(f"/proc/{child}")
+        proc.kill()
+        proc.wait(30)
+        deadline = time.monotonic() + 20  # (its reading would go on 60 s: Stalling answers nothing till then)
+        while running(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not running(child)  # (not left reading for its parent, gone)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        prom.close()
+
+
+def running(pid: int) -> bool:
+    """The process exists and has not ended (a zombie not reaped yet has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
