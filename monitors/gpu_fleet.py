@@ -17,8 +17,11 @@ so (`owned_by == "uuid"`).
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any, NamedTuple, Protocol
 
 from .model_views import WorkloadView
@@ -105,6 +108,9 @@ class Owner:
     user: str = ""
     created: float | None = None  # the pod's
 
+    def __reduce__(self) -> tuple[type[Owner], tuple[Any, ...]]:
+        return (Owner, _owner_fields(self))
+
 
 @dataclass(frozen=True, slots=True)
 class Gpu:
@@ -131,6 +137,9 @@ class Gpu:
     owned_by: str = ""  # "labels" (the exporter's pod labels), "uuid" (what the pod reports), ""
     allocated: bool = False  # a pod holds it (by the labels or the UUID)
     owner_unknown: bool = False  # its exporter has no pod labels and no UUID was matched: who holds it is not known
+
+    def __reduce__(self) -> tuple[type[Gpu], tuple[Any, ...]]:
+        return (Gpu, _gpu_fields(self))  # (pickled as its fields: `gpu_fleet_child` hands 40,000 over)
 
     @property
     def key(self) -> GpuKey:
@@ -162,6 +171,18 @@ class Gpu:
         if (self.xid or 0) > 0 or (self.ecc_dbe or 0) > 0:
             out.append("erroring")
         return tuple(out)
+
+
+_owner_fields = attrgetter(*(f.name for f in dataclasses.fields(Owner)))
+_gpu_fields = attrgetter(*(f.name for f in dataclasses.fields(Gpu)))
+_OWNER_AT = [f.name for f in dataclasses.fields(Gpu)].index("owner")
+
+
+def with_owner(g: Gpu, owner: Owner, owned_by: str, allocated: bool) -> Gpu:
+    """`replace(g, owner=..., owned_by=..., allocated=...)`, made as fast as a constructor call."""
+    args = list(_gpu_fields(g))
+    args[_OWNER_AT:_OWNER_AT + 3] = (owner, owned_by, allocated)
+    return Gpu(*args)
 
 
 class SeriesLike(Protocol):
@@ -334,15 +355,24 @@ def build(series: Iterable[SeriesLike], *, pod_labels: Mapping[str, bool] | None
     fleet.pod_labels = {**saw_owner, **(pod_labels or {})}
     fleet.exact_nodes = set(pod_labels or ())
     zeros = {f.key for f in FIELDS if f.group in SPARSE_GROUPS} if sparse else set()
+    # one string object per distinct node, model, profile, namespace and container (a few hundred
+    # among 40,000 GPUs): less memory, and a reading pickled once each (`gpu_fleet_child`)
+    same: dict[str, str] = {}
     for key, b in rows.items():
         vals = b.values
         for fk in zeros & served.get(b.node, set()):
             vals.setdefault(fk, 0.0)
         used, free = vals.get("mem_used"), vals.get("mem_free")
-        owner = Owner(*b.owner) if b.owner else None
+        owner = None
+        if b.owner:
+            ns, pod, container = b.owner
+            owner = Owner(same.setdefault(ns, ns), pod, same.setdefault(container, container))
         reasons, xid = vals.get("reasons"), vals.get("xid")
+        node = same.setdefault(b.node, b.node)
+        key = (node, b.index, b.instance)
         fleet.gpus[key] = Gpu(
-            b.node, b.index, b.instance, b.uuid, b.model, b.mig_profile, util=vals.get("util"), mem_used=used,
+            node, b.index, b.instance, b.uuid, same.setdefault(b.model, b.model),
+            same.setdefault(b.mig_profile, b.mig_profile), util=vals.get("util"), mem_used=used,
             mem_total=used + free if used is not None and free is not None else None, temp=vals.get("temp"),
             power=vals.get("power"), power_limit=vals.get("power_limit"), sm_clock=vals.get("sm_clock"),
             reasons=int(reasons) if reasons is not None else None, xid=int(xid) if xid is not None else None,
@@ -374,28 +404,111 @@ def place(fleet: Fleet, owners: Mapping[PodKey, Owner]) -> None:
             if known is None:
                 continue
             full = made[(o.namespace, o.pod, o.container)] = replace(known, container=o.container)
-        fleet.gpus[key] = replace(g, owner=full)
+        fleet.gpus[key] = with_owner(g, full, g.owned_by, g.allocated)
 
 
-def attribute_by_uuid(fleet: Fleet, nodes: Iterable[str], reported: Mapping[PodKey, Iterable[str]],
-                      owners: Mapping[PodKey, Owner]) -> int:
-    """GPUs of `nodes` (whose series carry no pod labels) given the owner whose pod reports their
-    UUID (`NVIDIA_VISIBLE_DEVICES` or `nvidia-smi -L`, read in the pod); how many were."""
-    by_uuid: dict[str, PodKey] = {}
-    for pk, uuids in reported.items():
-        for u in uuids:
-            by_uuid[u.strip()] = pk
+class DeviceReport(NamedTuple):
+    """What a pod reports of its GPUs (`parse_reported`): whole GPUs by UUID; MIG devices told
+    exactly, (parent GPU's UUID, GPU instance id), by ``MIG-GPU-<uuid>/<gi>/<ci>`` (drivers before
+    R470); MIG devices told only by their parent GPU and profile, (UUID, profile), by ``nvidia-smi
+    -L``'s ``MIG 3g.40gb Device 0: (UUID: MIG-...)`` under its GPU's line (R470 and later name a
+    MIG device by a ``MIG-<uuid>`` of its own, which names no instance)."""
+
+    gpus: tuple[str, ...] = ()
+    mig: tuple[tuple[str, str], ...] = ()
+    mig_profiles: tuple[tuple[str, str], ...] = ()
+
+
+_UUID = r"GPU-[0-9A-Fa-f]{8}(?:-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}"
+_MIG_EXACT = re.compile(rf"MIG-({_UUID})/(\d{{1,3}})/(\d{{1,3}})")
+_GPU_LINE = re.compile(rf"GPU \d{{1,3}}: .{{0,200}}\(UUID: ({_UUID})\)\s*")
+_MIG_LINE = re.compile(r"\s+MIG ([0-9A-Za-z.+]{1,32})\s+Device\s+\d{1,3}: \(UUID: MIG-[0-9A-Za-z-]{8,80}\)\s*")
+
+
+def parse_reported(text: str) -> DeviceReport:
+    """What a pod printed (its ``NVIDIA_VISIBLE_DEVICES``, comma-separated; ``nvidia-smi -L``'s
+    lines) as a `DeviceReport`. A GPU line with MIG device lines under it is their parent, not a
+    GPU the pod holds whole."""
+    gpus: list[str] = []
+    mig: list[tuple[str, str]] = []
+    profiles: list[tuple[str, str]] = []
+    listed: list[str] = []  # GPU lines of nvidia-smi -L
+    parents: set[str] = set()
+    parent = ""
+    for line in text.splitlines():
+        if (m := _GPU_LINE.fullmatch(line)) is not None:
+            parent = m.group(1)
+            listed.append(parent)
+            continue
+        if (m := _MIG_LINE.fullmatch(line)) is not None:
+            if parent:
+                profiles.append((parent, m.group(1)))
+                parents.add(parent)
+            continue
+        for word in line.replace(",", " ").split():
+            if (m := _MIG_EXACT.fullmatch(word)) is not None:
+                mig.append((m.group(1), str(int(m.group(2)))))
+            elif re.fullmatch(_UUID, word):
+                gpus.append(word)
+    gpus += [u for u in listed if u not in parents]
+    return DeviceReport(tuple(dict.fromkeys(gpus)), tuple(dict.fromkeys(mig)), tuple(profiles))
+
+
+def attribute_by_uuid(fleet: Fleet, nodes: Iterable[str], reported: Mapping[PodKey, DeviceReport | Iterable[str]],
+                      owners: Mapping[PodKey, Owner]) -> tuple[int, list[str]]:
+    """GPUs and MIG devices of `nodes` (whose series carry no pod labels) given the owner whose pod
+    reports them (`NVIDIA_VISIBLE_DEVICES` or `nvidia-smi -L`, read in the pod): a whole GPU by
+    its UUID; a MIG device by its parent's UUID and instance id, else by its parent's UUID and
+    profile where that tells it (one pod reports as many devices of that profile on that GPU as
+    are left unattributed there). How many were, and one line per GPU whose MIG devices several
+    pods report by profile alone (which instance is whose is not told)."""
+    reports = {pk: r if isinstance(r, DeviceReport) else parse_reported(" ".join(r)) for pk, r in reported.items()}
+    whole: dict[str, PodKey] = {}
+    exact: dict[tuple[str, str], PodKey] = {}
+    for pk, rep in reports.items():
+        whole.update(dict.fromkeys(rep.gpus, pk))
+        exact.update(dict.fromkeys(rep.mig, pk))
     wanted = set(nodes)
     n = 0
-    for key, g in fleet.gpus.items():
-        if g.node not in wanted or g.owner is not None or g.instance:
-            continue
-        holder = by_uuid.get(g.uuid)
-        if holder is None:
-            continue
-        fleet.gpus[key] = replace(g, owner=owners.get(holder) or Owner(*holder), owned_by="uuid", allocated=True)
+
+    def give(key: GpuKey, g: Gpu, holder: PodKey) -> None:
+        nonlocal n
+        fleet.gpus[key] = with_owner(g, owners.get(holder) or Owner(*holder), "uuid", True)
         n += 1
-    return n
+
+    left: dict[tuple[str, str], list[GpuKey]] = {}  # (parent UUID, profile) -> its MIG devices not told yet
+    told: dict[tuple[PodKey, str, str], int] = {}  # (pod, parent UUID, profile) -> its MIG devices told exactly
+    for key, g in list(fleet.gpus.items()):
+        if g.node not in wanted or g.owner is not None:
+            continue
+        holder = exact.get((g.uuid, g.instance)) if g.instance else whole.get(g.uuid)
+        if holder is not None:
+            give(key, g, holder)
+            if g.instance:
+                told[(holder, g.uuid, g.mig_profile)] = told.get((holder, g.uuid, g.mig_profile), 0) + 1
+        elif g.instance and g.uuid:
+            left.setdefault((g.uuid, g.mig_profile), []).append(key)
+    claims: dict[tuple[str, str], dict[PodKey, int]] = {}  # (parent UUID, profile) -> pod -> devices not told
+    for pk, rep in reports.items():
+        for parent, profile in rep.mig_profiles:
+            pods = claims.setdefault((parent, profile), {})
+            pods[pk] = pods.get(pk, -told.get((pk, parent, profile), 0)) + 1
+    notes = []
+    for (parent, profile), pods in sorted(claims.items()):
+        pods = {pk: c for pk, c in pods.items() if c > 0}
+        keys = sorted(left.get((parent, profile), ()))
+        if not pods or not keys:
+            continue
+        if len(pods) == 1 and next(iter(pods.values())) == len(keys):
+            holder = next(iter(pods))
+            for key in keys:
+                give(key, fleet.gpus[key], holder)
+            continue
+        node = fleet.gpus[keys[0]].node
+        who = ", ".join(f"{ns}/{pod}" for ns, pod in sorted(pods))
+        notes.append(f"MIG devices {profile} of {node}'s GPU {parent}: held by {who}; which instance is whose "
+                     "their MIG UUIDs do not tell")
+    return n, notes
 
 
 def parse_reported_uuids(text: str) -> list[str]:

@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from .gpu_fleet import Fleet, Gpu
+from .gpu_fleet import Fleet, Gpu, Owner
 from .humanize import mib, percent
 from .sanitize import clean
 
@@ -21,6 +21,8 @@ from .sanitize import clean
 def _n(v: float | None, digits: int = 1) -> float | int | None:
     if v is None:
         return None
+    if v.__class__ is float and v.is_integer():  # (most DCGM figures: the same as below, at once)
+        return int(v)
     r = round(v, digits)
     i = int(r)
     return i if r == i else r
@@ -94,12 +96,15 @@ def gpu_json(g: Gpu, text: Callable[[str], str] = clean) -> dict[str, Any]:
         "power_w": _n(g.power), "power_limit_w": _n(g.power_limit), "sm_clock_mhz": _n(g.sm_clock, 0),
         "throttle": list(throttle) if throttle is not None else None, "clock_event_reasons": g.reasons,
         "xid": g.xid, "ecc_sbe": _n(g.ecc_sbe, 0), "ecc_dbe": _n(g.ecc_dbe, 0), "allocated": g.allocated,
-        "owner": None if o is None else {
-            "namespace": text(o.namespace), "pod": text(o.pod), "container": text(o.container) or None,
-            "workload": text(o.workload) or None, "rank": o.rank, "label": text(o.label) or None,
-            "project": text(o.project) or None, "user": text(o.user) or None, "by": g.owned_by},
+        "owner": None if o is None else owner_json(o, g.owned_by, text),
         "flags": list(g.flags),
     }
+
+
+def owner_json(o: Owner, by: str, text: Callable[[str], str] = clean) -> dict[str, Any]:
+    return {"namespace": text(o.namespace), "pod": text(o.pod), "container": text(o.container) or None,
+            "workload": text(o.workload) or None, "rank": o.rank, "label": text(o.label) or None,
+            "project": text(o.project) or None, "user": text(o.user) or None, "by": by}
 
 
 def fleet_json(gpus: list[Gpu], fleet: Fleet, notes: list[str], source: str) -> dict[str, Any]:

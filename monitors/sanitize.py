@@ -70,6 +70,8 @@ def json_safe(text: str) -> str:
     line separator and bidi control it leaves as it is (C1, DEL, U+2028/U+2029, U+202E...) written
     as a `\\uXXXX` escape: the same JSON once read, and
     nothing in it a terminal acts on (they only occur inside strings, where the escape is valid)."""
+    if text.isascii() and "\x7f" not in text:  # (the common case, at C speed: 30 MB of GPUs in 20 ms)
+        return text
     return _JSON_UNSAFE.sub(_escape, text) if _JSON_UNSAFE.search(text) else text
 
 

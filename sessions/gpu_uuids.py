@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from monitors.gpu_fleet import parse_reported_uuids
+from monitors.gpu_fleet import DeviceReport, parse_reported
 from monitors.kube import KubeClient
 
 from .exec_bridge import ExecError, ExecSession
@@ -26,13 +26,14 @@ PodKey = tuple[str, str]
 
 @dataclass
 class Reported:
-    """UUIDs per pod, and the pods that could not be read (why)."""
+    """What each pod reports of its GPUs (whole GPUs and MIG devices), and the pods that could not
+    be read (why)."""
 
-    uuids: dict[PodKey, list[str]] = field(default_factory=dict)
+    uuids: dict[PodKey, DeviceReport] = field(default_factory=dict)
     failed: dict[PodKey, str] = field(default_factory=dict)
 
 
-async def _read(client: KubeClient, ns: str, pod: str, container: str | None, timeout: float) -> list[str]:
+async def _read(client: KubeClient, ns: str, pod: str, container: str | None, timeout: float) -> DeviceReport:
     out = bytearray()
 
     def sink(channel: int, data: bytes) -> None:
@@ -48,12 +49,12 @@ async def _read(client: KubeClient, ns: str, pod: str, container: str | None, ti
             await session.close()
 
     await asyncio.wait_for(go(), timeout)
-    return parse_reported_uuids(out.decode("utf-8", errors="replace"))
+    return parse_reported(out.decode("utf-8", errors="replace"))
 
 
 async def reported_uuids(client: KubeClient, pods: Iterable[tuple[str, str, str | None]],
                          timeout: float = 15.0) -> Reported:
-    """(namespace, pod, container or None) -> the GPU UUIDs it reports; at most `AT_ONCE` at a time."""
+    """(namespace, pod, container or None) -> the GPUs it reports; at most `AT_ONCE` at a time."""
     got = Reported()
     gate = asyncio.Semaphore(AT_ONCE)
     todo: Sequence[tuple[str, str, str | None]] = list(dict.fromkeys(pods))

@@ -18,6 +18,15 @@ def shows_nodes(screen: str) -> bool:
     return "SLOTS" in screen
 
 
+def gpus_under(node: str, screen: str, gpus: int = 8) -> bool:
+    """The node's row on screen with its GPU rows right under it (├ 0 ..., └ 7 ...), in order."""
+    lines = screen.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.split()[:1] == [node]), None)
+    if at is None or at + gpus >= len(lines):
+        return False
+    return all(lines[at + 1 + k].split()[:2] == ["└" if k == gpus - 1 else "├", str(k)] for k in range(gpus))
+
+
 @pytest.mark.timeout(420)
 def test_the_gpus_tab(tmp_path: Path) -> None:
     width, height = 120, 40  # (then 80x24, the same demo: one start for both sizes)
@@ -71,10 +80,33 @@ def test_the_gpus_tab(tmp_path: Path) -> None:
         # the Nodes tab: h100-node-01's row (the fifth: a100 nodes first) expands into its eight GPUs
         tmux.keys("Left", "Left", "Left", "Left")
         tmux.wait_for(lambda s: "SLOTS" in s, timeout=30, why="the Nodes tab")
+        header = next(line for line in tmux.screen().splitlines() if "SLOTS" in line)
         tmux.keys("g", "j", "j", "j", "j", "space")
-        screen = tmux.wait_for(lambda s: "GPU 7" in s and "llama-finetune" in s, timeout=60,
-                               why="a node's row expanded into its GPUs")
+        screen = tmux.wait_for(lambda s: "HELD BY" in s and gpus_under("h100-node-01", s) and "llama-fi" in s,
+                               timeout=60, why="a node's row expanded into its GPUs, their holders in HELD BY")
+        print(screen)
+        # the node's columns as they were (a GPU's cells widen none of them), HELD BY after them
+        assert next(line for line in screen.splitlines() if "SLOTS" in line).startswith(header.rstrip())
+        assert all(len(line) <= width for line in screen.splitlines())
+        for key in ("o", "o", "O"):  # sorted by NODE, then POOL, then the other way: its GPUs stay under it
+            tmux.keys(key)
+            screen = tmux.wait_for(lambda s: gpus_under("h100-node-01", s) and ("▲" in s or "▼" in s), timeout=30,
+                                   why=f"sorted ({key}), the node's GPUs right under it")
         print(screen)
         tmux.keys("space")
-        tmux.wait_for(lambda s: "GPU 7" not in s, timeout=30, why="the node folded again")
+        tmux.wait_for(lambda s: "HELD BY" not in s and "└ 7 " not in s, timeout=30, why="the node folded again")
+        # at 120x40 too: the holders in full under HELD BY, the node's columns as they were
+        width, height = 120, 40
+        tmux.resize(width, height)
+        header = tmux.wait_for(lambda s: "SLOTS" in s and "ALLOCATED" in s and "H100-80GB-HBM3" in s, timeout=30,
+                               why="the Nodes tab at 120x40, its rows redrawn")
+        header = next(line for line in header.splitlines() if "SLOTS" in line)
+        tmux.keys("space")
+        screen = tmux.wait_for(lambda s: "HELD BY" in s and gpus_under("h100-node-01", s)
+                               and "llama-finetune" in s, timeout=60, why="the node expanded at 120x40")
+        print(screen)
+        assert next(line for line in screen.splitlines() if "SLOTS" in line).startswith(header.rstrip())
+        assert all(len(line) <= width for line in screen.splitlines())
+        tmux.keys("space")
+        tmux.wait_for(lambda s: "HELD BY" not in s, timeout=30, why="the node folded at 120x40")
         quit_and_check_restored(demo)

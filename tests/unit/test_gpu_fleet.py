@@ -5,10 +5,21 @@ marks, attribution by UUID, and the doctor's lines."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from monitors import exposition
 from monitors.diagnostics.gpu_doctor import Direct, NodeGpus, diagnose, fields_in
-from monitors.gpu_fleet import Owner, attribute_by_uuid, build, parse_reported_uuids, place, sort_key
+from monitors.gpu_fleet import (
+    DeviceReport,
+    Gpu,
+    Owner,
+    attribute_by_uuid,
+    build,
+    parse_reported,
+    parse_reported_uuids,
+    place,
+    sort_key,
+)
 from monitors.gpu_fleet_export import fleet_json, row_cells
 from monitors.gpu_fleet_source import group_query, series_of
 from monitors.promql import Answer
@@ -84,7 +95,7 @@ def test_owners_placed_and_attributed_by_uuid() -> None:
     said = parse_reported_uuids("GPU-aaaaaaaa-0000-0000-0000-000000000000\n"
                                 "GPU 0: NVIDIA A100 (UUID: GPU-aaaaaaaa-0000-0000-0000-000000000000)\n")
     assert said == ["GPU-aaaaaaaa-0000-0000-0000-000000000000"]
-    assert attribute_by_uuid(fleet, ["n2"], {("team-c", "nb-0"): said}, owners) == 1
+    assert attribute_by_uuid(fleet, ["n2"], {("team-c", "nb-0"): said}, owners) == (1, [])
     nb = fleet.gpus[("n2", 0, "")]
     assert (nb.owner.pod, nb.owned_by, nb.allocated, nb.flags) == ("nb-0", "uuid", True, ())
     by_age = sorted(fleet.gpus.values(), key=sort_key("age"))
@@ -184,3 +195,69 @@ def test_a_ranks_xid_and_throttle_and_its_failure() -> None:
     assert failure_gpu_line(wl, old_xid) == ""
     new_xid = {(ns, "bert-worker-0"): GpuXid(ns, "bert-worker-0", "n12", 3, 79, t_exit - 6)}
     assert "6 s before" in failure_gpu_line(wl, new_xid)
+
+
+# -- MIG devices attributed by UUID (#30): what a pod reports, and which instance that tells ------------
+
+G0 = "GPU-5d5ba0d6-d33d-2b2c-524d-9e3d8d2b8a77"
+G1 = "GPU-e91edf3b-b297-37c1-a2a7-7601c3238fa2"
+
+
+def test_a_pods_report_tells_whole_gpus_mig_instances_and_mig_profiles() -> None:
+    # R450/R460: the device plugin's MIG-<GPU UUID>/<GPU instance>/<compute instance>
+    old = parse_reported(f"MIG-{G0}/1/0,MIG-{G0}/2/0\n")
+    assert old == DeviceReport((), ((G0, "1"), (G0, "2")), ())
+    # R470 and later: MIG-<UUID> names no instance; nvidia-smi -L lists the device under its GPU
+    new = parse_reported("MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f\n"
+                         f"GPU 0: NVIDIA A100-SXM4-80GB (UUID: {G0})\n"
+                         "  MIG 3g.40gb     Device  0: (UUID: MIG-c6d4f1ef-42e4-5de3-91c7-45d71c87eb3f)\n")
+    assert new == DeviceReport((), (), ((G0, "3g.40gb"),))  # (its GPU's line: a parent, not a GPU it holds)
+    whole = parse_reported(f"{G1}\nGPU 0: NVIDIA H100 80GB HBM3 (UUID: {G1})\n")
+    assert whole == DeviceReport((G1,), (), ())
+    assert parse_reported("\x1b]0;x\x07 MIG-GPU-nothex/1/0 GPU-12\n") == DeviceReport()
+
+
+def _mig_fleet() -> Any:
+    from monitors.gpu_fleet import Fleet
+
+    fleet = Fleet()
+    for uuid, index in ((G0, 0), (G1, 1)):
+        for inst in ("1", "2"):
+            g = Gpu("mig-node", index, inst, uuid, "NVIDIA A100-SXM4-80GB", "3g.40gb", util=50.0)
+            fleet.gpus[g.key] = g
+    whole = Gpu("mig-node", 2, "", "GPU-00000000-0000-0000-0000-00000000000a", "NVIDIA A100-SXM4-80GB", "")
+    fleet.gpus[whole.key] = whole
+    return fleet
+
+
+def test_mig_devices_are_attributed_by_their_gpus_uuid_and_instance() -> None:
+    fleet = _mig_fleet()
+    owners = {("t", "a"): Owner("t", "a", workload="PyTorchJob/a", kind="PyTorchJob", name="a", rank=0)}
+    reports = {("t", "a"): parse_reported(f"MIG-{G0}/2/0\n"),
+               ("t", "b"): parse_reported(f"GPU 0: NVIDIA A100-SXM4-80GB (UUID: {G1})\n"
+                                          "  MIG 3g.40gb     Device  0: (UUID: MIG-11111111-2222-3333-4444-555555555555)\n"
+                                          "  MIG 3g.40gb     Device  1: (UUID: MIG-66666666-2222-3333-4444-555555555555)\n")}
+    n, untold = attribute_by_uuid(fleet, ["mig-node"], reports, owners)
+    assert (n, untold) == (3, [])
+    held = {k: (g.owner.pod if g.owner else None, g.owned_by) for k, g in fleet.gpus.items()}
+    assert held == {("mig-node", 0, "1"): (None, ""), ("mig-node", 0, "2"): ("a", "uuid"),
+                    ("mig-node", 1, "1"): ("b", "uuid"), ("mig-node", 1, "2"): ("b", "uuid"),
+                    ("mig-node", 2, ""): (None, "")}
+    assert fleet.gpus[("mig-node", 0, "2")].owner.workload == "PyTorchJob/a"
+
+
+def test_mig_devices_several_pods_report_by_profile_alone_are_said_not_guessed() -> None:
+    fleet = _mig_fleet()
+    one = "  MIG 3g.40gb     Device  0: (UUID: MIG-{}1111111-2222-3333-4444-555555555555)\n"
+    reports = {pk: parse_reported(f"GPU 0: NVIDIA A100-SXM4-80GB (UUID: {G0})\n" + one.format(i))
+               for i, pk in enumerate((("t", "a"), ("t", "b")))}
+    # (and the one left after an exact report is told: c holds G1's instance 1, d reports G1 by profile)
+    reports[("t", "c")] = parse_reported(f"MIG-{G1}/1/0\n")
+    reports[("t", "d")] = parse_reported(f"GPU 0: NVIDIA A100-SXM4-80GB (UUID: {G1})\n" + one.format(9))
+    n, untold = attribute_by_uuid(fleet, ["mig-node"], reports, {})
+    assert n == 2
+    assert [(g.owner.pod if g.owner else None) for g in (fleet.gpus[("mig-node", 0, "1")],
+            fleet.gpus[("mig-node", 0, "2")], fleet.gpus[("mig-node", 1, "1")],
+            fleet.gpus[("mig-node", 1, "2")])] == [None, None, "c", "d"]
+    assert untold == [f"MIG devices 3g.40gb of mig-node's GPU {G0}: held by t/a, t/b; which instance is whose "
+                      "their MIG UUIDs do not tell"]

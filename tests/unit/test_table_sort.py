@@ -27,3 +27,17 @@ def test_names_naturally_and_markers_aside() -> None:
 def test_a_missing_value_goes_last_either_way() -> None:
     assert by(["-", "3", "n/a", "1"]) == ["1", "3", "-", "n/a"]
     assert by(["-", "3", "n/a", "1"], descending=True) == ["3", "1", "-", "n/a"]
+
+
+def test_child_rows_stay_under_their_parent_in_their_order() -> None:
+    cells = {"n2": "30%", ("g", "n2", 0): "99%", ("g", "n2", 1): "1%", "n1": "70%", "n3": "-",
+             ("g", "n3", 0): "50%", ("g", "gone", 0): "5%"}
+    order = ["n1", "n2", ("g", "n2", 0), ("g", "n2", 1), "n3", ("g", "n3", 0), ("g", "gone", 0)]
+
+    def parent(k: object) -> object:
+        return k[1] if isinstance(k, tuple) else None
+
+    for descending, tops in ((False, ["n2", "n1", "n3"]), (True, ["n1", "n2", "n3"])):
+        got = sort_rows(order, lambda k: cell_key(cells[k]), descending, parent)  # type: ignore[arg-type,index]
+        under = {"n2": [("g", "n2", 0), ("g", "n2", 1)], "n3": [("g", "n3", 0)]}
+        assert got == [r for t in tops for r in (t, *under.get(t, []))] + [("g", "gone", 0)]

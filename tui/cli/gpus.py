@@ -67,33 +67,48 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
     async def body(cfg: ClusterConfig) -> int:
         import asyncio
 
+        from monitors import gpu_fleet_child
         from monitors.connection import DEFAULT_REQUEST_TIMEOUT
-        from monitors.gpu_feed import make_metrics
 
+        def metrics() -> Any:
+            from monitors.gpu_feed import make_metrics
+
+            return make_metrics(cfg, opts.get("prometheus"), timeout=cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)
+
+        # every GPU read in a child process (the other core) while the cluster is listed here; forked
+        # first (the child imports what reading needs; this process what listing needs, meanwhile)
+        apart = gpu_fleet_child.start(metrics, direct=doctor)
         from .where import load_where
 
-        gm = make_metrics(cfg, opts.get("prometheus"), timeout=cfg.request_timeout or DEFAULT_REQUEST_TIMEOUT)
+        reading = asyncio.ensure_future(apart.result() if apart is not None else gpu_fleet_child.in_process(
+            metrics(), doctor))
         try:
-            reading = asyncio.ensure_future(gm.read_fleet(direct=doctor))
-            try:
-                monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=True, pod_rows=True,
-                                                   metrics=False)
-            except BaseException:
-                reading.cancel()
-                raise
-            try:
-                read = await reading
-                return await _report(cfg, monitor, looked, read, gm, node=node, idle=idle, sort=sort, doctor=doctor,
-                                     output=output)
-            finally:
-                await monitor.stop()
+            monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=True, pod_rows=True,
+                                               metrics=False)
+        except BaseException:
+            reading.cancel()
+            if apart is not None:
+                apart.close()
+            raise
+        try:
+            read, source = await reading
+            return await _report(cfg, monitor, looked, read, source, node=node, idle=idle, sort=sort, doctor=doctor,
+                                 output=output)
         finally:
-            await gm.aclose()
+            await monitor.stop()
 
-    return run(opts, body)
+    import gc
+
+    was = gc.isenabled()
+    gc.disable()  # (a one-shot read: what it builds lives until it exits; no collection pass over it)
+    try:
+        return run(opts, body)
+    finally:
+        if was:
+            gc.enable()
 
 
-async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, gm: Any, *, node: str | None,
+async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, source: Any, *, node: str | None,
                   idle: bool, sort: str | None, doctor: bool, output: str) -> int:
     from monitors.diagnostics.gpu_doctor import NodeGpus, diagnose, unlabelled_nodes
     from monitors.gpu_fleet import owners_of, place
@@ -108,15 +123,16 @@ async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, 
     gpu_nodes = {n.name: NodeGpus(n.gpus, n.gpus_allocated) for n in model.nodes.values() if n.gpus > 0}
     by_uuid: dict[str, int] = {}
     unread: list[str] = []
+    untold: list[str] = []
+    migs = 0
     direct = direct_of(read)
     bare = unlabelled_nodes(fleet, gpu_nodes, direct)
     if bare and not read.problem:
-        by_uuid, unread = await _by_uuid(monitor, fleet, bare, owners)
-    source = gm.source
+        by_uuid, migs, untold, unread = await _by_uuid(monitor, fleet, bare, owners)
     if doctor:
         prom = source is not None and source.kind in (SourceKind.PROMETHEUS, SourceKind.PROMETHEUS_VIA_APISERVER)
         lines = diagnose(fleet, gpu_nodes, no_source=read.problem, prometheus=prom, direct=direct, by_uuid=by_uuid)
-        lines += [f"could not read the GPUs pod {u} reports" for u in unread]
+        lines += untold + [f"could not read the GPUs pod {u} reports" for u in unread]
         where = source.description if source is not None else "no source"
         if output == "json":
             from .printers import emit_structured
@@ -137,9 +153,10 @@ async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, 
     gpus.sort(key=sort_key(sort or ""))
     notes = fleet.missing_notes()
     if by_uuid:
-        notes.append(f"{_plural(sum(by_uuid.values()), 'GPU')} of {', '.join(sorted(by_uuid))} attributed by UUID "
-                     "(the exporter there has no pod labels): from what each pod reports")
-    notes += [f"could not read the GPUs pod {u} reports" for u in unread]
+        mig = f" ({migs} of them MIG devices, by their GPU's UUID and instance)" if migs else ""
+        notes.append(f"{_plural(sum(by_uuid.values()), 'GPU')}{mig} of {', '.join(sorted(by_uuid))} attributed by "
+                     "UUID (the exporter there has no pod labels): from what each pod reports")
+    notes += untold + [f"could not read the GPUs pod {u} reports" for u in unread]
     notes += read.warnings
     if output == "json":
         from monitors.gpu_fleet_export import fleet_json
@@ -166,9 +183,11 @@ def _chosen(fleet: Fleet, looked: Any, node: str | None, idle: bool) -> list[Gpu
     return gpus
 
 
-async def _by_uuid(monitor: Monitor, fleet: Fleet, nodes: list[str], owners: Any) -> tuple[dict[str, int], list[str]]:
-    """The GPUs of `nodes` attributed by what their running GPU pods report; (node -> GPUs
-    attributed, the pods that could not be read)."""
+async def _by_uuid(monitor: Monitor, fleet: Fleet, nodes: list[str],
+                   owners: Any) -> tuple[dict[str, int], int, list[str], list[str]]:
+    """The GPUs (and MIG devices) of `nodes` attributed by what their running GPU pods report;
+    (node -> GPUs attributed, how many of them MIG devices, the MIG devices whose pods could not be
+    told apart, the pods that could not be read)."""
     from monitors.gpu_fleet import attribute_by_uuid
     from sessions.gpu_uuids import reported_uuids
 
@@ -177,12 +196,14 @@ async def _by_uuid(monitor: Monitor, fleet: Fleet, nodes: list[str], owners: Any
                    if p.node in wanted and p.gpus > 0 and p.phase == "Running"})
     got = await reported_uuids(monitor.client, pods)
     before = {k for k, g in fleet.gpus.items() if g.owned_by == "uuid"}
-    attribute_by_uuid(fleet, nodes, got.uuids, owners)
+    _, untold = attribute_by_uuid(fleet, nodes, got.uuids, owners)
     counts: dict[str, int] = dict.fromkeys(nodes, 0)
+    migs = 0
     for k, g in fleet.gpus.items():
         if g.owned_by == "uuid" and k not in before:
             counts[g.node] = counts.get(g.node, 0) + 1
-    return counts, [f"{ns}/{pod} ({why})" for (ns, pod), why in sorted(got.failed.items())]
+            migs += bool(g.instance)
+    return counts, migs, untold, [f"{ns}/{pod} ({why})" for (ns, pod), why in sorted(got.failed.items())]
 
 
 def _plural(n: int, word: str) -> str:

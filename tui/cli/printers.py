@@ -80,7 +80,8 @@ def emit_structured(data: Any, output: str) -> None:
     if output == "json":
         import orjson
 
-        sys.stdout.write(json_safe(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()) + "\n")
+        sys.stdout.write(json_safe(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode()))
+        sys.stdout.write("\n")
     else:
         sys.stdout.write(yaml_dump(data, sort_keys=False))
 

@@ -50,6 +50,11 @@ WorkloadKey = tuple[str, str, str]
 PodKey = tuple[WorkloadKey, str]  # a node's pods table: (its workload, the pod)
 
 
+def node_of_row(key: Any) -> str | None:
+    """The node a row of the nodes table stands under: a GPU row's (``("gpu", node, ...)``); None for a node's."""
+    return key[1] if isinstance(key, tuple) else None
+
+
 def heat_cell(look: Look, n: NodeView) -> Text:
     """One cell per GPU: allocated slots coloured by the node's utilisation, free slots dim."""
     total = int(n.gpus)
@@ -244,9 +249,14 @@ class ClusterScreen(RanksScreen):
         self.table.focus()
         self.set_interval(1.0, self._gpus_due)
 
+    def _node_columns(self) -> list[Column]:
+        """The nodes table's columns: HELD BY too while a node shows its GPUs."""
+        return [*(NARROW_NODE_COLUMNS if self.narrow else NODE_COLUMNS), *([gt.HELD_BY] if self.expanded else [])]
+
     def _set_columns(self) -> None:
         self.narrow = self.is_narrow()
-        self.table.set_columns(NARROW_NODE_COLUMNS if self.narrow else NODE_COLUMNS)
+        self.table.set_columns(self._node_columns())
+        self.table.parent_of = node_of_row  # (a node's GPU rows stay under it when the table is sorted)
         self.query_one("#gpus-table", KeyedTable).set_columns(gt.NARROW_GPU_COLUMNS if self.narrow
                                                               else gt.GPU_COLUMNS)
         self.gpu_rows.restyle()
@@ -384,7 +394,10 @@ class ClusterScreen(RanksScreen):
         node = key[1] if isinstance(key, tuple) else key
         if not isinstance(node, str):
             return
+        had = bool(self.expanded)
         self.expanded ^= {node}
+        if had != bool(self.expanded):  # (the HELD BY column comes and goes with the first and last)
+            self.table.set_columns(self._node_columns())
         self._ask_gpus()
         self._draw(None)
         self.table.move_to_key(node)

@@ -21,11 +21,12 @@ from textual.message import Message
 from monitors.dataloop.fleet import FleetShown
 from monitors.gpu_fleet import Gpu, GpuKey
 from monitors.gpu_fleet_export import gpu_cell, mem_cell, owner_cell, power_cell, short_model, throttle_cell
+from monitors.humanize import mib
 from monitors.sanitize import clean
 
 from ..cells import Cells, Look, plain, spark_cell, util_cell
 from ..filtering import RowFilter
-from ..widgets.keyed_table import Column, KeyedTable
+from ..widgets.keyed_table import Column, Fitted, KeyedTable
 
 if TYPE_CHECKING:
     from ..dashboard import Dashboard
@@ -289,25 +290,56 @@ def gpu_key_of(table: KeyedTable[Any], key: Any) -> GpuKey | None:
     return None
 
 
+HELD_BY = Column("HELD BY", None, 8, 9)  # the nodes table's column while a node shows its GPUs
+
+
+def short_uuid(uuid: str) -> str:
+    """A GPU's UUID as told apart on a node: its first 6 hex digits (``GPU-604ac76c-...`` -> 604ac7)."""
+    return uuid.removeprefix("GPU-").removeprefix("MIG-")[:6]
+
+
+def holder_cell(look: Look, g: Gpu) -> Text:
+    """Who holds a GPU, for the nodes table's HELD BY column."""
+    if g.owner is not None:
+        return plain(owner_cell(g) + (" (uuid)" if g.owned_by == "uuid" else ""), 120)
+    return Text("owner?" if g.owner_unknown else "-", style="dim", no_wrap=True)
+
+
 def node_gpu_rows(look: Look, rows: GpuRows, node: str, *, narrow: bool) -> dict[Any, Cells]:
-    """A node's GPUs as rows of the nodes table (its columns), under the node's row."""
+    """A node's GPUs as rows of the nodes table, under the node's row, each figure in its column:
+    NODE the index and the UUID's head, GPU the model (MIG profile), STATE the marks, UTIL, MEM
+    (used), SLOTS its sparkline, HELD BY the owner. Cells under the node's own columns are
+    `Fitted` (cut to the column, never widening it); the rows are the node's children (sorted
+    with it: `KeyedTable.parent_of`)."""
     gpus_of = rows.of_node(node)
     out: dict[Any, Cells] = {}
     ascii_ = look.glyphs.name == "ascii"
+    empty = Text("")
     for i, g in enumerate(gpus_of):
         last = i == len(gpus_of) - 1
         branch = ("`" if last else "|") if ascii_ else ("└" if last else "├")
         hist = rows.shown.history.get(g.key, ()) if rows.shown else ()
-        label = Text(f" {branch} GPU {gpu_cell(g)}", style="dim", no_wrap=True)
-        owner = plain(owner_cell(g), 120)
-        temp = Text("-" if g.temp is None else f"{g.temp:.0f}C", justify="right")
+        label = Fitted(f" {branch} {gpu_cell(g)} {short_uuid(g.uuid)}".rstrip(), style="dim", no_wrap=True)
+        flags = fitted(flags_cell(look, g))
+        spark = fitted(spark_cell(look, hist, 8))
         if narrow:
-            out[("gpu", *g.key)] = (label, owner, flags_cell(look, g), Text(""), util_cell(look, g.util, "ok", 3),
-                                    temp, spark_cell(look, hist, 8))
+            out[("gpu", *g.key)] = (label, empty, flags, empty, util_cell(look, g.util, "ok", 3), empty, spark,
+                                    holder_cell(look, g))
         else:
-            out[("gpu", *g.key)] = (label, owner, plain(short_model(g.model), 60), flags_cell(look, g), Text(""),
-                                    util_cell(look, g.util), Text(mem_cell(g)), temp, spark_cell(look, hist, 8))
+            model = short_model(g.model) + (f" {g.mig_profile}" if g.mig_profile else "")
+            mem = Text("-" if g.mem_used is None else mib(g.mem_used), justify="right")
+            out[("gpu", *g.key)] = (label, empty, Fitted(clean(model, limit=60), no_wrap=True), flags, empty,
+                                    util_cell(look, g.util), mem, empty, spark, holder_cell(look, g))
     if not gpus_of:
-        what = "   reading its GPUs…" if rows.shown is None else "   no DCGM series for this node"
-        out[("gpu", node, -1, "")] = (Text(what, style="dim"), *(Text("") for _ in range(6 if narrow else 8)))
+        what = "reading its GPUs…" if rows.shown is None else "no DCGM series for this node"
+        branch = "`" if ascii_ else "└"
+        cells = [Fitted(f" {branch} GPUs", style="dim", no_wrap=True), *(empty for _ in range(6 if narrow else 8))]
+        out[("gpu", node, -1, "")] = (*cells, Text(what, style="dim", no_wrap=True))
     return out
+
+
+def fitted(t: Text) -> Fitted:
+    """`t` as a `Fitted` cell (its spans and style kept)."""
+    f = Fitted(t.plain, style=t.style, no_wrap=True, justify=t.justify)
+    f.spans = list(t.spans)
+    return f

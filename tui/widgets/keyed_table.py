@@ -17,14 +17,15 @@ row posts `KeyedTable.CursorMoved`.
 
 Sorting: a click on a column's header sorts by that column (again: the other way), shown by an
 arrow after its label; `cycle_sort` (a screen's `o`) goes from column to column. The table sorts
-the rows itself, by the cells' text (`table_sort`), unless `sorts_rows` is off: then it posts
+the rows itself, by the cells' text (`table_sort`; rows with a parent, `parent_of`, stay under it,
+their cells `Fitted` to the columns their parents size), unless `sorts_rows` is off: then it posts
 `KeyedTable.HeaderClicked` and the screen orders the rows (the workload and project lists sort by
 their values: an age by its time, not its text).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -66,6 +67,11 @@ class Column:
 
 
 ColumnSpec = Column | tuple[str, int | None]
+
+
+class Fitted(Text):
+    """A cell cut to its column's width that never widens the column: a child row's (a node's GPU
+    under its node) in columns sized by the rows it sits among."""
 
 
 def _cell_key(row: Cells | None, column: int) -> Any:
@@ -140,6 +146,9 @@ class KeyedTable(ScrollView, Generic[K], can_focus=True):
         self.sort_column: int | None = None
         self.sort_descending = False
         self.sorts_rows = True  # off: the screen orders the rows (and hears HeaderClicked)
+        # a row's parent (None: a top row): sorting orders the top rows, each child stays under its
+        # parent, in the order given
+        self.parent_of: Callable[[K], K | None] | None = None
         self.arrows = ("▲", "▼")
         self.fixed: list[int | None] = []
         self.natural: list[int] = []  # what each column needs (its width, or its widest cell)
@@ -212,7 +221,7 @@ class KeyedTable(ScrollView, Generic[K], can_focus=True):
         if self.sort_column is not None and self.sorts_rows:
             column = self.sort_column
             order = sort_rows(order, lambda k: _cell_key(cells.get(k) or self.shown.get(k), column),
-                              self.sort_descending)
+                              self.sort_descending, self.parent_of)
         same_order = order == self.order
         if changed is None:
             candidates = list(dict.fromkeys([*order, *cells]))
@@ -330,7 +339,7 @@ class KeyedTable(ScrollView, Generic[K], can_focus=True):
     def _grow(self, row: Cells) -> bool:
         grew = False
         for i, cell in enumerate(row[: len(self.natural)]):
-            if self.fixed[i] is None and cell.cell_len > self.natural[i]:
+            if self.fixed[i] is None and cell.cell_len > self.natural[i] and not isinstance(cell, Fitted):
                 self.natural[i] = cell.cell_len
                 grew = True
         return grew

@@ -42,8 +42,22 @@ def _natural(t: str) -> tuple[Any, ...]:
     return tuple(int(p) if p.isdigit() else p.casefold() for p in _CHUNKS.split(t) if p)
 
 
-def sort_rows(order: Sequence[K], key: Callable[[K], Any], descending: bool) -> list[K]:
-    """`order` sorted by `key` (None: missing, always last); rows with equal keys keep their order."""
+def sort_rows(order: Sequence[K], key: Callable[[K], Any], descending: bool,
+              parent_of: Callable[[K], K | None] | None = None) -> list[K]:
+    """`order` sorted by `key` (None: missing, always last); rows with equal keys keep their order.
+    With `parent_of`, only the top rows (no parent) are sorted, each followed by its children in
+    the order they had (children whose parent is not in `order` go last)."""
+    if parent_of is not None:
+        children: dict[K, list[K]] = {}
+        tops: list[K] = []
+        for k in order:
+            parent = parent_of(k)
+            if parent is None:
+                tops.append(k)
+            else:
+                children.setdefault(parent, []).append(k)
+        out = [row for top in sort_rows(tops, key, descending) for row in (top, *children.pop(top, ()))]
+        return out + [k for rows in children.values() for k in rows]
     present = [k for k in order if key(k) is not None]
     missing = [k for k in order if key(k) is None]
     present.sort(key=lambda k: _comparable(key(k)), reverse=descending)
