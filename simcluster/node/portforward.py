@@ -30,7 +30,7 @@ import base64
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 from aiohttp import WSMsgType, web
 
@@ -39,6 +39,7 @@ from ..apiserver.store import Event
 from . import spdy
 from .exec_channels import offered_protocols
 from .listeners import dial_address, listening
+from .podconn import PodConn
 
 if TYPE_CHECKING:
     from ..apiserver.server import Ctx
@@ -49,7 +50,6 @@ log = logging.getLogger("simcluster.portforward")
 POD_KEY = ("", "pods")
 TUNNEL = "SPDY/3.1+portforward.k8s.io"
 CHANNELS = ("v4.channel.k8s.io", "v4.base64.channel.k8s.io")
-READ_CHUNK = 1024 * 1024
 BUFFER = 4 << 20  # bytes buffered per direction before a side waits (asyncio's 64 KiB halves throughput)
 CONNECT_TIMEOUT = 5.0
 
@@ -132,8 +132,7 @@ class PortForwardService:
                 await ws.close()
         return ws
 
-    async def dial(self, ns: str, name: str, uid: str, port: int
-                   ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def dial(self, ns: str, name: str, uid: str, port: int) -> PodConn:
         """A connection to the pod's `port` (`Refused` with the kubelet's words)."""
         st = self.sim.store.find(POD_KEY, ns, name)
         kubelet = self.sim.kubelet
@@ -155,7 +154,7 @@ class PortForwardService:
         if target is None:
             raise refused
         try:
-            conn = await asyncio.wait_for(asyncio.open_connection(*target, limit=BUFFER), CONNECT_TIMEOUT)
+            conn = await PodConn.connect(target[0], target[1], CONNECT_TIMEOUT)
         except (OSError, TimeoutError):
             raise refused from None
         self.forwarded += 1
@@ -175,17 +174,10 @@ class PortForwardService:
                     await ws.close()
 
 
-async def _pump(reader: asyncio.StreamReader, send: Any) -> None:
-    """The pod's bytes to the client, until the pod's end of file (or a reset)."""
-    with contextlib.suppress(ConnectionError):
-        while chunk := await reader.read(READ_CHUNK):
-            await send(chunk)
-
-
-def _close(writer: asyncio.StreamWriter | None) -> None:
-    if writer is not None:
+def _close(conn: PodConn | None) -> None:
+    if conn is not None:
         with contextlib.suppress(Exception):
-            writer.close()
+            conn.close()
 
 
 class ChannelSession:
@@ -196,7 +188,7 @@ class ChannelSession:
         self.svc, self.ws, self.binary = svc, ws, binary
         self.ns, self.name, self.uid, self.ports = ns, name, uid, ports
         loop = asyncio.get_running_loop()
-        self.writers: list[asyncio.Future[asyncio.StreamWriter | None]] = [loop.create_future() for _ in ports]
+        self.writers: list[asyncio.Future[PodConn | None]] = [loop.create_future() for _ in ports]
 
     async def send(self, channel: int, data: bytes) -> None:
         if self.binary:
@@ -226,14 +218,21 @@ class ChannelSession:
 
     async def forward(self, i: int, port: int) -> None:
         try:
-            reader, writer = await self.svc.dial(self.ns, self.name, self.uid, port)
+            conn = await self.svc.dial(self.ns, self.name, self.uid, port)
         except Refused as exc:
             self.writers[i].set_result(None)
             await self.send(2 * i + 1, str(exc).encode())
             return
-        self.writers[i].set_result(writer)
-        writer.transport.set_write_buffer_limits(high=BUFFER)
-        await _pump(reader, lambda chunk: self.send(2 * i, chunk))
+        self.writers[i].set_result(conn)
+        if not self.binary:
+            await conn.pump(0, lambda region, _n: self.send(2 * i, bytes(region)))
+            return
+
+        async def send(region: memoryview, _n: int) -> None:
+            region[0] = 2 * i  # (the channel's byte, in the room left before the bytes read)
+            await self.ws.send_bytes(cast(bytes, region))  # (aiohttp sends a memoryview as it is)
+
+        await conn.pump(1, send)
 
     async def read_client(self) -> None:
         async for msg in self.ws:
@@ -256,11 +255,10 @@ class ChannelSession:
             i = channel // 2
             if channel % 2 or not 0 <= i < len(self.writers) or not data:
                 continue
-            writer = await self.writers[i]
-            if writer is not None:
-                writer.write(data)
+            conn = await self.writers[i]
+            if conn is not None:
                 with contextlib.suppress(ConnectionError):
-                    await writer.drain()
+                    await conn.write(data)
 
 
 @dataclass
@@ -270,7 +268,7 @@ class _Request:
     port: int
     data: int = 0
     error: int = 0
-    writer: asyncio.StreamWriter | None = None
+    conn: PodConn | None = None
     pending: list[bytes] = field(default_factory=list)
     client_done: bool = False
     task: asyncio.Task[None] | None = None
@@ -301,7 +299,7 @@ class SpdySession:
             for req in self.requests.values():
                 if req.task is not None:
                     req.task.cancel()
-                _close(req.writer)
+                _close(req.conn)
 
     async def on_frame(self, frame: spdy.Frame) -> bool:
         if not frame.control:
@@ -317,7 +315,7 @@ class SpdySession:
             if req is not None:
                 if req.task is not None:
                     req.task.cancel()
-                _close(req.writer)
+                _close(req.conn)
         elif frame.kind == spdy.PING:
             await self.ws.send_bytes(spdy.ping(frame.value))
         elif frame.kind == spdy.GOAWAY:
@@ -348,34 +346,36 @@ class SpdySession:
                 req.pending.append(data)
             req.client_done = req.client_done or fin
             return
-        if req.writer is None:
+        if req.conn is None:
             return
         with contextlib.suppress(ConnectionError, OSError):
             if data:
-                req.writer.write(data)
-                await req.writer.drain()
-            if fin and req.writer.can_write_eof():
-                req.writer.write_eof()
+                await req.conn.write(data)
+            if fin:
+                req.conn.write_eof()
 
     async def forward(self, req: _Request) -> None:
         try:
             if not 0 < req.port < 65536:
                 raise Refused(f"invalid port header: {req.port}")
-            reader, req.writer = await self.svc.dial(self.ns, self.name, self.uid, req.port)
+            req.conn = await self.svc.dial(self.ns, self.name, self.uid, req.port)
         except Refused as exc:
             req.ready.set()
             await self.ws.send_bytes(spdy.data_frame(req.error, str(exc).encode()))
             await self.ws.send_bytes(spdy.data_frame(req.error, b"", fin=True))
             await self.ws.send_bytes(spdy.data_frame(req.data, b"", fin=True))
             return
-        req.writer.transport.set_write_buffer_limits(high=BUFFER)
         pending, req.pending = req.pending, []
         req.ready.set()
         for data in pending:
             await self.client_data(req, data, False)
         if req.client_done:
             await self.client_data(req, b"", True)
-        await _pump(reader, lambda chunk: self.ws.send_bytes(spdy.data_frame(req.data, chunk)))
+        async def send(region: memoryview, n: int) -> None:
+            region[:spdy.DATA_HEADER] = spdy.data_header(req.data, n)  # (in the room left before the bytes)
+            await self.ws.send_bytes(cast(bytes, region))
+
+        await req.conn.pump(spdy.DATA_HEADER, send)
         await self.ws.send_bytes(spdy.data_frame(req.data, b"", fin=True))
         await self.ws.send_bytes(spdy.data_frame(req.error, b"", fin=True))
-        _close(req.writer)
+        _close(req.conn)

@@ -6,6 +6,7 @@ another pod's server holds."""
 from __future__ import annotations
 
 import http.client
+import os
 import select
 import socket
 import subprocess
@@ -19,6 +20,7 @@ from kubernetes import config as kconfig
 from kubernetes.stream import portforward
 
 from simcluster.cluster import ThreadedSimCluster
+from simcluster.node.listeners import diag_listening, proc_listening
 from simcluster.scenarios.nodes import gpu_node
 from tests.conftest import Kubectl
 from tests.waiting import wait_for
@@ -155,3 +157,16 @@ def test_kubectl_port_forward_to_a_port_nothing_listens_on(kubectl_bin: Path, si
             proc.kill()
             _out, err = proc.communicate()
     assert "error forwarding port 9999 to pod" in err and "connection refused" in err, err
+
+
+def test_listening_sockets_from_sock_diag_as_from_proc() -> None:
+    """The kernel's sock_diag (what a connection's check reads) finds a listening socket as
+    /proc/net/tcp shows it, by its inode; a closed one is gone from both."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        mine = {os.fstat(s.fileno()).st_ino: ("127.0.0.1", port)}
+        assert diag_listening(port) == proc_listening(port=port) == mine
+        assert mine.items() <= diag_listening().items()
+    assert diag_listening(port) == proc_listening(port=port) == {}

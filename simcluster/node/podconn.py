@@ -1,0 +1,89 @@
+"""A port-forward's connection to a pod's port, read straight into the messages sent to the client.
+
+Each read of the pod's bytes lands in a fresh region of a large buffer, after room left for the
+header of the frame that carries it (a v4 channel byte, a SPDY data frame's 8 bytes): the caller
+writes the header there and sends the region whole, so the bytes are never copied on their way
+to the WebSocket (a StreamReader copies them twice, a prefix once more). A region is never
+reused: what a transport still holds of it stays as it was sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import Awaitable, Callable
+
+POOL = 4 << 20  # the buffer regions are cut from
+READ = 1 << 20  # the most one read takes
+MIN_READ = 256 * 1024  # a buffer with less room left than this is left for a new one
+BULK = 64 * 1024
+LOWAT = 512 * 1024
+TAIL_WAIT = 0.002
+
+Send = Callable[[memoryview, int], Awaitable[None]]
+
+
+class PodConn:
+    """A connected non-blocking socket to the pod's server (see the module docstring)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.loop = asyncio.get_running_loop()
+
+    @classmethod
+    async def connect(cls, host: str, port: int, timeout: float) -> PodConn:
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(asyncio.get_running_loop().sock_connect(sock, (host, port)), timeout)
+        except BaseException:
+            sock.close()
+            raise
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return cls(sock)
+
+    async def pump(self, headroom: int, send: Send) -> None:
+        """The pod's bytes to `send(region, n)` until its end of file (or a reset): `region` is
+        `headroom` bytes for the frame's header, then the `n` bytes read."""
+        buf, pos = memoryview(bytearray(0)), 0
+        bulk = False
+        with contextlib.suppress(ConnectionError):
+            while True:
+                if len(buf) - pos < headroom + MIN_READ:
+                    buf, pos = memoryview(bytearray(POOL)), 0
+                region = buf[pos + headroom:min(len(buf), pos + headroom + READ)]
+                if bulk:
+                    try:
+                        n = await asyncio.wait_for(self.loop.sock_recv_into(self.sock, region), TAIL_WAIT)
+                    except TimeoutError:
+                        try:
+                            n = self.sock.recv_into(region)
+                        except BlockingIOError:
+                            n = -1
+                else:
+                    n = await self.loop.sock_recv_into(self.sock, region)
+                if n < 0 or (n < BULK) == bulk:
+                    bulk = not bulk if n >= 0 else False
+                    self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, LOWAT if bulk else 1)
+                    if n < 0:
+                        continue
+                if not n:
+                    return
+                await send(buf[pos:pos + headroom + n], n)
+                pos += headroom + n
+
+    async def write(self, data: bytes) -> None:
+        """The client's bytes to the pod (ConnectionError once the pod's end is gone)."""
+        await self.loop.sock_sendall(self.sock, data)
+
+    def write_eof(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        if self.sock.fileno() >= 0:
+            self.loop.remove_reader(self.sock.fileno())
+            self.loop.remove_writer(self.sock.fileno())
+        self.sock.close()
