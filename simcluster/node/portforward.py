@@ -1,10 +1,13 @@
 """`pods/portforward`: a TCP connection to a port a pod's process listens on, over a WebSocket.
 
-Installed with the `exec` component (the kubelet's streaming server serves both). Two wire forms,
-as a real API server and kubelet answer them:
+Installed with the `exec` component (the kubelet's streaming server serves both). The wire forms
+a real API server and kubelet answer:
 
 - `SPDY/3.1+portforward.k8s.io` (kubectl since 1.31, client-go's `tools/portforward` tunnelling
-  dialer): the WebSocket's binary messages carry a SPDY/3.1 session (`spdy`). For each local
+  dialer): the WebSocket's binary messages carry a SPDY/3.1 session (`spdy`); or, kubectl's
+  fallback (the WebSocket refused, or KUBECTL_PORT_FORWARD_WEBSOCKETS=false), the same session
+  on the connection itself: `Upgrade: SPDY/3.1` with `X-Stream-Protocol-Version:
+  portforward.k8s.io` answered `101 Switching Protocols` (`rawlink`). For each local
   connection the client opens an error stream and a data stream (headers `streamType`, `port`,
   `requestID`); each gets a SYN_REPLY; once both of a request are there the pod's port is dialled
   and bytes flow on the data stream (a FIN from the client half-closes the pod connection; the
@@ -20,7 +23,7 @@ The port is the pod's when one of its processes listens on it (`listeners`: its 
 127.0.0.1 or every address; the pods share the machine's network); a port nothing of the pod
 listens on is refused as the kubelet (containerd) words it, on the error stream. Pods the kubelet
 does not run (the DCGM exporters) are reached through `sim.portmap`. The sessions of a pod end
-when it is deleted. SPDY without the WebSocket (kubectl's fallback) is refused with a 400.
+when it is deleted.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ import asyncio
 import base64
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, cast
+from email.utils import formatdate
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aiohttp import WSMsgType, web
 
@@ -40,6 +45,7 @@ from . import spdy
 from .exec_channels import offered_protocols
 from .listeners import dial_address, listening
 from .podconn import PodConn
+from .rawlink import RawLink
 
 if TYPE_CHECKING:
     from ..apiserver.server import Ctx
@@ -48,7 +54,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("simcluster.portforward")
 
 POD_KEY = ("", "pods")
-TUNNEL = "SPDY/3.1+portforward.k8s.io"
+SPDY_PROTOCOL = "portforward.k8s.io"  # (X-Stream-Protocol-Version)
+PROTOCOL_HEADER = "X-Stream-Protocol-Version"
+TUNNEL = f"SPDY/3.1+{SPDY_PROTOCOL}"
 CHANNELS = ("v4.channel.k8s.io", "v4.base64.channel.k8s.io")
 BUFFER = 4 << 20  # bytes buffered per direction before a side waits (asyncio's 64 KiB halves throughput)
 CONNECT_TIMEOUT = 5.0
@@ -60,6 +68,14 @@ def install(sim: SimCluster) -> PortForwardService:
     sim.store.listen(svc.on_event)
     sim.on_stop(svc.stop)
     return svc
+
+
+class Closable(Protocol):
+    async def close(self) -> Any: ...
+
+
+Send = Callable[[bytes], Awaitable[None]]
+Receive = Callable[[], Awaitable["bytes | None"]]
 
 
 class Refused(Exception):
@@ -84,7 +100,7 @@ def parse_ports(values: list[str]) -> list[int]:
 class PortForwardService:
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
-        self.sessions: dict[tuple[str, str], set[web.WebSocketResponse]] = {}
+        self.sessions: dict[tuple[str, str], set[Closable]] = {}  # the connections to each pod
         self.forwarded = 0  # connections made to a pod's port
 
     async def handle(self, ctx: Ctx) -> web.StreamResponse:
@@ -98,9 +114,8 @@ class PortForwardService:
             raise ApiError(400, f"pod {name} does not have a host assigned")
         upgrade = request.headers.get("Upgrade", "").lower()
         if upgrade != "websocket":
-            if upgrade.startswith("spdy"):
-                raise ApiError(400, "unable to upgrade connection: simcluster serves pods/portforward over "
-                                    f"WebSocket only ({TUNNEL}, {CHANNELS[0]})")
+            if "spdy/3.1" in upgrade:
+                return await self.spdy_upgrade(ctx, pod)
             raise ApiError(400, "Upgrade request required")
         offered = offered_protocols(request.headers.getall("Sec-WebSocket-Protocol", []))
         chosen = next((p for p in offered if p == TUNNEL or p in CHANNELS), None)
@@ -108,29 +123,57 @@ class PortForwardService:
             raise ApiError(400, f"requested protocol(s) are not supported: [{' '.join(offered)}]; "
                                 f"supports [{TUNNEL} {' '.join(CHANNELS)}]")
         ports = parse_ports(list(ctx.query.getall("ports", []))) if chosen != TUNNEL else []
-        if self.sim.kubelet is None or (self.sim.kubelet.runtime(ns, name) is None
-                                        and not (self.sim.portmap and self.sim.portmap.pod_ports(ns, name))):
-            raise ApiError(404, f'pod "{name}" not found on its node')
+        self._on_its_node(ns, name)
         uid = str(pod["metadata"].get("uid", ""))
         ws = web.WebSocketResponse(protocols=(chosen,) if chosen else (), compress=False, autoping=True,
                                    timeout=5.0, max_msg_size=64 * 1024 * 1024)
         await ws.prepare(request)
         with contextlib.suppress(AttributeError, RuntimeError):
             request.transport.set_write_buffer_limits(high=BUFFER)  # type: ignore[union-attr]
+        if chosen == TUNNEL:
+            await self._serve(ns, name, ws, SpdySession.over_websocket(self, ws, ns, name, uid))
+        else:
+            await self._serve(ns, name, ws, ChannelSession(self, ws, chosen != CHANNELS[1], ns, name, uid, ports))
+        return ws
+
+    async def spdy_upgrade(self, ctx: Ctx, pod: dict[str, Any]) -> web.StreamResponse:
+        """SPDY/3.1 on the connection itself (kubectl's fallback when the WebSocket is refused, and
+        with KUBECTL_PORT_FORWARD_WEBSOCKETS=false), as the kubelet's `handleHTTPStreams` answers it:
+        the protocol negotiated from `X-Stream-Protocol-Version`, then `101 Switching Protocols`."""
+        request, ns, name = ctx.request, ctx.namespace or "default", ctx.name or ""
+        if "upgrade" not in request.headers.get("Connection", "").lower():
+            raise ApiError(400, "unable to upgrade: missing upgrade headers in request")
+        offered = offered_protocols(request.headers.getall(PROTOCOL_HEADER, []))
+        if not offered:
+            raise ApiError(400, f"unable to upgrade: {PROTOCOL_HEADER} is required")
+        if SPDY_PROTOCOL not in offered:
+            raise ApiError(403, f"unable to upgrade: unable to negotiate protocol: client supports "
+                                f"[{' '.join(offered)}], server accepts [{SPDY_PROTOCOL}]",
+                           headers={"X-Accepted-Stream-Protocol-Versions": SPDY_PROTOCOL})
+        self._on_its_node(ns, name)
+        uid = str(pod["metadata"].get("uid", ""))
+        link = RawLink(request)
+        await link.send(("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+                         f"{PROTOCOL_HEADER}: {SPDY_PROTOCOL}\r\nDate: {formatdate(usegmt=True)}\r\n\r\n").encode())
+        await self._serve(ns, name, link, SpdySession(self, link.send, link.receive, ns, name, uid))
+        return web.StreamResponse(status=101)  # (not sent: the connection is closed; aiohttp ends the request)
+
+    def _on_its_node(self, ns: str, name: str) -> None:
+        if self.sim.kubelet is None or (self.sim.kubelet.runtime(ns, name) is None
+                                        and not (self.sim.portmap and self.sim.portmap.pod_ports(ns, name))):
+            raise ApiError(404, f'pod "{name}" not found on its node')
+
+    async def _serve(self, ns: str, name: str, conn: Closable, session: SpdySession | ChannelSession) -> None:
         key = (ns, name)
-        self.sessions.setdefault(key, set()).add(ws)
+        self.sessions.setdefault(key, set()).add(conn)
         try:
-            if chosen == TUNNEL:
-                await SpdySession(self, ws, ns, name, uid).run()
-            else:
-                await ChannelSession(self, ws, chosen != CHANNELS[1], ns, name, uid, ports).run()
+            await session.run()
         except Exception:
             log.exception("port-forward %s/%s failed", ns, name)
         finally:
-            self.sessions.get(key, set()).discard(ws)
+            self.sessions.get(key, set()).discard(conn)
             with contextlib.suppress(Exception):
-                await ws.close()
-        return ws
+                await conn.close()
 
     async def dial(self, ns: str, name: str, uid: str, port: int) -> PodConn:
         """A connection to the pod's `port` (`Refused` with the kubelet's words)."""
@@ -276,21 +319,29 @@ class _Request:
 
 
 class SpdySession:
-    """The SPDY/3.1 session tunnelled in the WebSocket (kubectl's)."""
+    """A SPDY/3.1 session (kubectl's): tunnelled in the WebSocket (`over_websocket`), or on the
+    upgraded connection itself (`RawLink`)."""
 
-    def __init__(self, svc: PortForwardService, ws: web.WebSocketResponse, ns: str, name: str, uid: str) -> None:
-        self.svc, self.ws, self.ns, self.name, self.uid = svc, ws, ns, name, uid
+    def __init__(self, svc: PortForwardService, send: Send, receive: Receive, ns: str, name: str, uid: str) -> None:
+        self.svc, self.send, self.receive, self.ns, self.name, self.uid = svc, send, receive, ns, name, uid
         self.parser = spdy.Parser()
         self.out = spdy.Writer()
         self.requests: dict[str, _Request] = {}
         self.by_stream: dict[int, _Request] = {}
 
+    @classmethod
+    def over_websocket(cls, svc: PortForwardService, ws: web.WebSocketResponse, ns: str, name: str, uid: str
+                       ) -> SpdySession:
+        async def receive() -> bytes | None:
+            msg = await ws.receive()
+            return msg.data if msg.type == WSMsgType.BINARY else None
+
+        return cls(svc, ws.send_bytes, receive, ns, name, uid)
+
     async def run(self) -> None:
         try:
-            async for msg in self.ws:
-                if msg.type != WSMsgType.BINARY:
-                    break
-                for frame in self.parser.feed(msg.data):
+            while (data := await self.receive()) is not None:
+                for frame in self.parser.feed(data):
                     if not await self.on_frame(frame):
                         return
         except spdy.SpdyError as exc:
@@ -308,7 +359,7 @@ class SpdySession:
                 await self.client_data(req, frame.data, frame.fin)
             return True
         if frame.kind == spdy.SYN_STREAM:
-            await self.ws.send_bytes(self.out.syn_reply(frame.stream))
+            await self.send(self.out.syn_reply(frame.stream))
             self.new_stream(frame)
         elif frame.kind == spdy.RST_STREAM:
             req = self.by_stream.get(frame.stream)
@@ -317,7 +368,7 @@ class SpdySession:
                     req.task.cancel()
                 _close(req.conn)
         elif frame.kind == spdy.PING:
-            await self.ws.send_bytes(spdy.ping(frame.value))
+            await self.send(spdy.ping(frame.value))
         elif frame.kind == spdy.GOAWAY:
             return False
         return True
@@ -326,7 +377,9 @@ class SpdySession:
         def one(name: str) -> str:
             return (frame.headers.get(name) or [""])[0]
 
-        kind, port_s, rid = one("streamtype"), one("port"), one("requestid") or str(frame.stream)
+        kind, port_s, rid = one("streamtype"), one("port"), one("requestid")
+        if not rid:  # (a client older than the header: the kubelet pairs error N with data N+2)
+            rid = str(frame.stream - 2 if kind == "data" else frame.stream)
         req = self.requests.get(rid)
         if req is None:
             req = self.requests[rid] = _Request(int(port_s) if port_s.isdigit() else 0)
@@ -361,9 +414,9 @@ class SpdySession:
             req.conn = await self.svc.dial(self.ns, self.name, self.uid, req.port)
         except Refused as exc:
             req.ready.set()
-            await self.ws.send_bytes(spdy.data_frame(req.error, str(exc).encode()))
-            await self.ws.send_bytes(spdy.data_frame(req.error, b"", fin=True))
-            await self.ws.send_bytes(spdy.data_frame(req.data, b"", fin=True))
+            await self.send(spdy.data_frame(req.error, str(exc).encode()))
+            await self.send(spdy.data_frame(req.error, b"", fin=True))
+            await self.send(spdy.data_frame(req.data, b"", fin=True))
             return
         pending, req.pending = req.pending, []
         req.ready.set()
@@ -373,9 +426,9 @@ class SpdySession:
             await self.client_data(req, b"", True)
         async def send(region: memoryview, n: int) -> None:
             region[:spdy.DATA_HEADER] = spdy.data_header(req.data, n)  # (in the room left before the bytes)
-            await self.ws.send_bytes(cast(bytes, region))
+            await self.send(cast(bytes, region))  # (aiohttp sends a memoryview as it is)
 
         await req.conn.pump(spdy.DATA_HEADER, send)
-        await self.ws.send_bytes(spdy.data_frame(req.data, b"", fin=True))
-        await self.ws.send_bytes(spdy.data_frame(req.error, b"", fin=True))
+        await self.send(spdy.data_frame(req.data, b"", fin=True))
+        await self.send(spdy.data_frame(req.error, b"", fin=True))
         _close(req.conn)

@@ -1,5 +1,6 @@
 """`pods/portforward` with real clients: the official Python client's `portforward` (the v4 channel
-WebSocket) and kubectl v1.35 (SPDY/3.1 tunnelled in a WebSocket), reaching a web server a pod's
+WebSocket) and kubectl v1.35 (SPDY/3.1 tunnelled in a WebSocket, and its fallback, SPDY/3.1 on the
+upgraded connection, with KUBECTL_PORT_FORWARD_WEBSOCKETS=false), reaching a web server a pod's
 process runs on its pod address; a port nothing of the pod listens on is refused, as is a port
 another pod's server holds."""
 
@@ -10,6 +11,7 @@ import os
 import select
 import socket
 import subprocess
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -114,12 +116,28 @@ def test_python_client_is_refused_a_port_nothing_listens_on(core: kclient.CoreV1
         pf.close()
 
 
-def test_kubectl_port_forward(kubectl_bin: Path, simcluster: ThreadedSimCluster, web: str) -> None:
+# kubectl's two ways: SPDY tunnelled in a WebSocket (its default, a GET), and its fallback when the
+# WebSocket is refused or turned off: SPDY on the upgraded connection itself (a POST)
+WAYS = pytest.mark.parametrize(("websockets", "method"), [("true", "GET"), ("false", "POST")],
+                               ids=["websocket", "plain-spdy"])
+
+
+def _upgraded_by(simcluster: ThreadedSimCluster, since: float) -> set[str]:
+    """The methods of the pods/portforward upgrades (101) the API server answered since `since`."""
+    return {r.method for r in simcluster.sim.server.log.since(since)
+            if r.path.endswith("/pods/web/portforward") and r.status == 101}
+
+
+@WAYS
+def test_kubectl_port_forward(kubectl_bin: Path, simcluster: ThreadedSimCluster, web: str, websockets: str,
+                              method: str) -> None:
     kubectl = Kubectl(kubectl_bin, simcluster.sim.kubeconfig_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         local = s.getsockname()[1]
-    proc = kubectl.popen("port-forward", "pod/web", f"{local}:8080", "9999:9999")
+    since = time.time()
+    proc = kubectl.popen("port-forward", "pod/web", f"{local}:8080", "9999:9999",
+                         env={"KUBECTL_PORT_FORWARD_WEBSOCKETS": websockets})
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
@@ -134,15 +152,18 @@ def test_kubectl_port_forward(kubectl_bin: Path, simcluster: ThreadedSimCluster,
         proc.terminate()
         _out, err = proc.communicate(timeout=20)
     assert "error" not in err.lower(), err
+    assert _upgraded_by(simcluster, since) == {method}
 
 
+@WAYS
 def test_kubectl_port_forward_to_a_port_nothing_listens_on(kubectl_bin: Path, simcluster: ThreadedSimCluster,
-                                                           web: str) -> None:
+                                                           web: str, websockets: str, method: str) -> None:
     kubectl = Kubectl(kubectl_bin, simcluster.sim.kubeconfig_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         local = s.getsockname()[1]
-    proc = kubectl.popen("port-forward", "pod/web", f"{local}:9999")
+    since = time.time()
+    proc = kubectl.popen("port-forward", "pod/web", f"{local}:9999", env={"KUBECTL_PORT_FORWARD_WEBSOCKETS": websockets})
     try:
         assert proc.stdout is not None
         assert "Forwarding from" in proc.stdout.readline()
@@ -157,6 +178,7 @@ def test_kubectl_port_forward_to_a_port_nothing_listens_on(kubectl_bin: Path, si
             proc.kill()
             _out, err = proc.communicate()
     assert "error forwarding port 9999 to pod" in err and "connection refused" in err, err
+    assert _upgraded_by(simcluster, since) == {method}
 
 
 def test_listening_sockets_from_sock_diag_as_from_proc() -> None:
