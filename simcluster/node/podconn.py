@@ -3,8 +3,9 @@
 Each read of the pod's bytes lands in a fresh region of a large buffer, after room left for the
 header of the frame that carries it (a v4 channel byte, a SPDY data frame's 8 bytes): the caller
 writes the header there and sends the region whole, so the bytes are never copied on their way
-to the WebSocket (a StreamReader copies them twice, a prefix once more). A region is never
-reused: what a transport still holds of it stays as it was sent.
+to the WebSocket (a StreamReader copies them twice, a prefix once more). A region is not
+reused (unless the caller knows its transport keeps none of it): what a transport still holds of
+it stays as it was sent.
 """
 
 from __future__ import annotations
@@ -44,15 +45,19 @@ class PodConn:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return cls(sock)
 
-    async def pump(self, headroom: int, send: Send) -> None:
+    async def pump(self, headroom: int, send: Send, *, reuse: bool = False) -> None:
         """The pod's bytes to `send(region, n)` until its end of file (or a reset): `region` is
-        `headroom` bytes for the frame's header, then the `n` bytes read."""
+        `headroom` bytes for the frame's header, then the `n` bytes read. `reuse`: `send` leaves
+        nothing of the region behind once it returns (a TLS transport encrypts what it is given at
+        once), so one region serves every read."""
         buf, pos = memoryview(bytearray(0)), 0
         bulk = False
         with contextlib.suppress(ConnectionError):
             while True:
-                if len(buf) - pos < headroom + MIN_READ:
-                    buf, pos = memoryview(bytearray(POOL)), 0
+                if reuse and len(buf):
+                    pos = 0
+                elif len(buf) - pos < headroom + MIN_READ:
+                    buf, pos = memoryview(bytearray(headroom + READ if reuse else POOL)), 0
                 region = buf[pos + headroom:min(len(buf), pos + headroom + READ)]
                 if bulk:
                     try:

@@ -155,7 +155,8 @@ class PortForwardService:
         link = RawLink(request)
         await link.send(("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
                          f"{PROTOCOL_HEADER}: {SPDY_PROTOCOL}\r\nDate: {formatdate(usegmt=True)}\r\n\r\n").encode())
-        await self._serve(ns, name, link, SpdySession(self, link.send, link.receive, ns, name, uid))
+        await self._serve(ns, name, link, SpdySession(self, link.send, link.receive, ns, name, uid,
+                                                      _encrypts_at_once(request.transport)))
         return web.StreamResponse(status=101)  # (not sent: the connection is closed; aiohttp ends the request)
 
     def _on_its_node(self, ns: str, name: str) -> None:
@@ -217,6 +218,13 @@ class PortForwardService:
                     await ws.close()
 
 
+def _encrypts_at_once(conn: Any) -> bool:
+    """The connection (a WebSocket, a transport) is TLS: what is written to it is encrypted
+    before the write returns (asyncio's and uvloop's SSL transports), so a buffer written from
+    may be filled again."""
+    return conn is not None and conn.get_extra_info("ssl_object") is not None
+
+
 def _close(conn: PodConn | None) -> None:
     if conn is not None:
         with contextlib.suppress(Exception):
@@ -229,6 +237,7 @@ class ChannelSession:
     def __init__(self, svc: PortForwardService, ws: web.WebSocketResponse, binary: bool,
                  ns: str, name: str, uid: str, ports: list[int]) -> None:
         self.svc, self.ws, self.binary = svc, ws, binary
+        self.encrypted = _encrypts_at_once(ws)
         self.ns, self.name, self.uid, self.ports = ns, name, uid, ports
         loop = asyncio.get_running_loop()
         self.writers: list[asyncio.Future[PodConn | None]] = [loop.create_future() for _ in ports]
@@ -275,7 +284,7 @@ class ChannelSession:
             region[0] = 2 * i  # (the channel's byte, in the room left before the bytes read)
             await self.ws.send_bytes(cast(bytes, region))  # (aiohttp sends a memoryview as it is)
 
-        await conn.pump(1, send)
+        await conn.pump(1, send, reuse=self.encrypted)
 
     async def read_client(self) -> None:
         async for msg in self.ws:
@@ -322,8 +331,10 @@ class SpdySession:
     """A SPDY/3.1 session (kubectl's): tunnelled in the WebSocket (`over_websocket`), or on the
     upgraded connection itself (`RawLink`)."""
 
-    def __init__(self, svc: PortForwardService, send: Send, receive: Receive, ns: str, name: str, uid: str) -> None:
+    def __init__(self, svc: PortForwardService, send: Send, receive: Receive, ns: str, name: str, uid: str,
+                 encrypted: bool) -> None:
         self.svc, self.send, self.receive, self.ns, self.name, self.uid = svc, send, receive, ns, name, uid
+        self.encrypted = encrypted
         self.parser = spdy.Parser()
         self.out = spdy.Writer()
         self.requests: dict[str, _Request] = {}
@@ -336,7 +347,7 @@ class SpdySession:
             msg = await ws.receive()
             return msg.data if msg.type == WSMsgType.BINARY else None
 
-        return cls(svc, ws.send_bytes, receive, ns, name, uid)
+        return cls(svc, ws.send_bytes, receive, ns, name, uid, _encrypts_at_once(ws))
 
     async def run(self) -> None:
         try:
@@ -428,7 +439,7 @@ class SpdySession:
             region[:spdy.DATA_HEADER] = spdy.data_header(req.data, n)  # (in the room left before the bytes)
             await self.send(cast(bytes, region))  # (aiohttp sends a memoryview as it is)
 
-        await req.conn.pump(spdy.DATA_HEADER, send)
+        await req.conn.pump(spdy.DATA_HEADER, send, reuse=self.encrypted)
         await self.send(spdy.data_frame(req.data, b"", fin=True))
         await self.send(spdy.data_frame(req.error, b"", fin=True))
         _close(req.conn)
