@@ -54,7 +54,7 @@ def _compiled_mask() -> Callable[[bytes, bytearray], None]:
 _mask = _compiled_mask()
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
-BUFFER = 1 << 20  # the receive buffer (what one read may fill)
+BUFFER = 512 * 1024  # the receive buffer (what one read may fill: TLS holds back 256 KiB at most)
 ROOM = 64 * 1024  # less free room than this at the buffer's end: what is left moves to its start
 HEAD_LIMIT = 64 * 1024  # the upgrade's answer (status line and headers)
 CONTINUATION, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA

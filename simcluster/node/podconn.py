@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable
 POOL = 4 << 20  # the buffer regions are cut from
 READ = 1 << 20  # the most one read takes
 MIN_READ = 256 * 1024  # a buffer with less room left than this is left for a new one
-BULK = 64 * 1024
-LOWAT = 512 * 1024
-TAIL_WAIT = 0.002
+BULK = 64 * 1024  # a read this large: the pod's server is sending in bulk (see `_read`)
+LOWAT = 512 * 1024  # in bulk, what the socket gathers before it wakes the loop
+TAIL_WAIT = 0.002  # in bulk, how long less than that waits before it is read anyway
 
 Send = Callable[[memoryview, int], Awaitable[None]]
 
@@ -31,6 +31,7 @@ class PodConn:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.loop = asyncio.get_running_loop()
+        self.bulk = False
 
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float) -> PodConn:
@@ -51,33 +52,43 @@ class PodConn:
         nothing of the region behind once it returns (a TLS transport encrypts what it is given at
         once), so one region serves every read."""
         buf, pos = memoryview(bytearray(0)), 0
-        bulk = False
         with contextlib.suppress(ConnectionError):
             while True:
                 if reuse and len(buf):
                     pos = 0
                 elif len(buf) - pos < headroom + MIN_READ:
                     buf, pos = memoryview(bytearray(headroom + READ if reuse else POOL)), 0
-                region = buf[pos + headroom:min(len(buf), pos + headroom + READ)]
-                if bulk:
-                    try:
-                        n = await asyncio.wait_for(self.loop.sock_recv_into(self.sock, region), TAIL_WAIT)
-                    except TimeoutError:
-                        try:
-                            n = self.sock.recv_into(region)
-                        except BlockingIOError:
-                            n = -1
-                else:
-                    n = await self.loop.sock_recv_into(self.sock, region)
-                if n < 0 or (n < BULK) == bulk:
-                    bulk = not bulk if n >= 0 else False
-                    self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, LOWAT if bulk else 1)
-                    if n < 0:
-                        continue
+                n = await self._read(buf[pos + headroom:min(len(buf), pos + headroom + READ)])
                 if not n:
                     return
                 await send(buf[pos:pos + headroom + n], n)
                 pos += headroom + n
+
+    async def _read(self, region: memoryview) -> int:
+        """The next bytes into `region` (0: the pod's end). A read of `BULK` bytes or more turns
+        bulk mode on: the socket wakes the loop only once `LOWAT` bytes are in (SO_RCVLOWAT),
+        so a fast server's 64 KiB writes go on as 1 MiB messages rather than one each; what
+        stays under the mark is read after `TAIL_WAIT`, and a short read turns it off again."""
+        while True:
+            if not self.bulk:
+                n = await self.loop.sock_recv_into(self.sock, region)
+            else:
+                try:
+                    n = await asyncio.wait_for(self.loop.sock_recv_into(self.sock, region), TAIL_WAIT)
+                except TimeoutError:
+                    try:
+                        n = self.sock.recv_into(region)
+                    except BlockingIOError:  # (nothing came at all)
+                        self._bulk(False)
+                        continue
+            if self.bulk != (n >= BULK):
+                self._bulk(n >= BULK)
+            return n
+
+    def _bulk(self, on: bool) -> None:
+        self.bulk = on
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, LOWAT if on else 1)
 
     async def write(self, data: bytes) -> None:
         """The client's bytes to the pod (ConnectionError once the pod's end is gone)."""
