@@ -138,7 +138,7 @@ class ChannelSocket(asyncio.BufferedProtocol):
         url = urllib.parse.urlsplit(client.server)
         target = urllib.parse.quote(url.path.rstrip("/") + path) + (f"?{urllib.parse.urlencode(params)}" if params else "")
         made = client.tls_context()
-        tls = made if isinstance(made, ssl.SSLContext) else ssl.create_default_context() if made else None
+        tls = made if isinstance(made, ssl.SSLContext) else None  # (False: the server's URL is http)
         key = base64.b64encode(os.urandom(16))
         sock = cls(key, protocol)
         host = url.hostname or ""
