@@ -10,8 +10,10 @@ import http.client
 import os
 import select
 import socket
+import ssl
 import subprocess
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +23,7 @@ from kubernetes import client as kclient
 from kubernetes import config as kconfig
 from kubernetes.stream import portforward
 
+from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster
 from simcluster.node.listeners import diag_listening, proc_listening
 from simcluster.scenarios.nodes import gpu_node
@@ -181,6 +184,29 @@ def test_kubectl_port_forward_to_a_port_nothing_listens_on(kubectl_bin: Path, si
     assert "error forwarding port 9999 to pod" in err and "connection refused" in err, err
     # (an upgrade is in the log once its connection has ended)
     wait_for(lambda: _upgraded_by(simcluster, since) == {method}, what=f"a {method} upgrade logged")
+
+
+def test_a_plain_spdy_upgrade_is_refused_without_the_port_forward_protocol(simcluster: ThreadedSimCluster,
+                                                                         web: str) -> None:
+    """As the kubelet's handshake: no X-Stream-Protocol-Version is a 400, only others a 403 naming
+    the one it accepts."""
+    cfg = load_cluster_config(str(simcluster.sim.kubeconfig_path), None)
+    server = urllib.parse.urlsplit(cfg.server)
+    tls = cfg.ssl_context()
+    assert isinstance(tls, ssl.SSLContext)
+    for version, status, words in ((None, 400, "X-Stream-Protocol-Version is required"),
+                                   ("v4.channel.k8s.io", 403, "unable to negotiate protocol")):
+        conn = http.client.HTTPSConnection(server.hostname or "", server.port, context=tls, timeout=20)
+        headers = {**cfg.headers(), "Connection": "Upgrade", "Upgrade": "SPDY/3.1"}
+        if version:
+            headers["X-Stream-Protocol-Version"] = version
+        conn.request("POST", "/api/v1/namespaces/default/pods/web/portforward", headers=headers)
+        resp = conn.getresponse()
+        body = resp.read().decode()
+        conn.close()
+        assert resp.status == status and words in body, (resp.status, body)
+        if status == 403:
+            assert resp.getheader("X-Accepted-Stream-Protocol-Versions") == "portforward.k8s.io"
 
 
 def test_listening_sockets_from_sock_diag_as_from_proc() -> None:
