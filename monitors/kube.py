@@ -154,17 +154,21 @@ class KubeClient:
         `tls-server-name` when it has one (as kubectl), else the server URL's host."""
         return self.cfg.tls_server_name or None
 
+    def tls_context(self) -> ssl.SSLContext | bool:
+        """The TLS settings of the client's connections (False: plain HTTP), made on first use."""
+        if self._ssl is None:
+            try:
+                self._ssl = self.cfg.ssl_context()
+            except (OSError, ssl.SSLError) as exc:
+                raise ConnectionProblem(f"cannot load TLS files: {exc}", ExitCode.TLS) from None
+            self._session_tls = self.cfg.tls_files()
+        return self._ssl
+
     def session(self) -> aiohttp.ClientSession:
         """The HTTP session (made on first use, with the cluster's TLS settings); for readers that
         stream a response themselves (`monitors.logs.stream`)."""
         if self._session is None or self._session.closed:
-            if self._ssl is None:
-                try:
-                    self._ssl = self.cfg.ssl_context()
-                except (OSError, ssl.SSLError) as exc:
-                    raise ConnectionProblem(f"cannot load TLS files: {exc}", ExitCode.TLS) from None
-            self._session_tls = self.cfg.tls_files()
-            connector = aiohttp.TCPConnector(ssl=self._ssl, limit=300, limit_per_host=300)
+            connector = aiohttp.TCPConnector(ssl=self.tls_context(), limit=300, limit_per_host=300)
             # (the default timeout bounds what passes none: a WebSocket upgrade the server never answers)
             self._session = aiohttp.ClientSession(
                 connector=connector, json_serialize=lambda o: orjson.dumps(o).decode(), auto_decompress=True,
@@ -183,8 +187,9 @@ class KubeClient:
     def connection_problem(self, exc: BaseException, seconds: float | None = None) -> ConnectionProblem:
         """What a failed connection means for the user (TLS, timed out, unreachable), with its exit
         code; `seconds`: the silence that timed out (default: the client's timeout)."""
-        if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError):
-            cert = getattr(exc, "certificate_error", None)  # what the verification said, without the wrapping
+        if isinstance(exc, aiohttp.ClientConnectorCertificateError | aiohttp.ClientSSLError | ssl.SSLError):
+            # what the verification said, without the wrapping
+            cert = getattr(exc, "certificate_error", exc if isinstance(exc, ssl.SSLCertVerificationError) else None)
             why = getattr(cert, "verify_message", None) or getattr(cert, "reason", None)
             unknown_issuer = getattr(cert, "verify_code", None) in (18, 19, 20, 21)  # self-signed, unknown CA
             hint = " (is the kubeconfig's certificate-authority the server's CA?)" if unknown_issuer else ""
@@ -243,7 +248,7 @@ class KubeClient:
             headers = self.headers(accept, as_self)
             if data is not None:
                 headers.append(("Content-Type", content_type))
-            sent = self._sent(headers)
+            sent = self.credentials_sent(headers)
             session = self.session()
             rid = self._next_id = self._next_id + 1
             self._pending[rid] = loop.time()
@@ -284,7 +289,7 @@ class KubeClient:
             self._refresh_lock = asyncio.Lock()
         async with self._refresh_lock:  # (one thread at a time from this loop: the config has its own lock)
             changed = self.cfg.credentials_key() != sent or await asyncio.to_thread(self.cfg.reread_after_401, sent)
-            if changed and self._session is not None and self.cfg.tls_files() != self._session_tls:
+            if changed and self._ssl is not None and self.cfg.tls_files() != self._session_tls:
                 await self._renew_session()  # a new client certificate needs new connections
             return changed
 
@@ -292,7 +297,7 @@ class KubeClient:
         """What identifies the credentials a request sent now carries (for `credentials_rejected`)."""
         return self.cfg.credentials_key()
 
-    def _sent(self, headers: list[tuple[str, str]]) -> tuple[str, ...]:
+    def credentials_sent(self, headers: list[tuple[str, str]]) -> tuple[str, ...]:
         """The credentials a request with `headers` carries (`ClusterConfig.credentials_key`)."""
         return (next((v for k, v in headers if k == "Authorization"), ""), *self.cfg.tls_files())
 
@@ -362,7 +367,7 @@ class KubeClient:
         refreshed = False
         while True:
             headers = self.headers("*/*")
-            sent = self._sent(headers)
+            sent = self.credentials_sent(headers)
             session = self.session()
             try:
                 return await session.ws_connect(
@@ -402,7 +407,7 @@ class KubeClient:
         refreshed = False
         while True:
             headers = self.headers()
-            sent = self._sent(headers)
+            sent = self.credentials_sent(headers)
             session = self.session()
             try:
                 async with session.get(

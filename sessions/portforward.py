@@ -25,14 +25,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiohttp
-
 from monitors import api_paths
 from monitors.connection import ClusterConfig, ConnectionProblem, ExitCode
 from monitors.kube import ApiProblem, KubeClient
 from monitors.names import LookupProblem
 from monitors.sanitize import clean
 
+from .channel_socket import ChannelSocket, HandshakeRefused, ProtocolError
 from .exec_bridge import ExecError
 from .locate import find_workload, locate_workload
 from .shell import NotYet, not_running_reason, pick_rank
@@ -104,41 +103,44 @@ def listen_addresses(addresses: list[str] | tuple[str, ...]) -> list[str]:
 class PodStream:
     """One WebSocket to one port of one pod (its two channels' port frames already read)."""
 
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse, early: list[tuple[int, bytes]]) -> None:
-        self.ws = ws
-        self.early = early  # frames that came with the port frames (the error, or the first data)
+    def __init__(self, sock: ChannelSocket, early: list[tuple[int, bytes]]) -> None:
+        self.sock = sock
+        self.early = early  # messages that came with the port frames (the error, or the first data)
         self.error = ""
 
     @classmethod
     async def open(cls, client: KubeClient, namespace: str, pod: str, port: int) -> PodStream:
         path = api_paths.pod(namespace, pod, "portforward")
         try:
-            ws = await client.websocket(path, [("ports", str(port))], (PROTOCOL,))
-        except aiohttp.WSServerHandshakeError as exc:
+            sock = await ChannelSocket.connect(client, path, [("ports", str(port))], PROTOCOL)
+        except HandshakeRefused as exc:
             raise await _refused(client, namespace, pod, exc) from None
+        except ProtocolError as exc:
+            raise ForwardError(f"the port-forward to {pod} did not start: {exc}", ExitCode.ERROR) from None
         except ConnectionProblem as exc:
             raise ForwardError(exc.message, exc.code) from None
         seen: set[int] = set()
         early: list[tuple[int, bytes]] = []
         try:
-            while seen != {DATA, ERROR}:
-                msg = await asyncio.wait_for(ws.receive(), 30)
-                if msg.type != aiohttp.WSMsgType.BINARY or not msg.data:
-                    raise ForwardError(f"the port-forward to {pod} ended before it started", ExitCode.ERROR)
-                channel, body = msg.data[0], msg.data[1:]
-                if channel in seen or channel not in (DATA, ERROR):
-                    early.append((channel, body))
-                    continue
-                if len(body) != 2 or int.from_bytes(body, "little") != port:
-                    raise ForwardError(f"the port-forward to {pod} answered for another port", ExitCode.ERROR)
-                seen.add(channel)
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            await ws.close()
-            raise ForwardError(f"the port-forward to {pod} did not start: {exc or 'no answer'}", ExitCode.ERROR) from None
+            async with asyncio.timeout(30):
+                while seen != {DATA, ERROR}:
+                    got = await sock.receive()
+                    if got is None:
+                        raise ForwardError(f"the port-forward to {pod} ended before it started", ExitCode.ERROR)
+                    channel, body = got
+                    if channel in seen or channel not in (DATA, ERROR):
+                        early.append((channel, body))
+                        continue
+                    if len(body) != 2 or int.from_bytes(body, "little") != port:
+                        raise ForwardError(f"the port-forward to {pod} answered for another port", ExitCode.ERROR)
+                    seen.add(channel)
+        except TimeoutError:
+            sock.close()
+            raise ForwardError(f"the port-forward to {pod} did not start: no answer", ExitCode.ERROR) from None
         except ForwardError:
-            await ws.close()
+            sock.close()
             raise
-        return cls(ws, early)
+        return cls(sock, early)
 
     async def refusal(self, wait: float) -> str:
         """The kubelet's refusal if it comes within `wait` seconds ("" when it does not)."""
@@ -146,60 +148,90 @@ class PodStream:
             if channel == ERROR:
                 return body.decode(errors="replace")
         try:
-            msg = await asyncio.wait_for(self.ws.receive(), wait)
+            got = await asyncio.wait_for(self.sock.receive(), wait)
         except TimeoutError:
             return ""
-        if msg.type == aiohttp.WSMsgType.BINARY and msg.data:
-            self.early.append((msg.data[0], msg.data[1:]))
-            if msg.data[0] == ERROR:
-                return bytes(msg.data[1:]).decode(errors="replace")
+        if got is not None:
+            self.early.append(got)
+            if got[0] == ERROR:
+                return got[1].decode(errors="replace")
         return ""
 
     async def relay(self, reader: Reader, writer: Writer) -> str:
         """Bytes both ways until either side ends; the kubelet's error, if it said one."""
         _roomy(writer)
+        down = _Downstream(self, writer)
+        for channel, body in [*self.early, *self.sock.stream(down.piece)]:
+            down.piece(channel, body)
+        self.early = []
+
         async def to_pod() -> None:
             while data := await reader.read(CHUNK):
-                await self.ws.send_bytes(b"\x00" + data)
+                self.sock.send(DATA, data)
+                await self.sock.drain()
 
-        async def from_pod() -> None:
-            for channel, body in self.early:
-                await self._deliver(channel, body, writer)
-            self.early = []
-            async for msg in self.ws:
-                if msg.type != aiohttp.WSMsgType.BINARY or not msg.data:
-                    break
-                await self._deliver(msg.data[0], msg.data[1:], writer)
-
-        up, down = asyncio.ensure_future(to_pod()), asyncio.ensure_future(from_pod())
+        up = asyncio.ensure_future(to_pod())
+        ended = asyncio.ensure_future(asyncio.wait([self.sock.closed, down.broken],
+                                                   return_when=asyncio.FIRST_COMPLETED))
         try:
-            await asyncio.wait([up, down], return_when=asyncio.FIRST_COMPLETED)
-            if up.done() and not down.done() and up.exception() is None:
-                await down  # the local side sent all it had: the answer still comes (v4 has no half-close)
-        except (ConnectionError, aiohttp.ClientError):
+            await asyncio.wait([up, ended], return_when=asyncio.FIRST_COMPLETED)
+            if up.done() and not ended.done() and up.exception() is None:
+                await ended  # the local side sent all it had: the answer still comes (v4 has no half-close)
+        except ConnectionError:
             pass
         finally:
-            for task in (up, down):
+            for task in (up, ended):
                 task.cancel()
-            await asyncio.gather(up, down, return_exceptions=True)
+            await asyncio.gather(up, ended, return_exceptions=True)
+            await down.finish()
             await self.close()
         return self.error
 
-    async def _deliver(self, channel: int, body: bytes, writer: Writer) -> None:
-        if channel == DATA and body:
-            writer.write(body)
-            await writer.drain()
-        elif channel == ERROR and body:
-            self.error += body.decode(errors="replace")
-
     async def close(self) -> None:
-        with contextlib.suppress(Exception):
-            await self.ws.close()
+        self.sock.close()
+
+
+class _Downstream:
+    """The pod's bytes to the local side as they come: written at once; while the local side
+    has not taken what was written, the WebSocket is not read (its drain is awaited)."""
+
+    def __init__(self, stream: PodStream, writer: Writer) -> None:
+        self.stream, self.writer = stream, writer
+        self.transport = getattr(writer, "transport", None)
+        self.draining: asyncio.Task[None] | None = None
+        self.broken: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def piece(self, channel: int, body: bytes) -> None:
+        if channel == ERROR:
+            self.stream.error += body.decode(errors="replace")
+            return
+        if channel != DATA or not body or self.broken.done():
+            return
+        self.writer.write(body)
+        if self.draining is None and (self.transport is None or self.transport.get_write_buffer_size() > CHUNK):
+            self.stream.sock.pause_reading()
+            self.draining = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        try:
+            await self.writer.drain()
+        except Exception:  # (the local side is gone: the relay ends)
+            if not self.broken.done():
+                self.broken.set_result(None)
+            return
+        finally:
+            self.draining = None
+        self.stream.sock.resume_reading()
+
+    async def finish(self) -> None:
+        if self.draining is not None:
+            self.draining.cancel()
+            await asyncio.gather(self.draining, return_exceptions=True)
 
 
 def _roomy(writer: Any) -> None:
-    """A larger write buffer on a socket's transport (1 MiB: a WebSocket message of `CHUNK` is
-    written whole before the relay waits for it to drain, rather than in 64 KiB steps)."""
+    """A larger write buffer on a socket's transport (4 MiB: the pod's bytes are written as they
+    come and the WebSocket read again at once, rather than after each 64 KiB drained)."""
     transport = getattr(writer, "transport", None)
     with contextlib.suppress(AttributeError, RuntimeError, ValueError):
         transport.set_write_buffer_limits(high=BUFFER)  # type: ignore[union-attr]
@@ -215,7 +247,7 @@ class Writer(Protocol):
     def close(self) -> None: ...
 
 
-async def _refused(client: KubeClient, namespace: str, pod: str, exc: aiohttp.WSServerHandshakeError) -> ForwardError:
+async def _refused(client: KubeClient, namespace: str, pod: str, exc: HandshakeRefused) -> ForwardError:
     """The upgrade was refused: why, in one line (a GET of the pod tells a missing one)."""
     who = client.cfg.impersonate_user or client.cfg.user or "you"
     if exc.status == 403:

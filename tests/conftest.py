@@ -68,11 +68,13 @@ class Kubectl:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
         return proc
 
-    def popen(self, *args: str, context: str | None = None) -> subprocess.Popen[str]:
+    def popen(self, *args: str, context: str | None = None, env: dict[str, str] | None = None
+              ) -> subprocess.Popen[str]:
+        """kubectl ARGS running; `env`: variables of its own (KUBECTL_PORT_FORWARD_WEBSOCKETS...)."""
         cmd = [str(self.binary), "--kubeconfig", str(self.kubeconfig)]
         if context:
             cmd += ["--context", context]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+        env = {**{k: v for k, v in os.environ.items() if not k.startswith("KUBE")}, **(env or {})}
         env["HOME"] = str(self.kubeconfig.parent)
         return subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env)

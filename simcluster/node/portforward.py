@@ -1,10 +1,13 @@
 """`pods/portforward`: a TCP connection to a port a pod's process listens on, over a WebSocket.
 
-Installed with the `exec` component (the kubelet's streaming server serves both). Two wire forms,
-as a real API server and kubelet answer them:
+Installed with the `exec` component (the kubelet's streaming server serves both). The wire forms
+a real API server and kubelet answer:
 
 - `SPDY/3.1+portforward.k8s.io` (kubectl since 1.31, client-go's `tools/portforward` tunnelling
-  dialer): the WebSocket's binary messages carry a SPDY/3.1 session (`spdy`). For each local
+  dialer): the WebSocket's binary messages carry a SPDY/3.1 session (`spdy`); or, kubectl's
+  fallback (the WebSocket refused, or KUBECTL_PORT_FORWARD_WEBSOCKETS=false), the same session
+  on the connection itself: `Upgrade: SPDY/3.1` with `X-Stream-Protocol-Version:
+  portforward.k8s.io` answered `101 Switching Protocols` (`rawlink`). For each local
   connection the client opens an error stream and a data stream (headers `streamType`, `port`,
   `requestID`); each gets a SYN_REPLY; once both of a request are there the pod's port is dialled
   and bytes flow on the data stream (a FIN from the client half-closes the pod connection; the
@@ -20,7 +23,7 @@ The port is the pod's when one of its processes listens on it (`listeners`: its 
 127.0.0.1 or every address; the pods share the machine's network); a port nothing of the pod
 listens on is refused as the kubelet (containerd) words it, on the error stream. Pods the kubelet
 does not run (the DCGM exporters) are reached through `sim.portmap`. The sessions of a pod end
-when it is deleted. SPDY without the WebSocket (kubectl's fallback) is refused with a 400.
+when it is deleted.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ import asyncio
 import base64
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from email.utils import formatdate
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from aiohttp import WSMsgType, web
 
@@ -39,6 +44,8 @@ from ..apiserver.store import Event
 from . import spdy
 from .exec_channels import offered_protocols
 from .listeners import dial_address, listening
+from .podconn import PodConn
+from .rawlink import RawLink
 
 if TYPE_CHECKING:
     from ..apiserver.server import Ctx
@@ -47,9 +54,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("simcluster.portforward")
 
 POD_KEY = ("", "pods")
-TUNNEL = "SPDY/3.1+portforward.k8s.io"
+SPDY_PROTOCOL = "portforward.k8s.io"  # (X-Stream-Protocol-Version)
+PROTOCOL_HEADER = "X-Stream-Protocol-Version"
+TUNNEL = f"SPDY/3.1+{SPDY_PROTOCOL}"
 CHANNELS = ("v4.channel.k8s.io", "v4.base64.channel.k8s.io")
-READ_CHUNK = 1024 * 1024
 BUFFER = 4 << 20  # bytes buffered per direction before a side waits (asyncio's 64 KiB halves throughput)
 CONNECT_TIMEOUT = 5.0
 
@@ -60,6 +68,14 @@ def install(sim: SimCluster) -> PortForwardService:
     sim.store.listen(svc.on_event)
     sim.on_stop(svc.stop)
     return svc
+
+
+class Closable(Protocol):
+    async def close(self) -> Any: ...
+
+
+Send = Callable[[bytes], Awaitable[None]]
+Receive = Callable[[], Awaitable["bytes | None"]]
 
 
 class Refused(Exception):
@@ -84,7 +100,7 @@ def parse_ports(values: list[str]) -> list[int]:
 class PortForwardService:
     def __init__(self, sim: SimCluster) -> None:
         self.sim = sim
-        self.sessions: dict[tuple[str, str], set[web.WebSocketResponse]] = {}
+        self.sessions: dict[tuple[str, str], set[Closable]] = {}  # the connections to each pod
         self.forwarded = 0  # connections made to a pod's port
 
     async def handle(self, ctx: Ctx) -> web.StreamResponse:
@@ -98,9 +114,8 @@ class PortForwardService:
             raise ApiError(400, f"pod {name} does not have a host assigned")
         upgrade = request.headers.get("Upgrade", "").lower()
         if upgrade != "websocket":
-            if upgrade.startswith("spdy"):
-                raise ApiError(400, "unable to upgrade connection: simcluster serves pods/portforward over "
-                                    f"WebSocket only ({TUNNEL}, {CHANNELS[0]})")
+            if "spdy/3.1" in upgrade:
+                return await self.spdy_upgrade(ctx, pod)
             raise ApiError(400, "Upgrade request required")
         offered = offered_protocols(request.headers.getall("Sec-WebSocket-Protocol", []))
         chosen = next((p for p in offered if p == TUNNEL or p in CHANNELS), None)
@@ -108,32 +123,60 @@ class PortForwardService:
             raise ApiError(400, f"requested protocol(s) are not supported: [{' '.join(offered)}]; "
                                 f"supports [{TUNNEL} {' '.join(CHANNELS)}]")
         ports = parse_ports(list(ctx.query.getall("ports", []))) if chosen != TUNNEL else []
-        if self.sim.kubelet is None or (self.sim.kubelet.runtime(ns, name) is None
-                                        and not (self.sim.portmap and self.sim.portmap.pod_ports(ns, name))):
-            raise ApiError(404, f'pod "{name}" not found on its node')
+        self._on_its_node(ns, name)
         uid = str(pod["metadata"].get("uid", ""))
         ws = web.WebSocketResponse(protocols=(chosen,) if chosen else (), compress=False, autoping=True,
                                    timeout=5.0, max_msg_size=64 * 1024 * 1024)
         await ws.prepare(request)
         with contextlib.suppress(AttributeError, RuntimeError):
             request.transport.set_write_buffer_limits(high=BUFFER)  # type: ignore[union-attr]
+        if chosen == TUNNEL:
+            await self._serve(ns, name, ws, SpdySession.over_websocket(self, ws, ns, name, uid))
+        else:
+            await self._serve(ns, name, ws, ChannelSession(self, ws, chosen != CHANNELS[1], ns, name, uid, ports))
+        return ws
+
+    async def spdy_upgrade(self, ctx: Ctx, pod: dict[str, Any]) -> web.StreamResponse:
+        """SPDY/3.1 on the connection itself (kubectl's fallback when the WebSocket is refused, and
+        with KUBECTL_PORT_FORWARD_WEBSOCKETS=false), as the kubelet's `handleHTTPStreams` answers it:
+        the protocol negotiated from `X-Stream-Protocol-Version`, then `101 Switching Protocols`."""
+        request, ns, name = ctx.request, ctx.namespace or "default", ctx.name or ""
+        if "upgrade" not in request.headers.get("Connection", "").lower():
+            raise ApiError(400, "unable to upgrade: missing upgrade headers in request")
+        offered = offered_protocols(request.headers.getall(PROTOCOL_HEADER, []))
+        if not offered:
+            raise ApiError(400, f"unable to upgrade: {PROTOCOL_HEADER} is required")
+        if SPDY_PROTOCOL not in offered:
+            raise ApiError(403, f"unable to upgrade: unable to negotiate protocol: client supports "
+                                f"[{' '.join(offered)}], server accepts [{SPDY_PROTOCOL}]",
+                           headers={"X-Accepted-Stream-Protocol-Versions": SPDY_PROTOCOL})
+        self._on_its_node(ns, name)
+        uid = str(pod["metadata"].get("uid", ""))
+        link = RawLink(request)
+        await link.send(("HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n"
+                         f"{PROTOCOL_HEADER}: {SPDY_PROTOCOL}\r\nDate: {formatdate(usegmt=True)}\r\n\r\n").encode())
+        await self._serve(ns, name, link, SpdySession(self, link.send, link.receive, ns, name, uid,
+                                                      _encrypts_at_once(request.transport)))
+        return web.StreamResponse(status=101)  # (not sent: the connection is closed; aiohttp ends the request)
+
+    def _on_its_node(self, ns: str, name: str) -> None:
+        if self.sim.kubelet is None or (self.sim.kubelet.runtime(ns, name) is None
+                                        and not (self.sim.portmap and self.sim.portmap.pod_ports(ns, name))):
+            raise ApiError(404, f'pod "{name}" not found on its node')
+
+    async def _serve(self, ns: str, name: str, conn: Closable, session: SpdySession | ChannelSession) -> None:
         key = (ns, name)
-        self.sessions.setdefault(key, set()).add(ws)
+        self.sessions.setdefault(key, set()).add(conn)
         try:
-            if chosen == TUNNEL:
-                await SpdySession(self, ws, ns, name, uid).run()
-            else:
-                await ChannelSession(self, ws, chosen != CHANNELS[1], ns, name, uid, ports).run()
+            await session.run()
         except Exception:
             log.exception("port-forward %s/%s failed", ns, name)
         finally:
-            self.sessions.get(key, set()).discard(ws)
+            self.sessions.get(key, set()).discard(conn)
             with contextlib.suppress(Exception):
-                await ws.close()
-        return ws
+                await conn.close()
 
-    async def dial(self, ns: str, name: str, uid: str, port: int
-                   ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def dial(self, ns: str, name: str, uid: str, port: int) -> PodConn:
         """A connection to the pod's `port` (`Refused` with the kubelet's words)."""
         st = self.sim.store.find(POD_KEY, ns, name)
         kubelet = self.sim.kubelet
@@ -155,7 +198,7 @@ class PortForwardService:
         if target is None:
             raise refused
         try:
-            conn = await asyncio.wait_for(asyncio.open_connection(*target, limit=BUFFER), CONNECT_TIMEOUT)
+            conn = await PodConn.connect(target[0], target[1], CONNECT_TIMEOUT)
         except (OSError, TimeoutError):
             raise refused from None
         self.forwarded += 1
@@ -175,17 +218,17 @@ class PortForwardService:
                     await ws.close()
 
 
-async def _pump(reader: asyncio.StreamReader, send: Any) -> None:
-    """The pod's bytes to the client, until the pod's end of file (or a reset)."""
-    with contextlib.suppress(ConnectionError):
-        while chunk := await reader.read(READ_CHUNK):
-            await send(chunk)
+def _encrypts_at_once(conn: Any) -> bool:
+    """The connection (a WebSocket, a transport) is TLS: what is written to it is encrypted
+    before the write returns (asyncio's and uvloop's SSL transports), so a buffer written from
+    may be filled again."""
+    return conn is not None and conn.get_extra_info("ssl_object") is not None
 
 
-def _close(writer: asyncio.StreamWriter | None) -> None:
-    if writer is not None:
+def _close(conn: PodConn | None) -> None:
+    if conn is not None:
         with contextlib.suppress(Exception):
-            writer.close()
+            conn.close()
 
 
 class ChannelSession:
@@ -194,9 +237,10 @@ class ChannelSession:
     def __init__(self, svc: PortForwardService, ws: web.WebSocketResponse, binary: bool,
                  ns: str, name: str, uid: str, ports: list[int]) -> None:
         self.svc, self.ws, self.binary = svc, ws, binary
+        self.encrypted = _encrypts_at_once(ws)
         self.ns, self.name, self.uid, self.ports = ns, name, uid, ports
         loop = asyncio.get_running_loop()
-        self.writers: list[asyncio.Future[asyncio.StreamWriter | None]] = [loop.create_future() for _ in ports]
+        self.writers: list[asyncio.Future[PodConn | None]] = [loop.create_future() for _ in ports]
 
     async def send(self, channel: int, data: bytes) -> None:
         if self.binary:
@@ -226,14 +270,21 @@ class ChannelSession:
 
     async def forward(self, i: int, port: int) -> None:
         try:
-            reader, writer = await self.svc.dial(self.ns, self.name, self.uid, port)
+            conn = await self.svc.dial(self.ns, self.name, self.uid, port)
         except Refused as exc:
             self.writers[i].set_result(None)
             await self.send(2 * i + 1, str(exc).encode())
             return
-        self.writers[i].set_result(writer)
-        writer.transport.set_write_buffer_limits(high=BUFFER)
-        await _pump(reader, lambda chunk: self.send(2 * i, chunk))
+        self.writers[i].set_result(conn)
+        if not self.binary:
+            await conn.pump(0, lambda region, _n: self.send(2 * i, bytes(region)))
+            return
+
+        async def send(region: memoryview, _n: int) -> None:
+            region[0] = 2 * i  # (the channel's byte, in the room left before the bytes read)
+            await self.ws.send_bytes(cast(bytes, region))  # (aiohttp sends a memoryview as it is)
+
+        await conn.pump(1, send, reuse=self.encrypted)
 
     async def read_client(self) -> None:
         async for msg in self.ws:
@@ -256,11 +307,10 @@ class ChannelSession:
             i = channel // 2
             if channel % 2 or not 0 <= i < len(self.writers) or not data:
                 continue
-            writer = await self.writers[i]
-            if writer is not None:
-                writer.write(data)
+            conn = await self.writers[i]
+            if conn is not None:
                 with contextlib.suppress(ConnectionError):
-                    await writer.drain()
+                    await conn.write(data)
 
 
 @dataclass
@@ -270,7 +320,7 @@ class _Request:
     port: int
     data: int = 0
     error: int = 0
-    writer: asyncio.StreamWriter | None = None
+    conn: PodConn | None = None
     pending: list[bytes] = field(default_factory=list)
     client_done: bool = False
     task: asyncio.Task[None] | None = None
@@ -278,21 +328,31 @@ class _Request:
 
 
 class SpdySession:
-    """The SPDY/3.1 session tunnelled in the WebSocket (kubectl's)."""
+    """A SPDY/3.1 session (kubectl's): tunnelled in the WebSocket (`over_websocket`), or on the
+    upgraded connection itself (`RawLink`)."""
 
-    def __init__(self, svc: PortForwardService, ws: web.WebSocketResponse, ns: str, name: str, uid: str) -> None:
-        self.svc, self.ws, self.ns, self.name, self.uid = svc, ws, ns, name, uid
+    def __init__(self, svc: PortForwardService, send: Send, receive: Receive, ns: str, name: str, uid: str,
+                 encrypted: bool) -> None:
+        self.svc, self.send, self.receive, self.ns, self.name, self.uid = svc, send, receive, ns, name, uid
+        self.encrypted = encrypted
         self.parser = spdy.Parser()
         self.out = spdy.Writer()
         self.requests: dict[str, _Request] = {}
         self.by_stream: dict[int, _Request] = {}
 
+    @classmethod
+    def over_websocket(cls, svc: PortForwardService, ws: web.WebSocketResponse, ns: str, name: str, uid: str
+                       ) -> SpdySession:
+        async def receive() -> bytes | None:
+            msg = await ws.receive()
+            return msg.data if msg.type == WSMsgType.BINARY else None
+
+        return cls(svc, ws.send_bytes, receive, ns, name, uid, _encrypts_at_once(ws))
+
     async def run(self) -> None:
         try:
-            async for msg in self.ws:
-                if msg.type != WSMsgType.BINARY:
-                    break
-                for frame in self.parser.feed(msg.data):
+            while (data := await self.receive()) is not None:
+                for frame in self.parser.feed(data):
                     if not await self.on_frame(frame):
                         return
         except spdy.SpdyError as exc:
@@ -301,7 +361,7 @@ class SpdySession:
             for req in self.requests.values():
                 if req.task is not None:
                     req.task.cancel()
-                _close(req.writer)
+                _close(req.conn)
 
     async def on_frame(self, frame: spdy.Frame) -> bool:
         if not frame.control:
@@ -310,16 +370,16 @@ class SpdySession:
                 await self.client_data(req, frame.data, frame.fin)
             return True
         if frame.kind == spdy.SYN_STREAM:
-            await self.ws.send_bytes(self.out.syn_reply(frame.stream))
+            await self.send(self.out.syn_reply(frame.stream))
             self.new_stream(frame)
         elif frame.kind == spdy.RST_STREAM:
             req = self.by_stream.get(frame.stream)
             if req is not None:
                 if req.task is not None:
                     req.task.cancel()
-                _close(req.writer)
+                _close(req.conn)
         elif frame.kind == spdy.PING:
-            await self.ws.send_bytes(spdy.ping(frame.value))
+            await self.send(spdy.ping(frame.value))
         elif frame.kind == spdy.GOAWAY:
             return False
         return True
@@ -328,7 +388,9 @@ class SpdySession:
         def one(name: str) -> str:
             return (frame.headers.get(name) or [""])[0]
 
-        kind, port_s, rid = one("streamtype"), one("port"), one("requestid") or str(frame.stream)
+        kind, port_s, rid = one("streamtype"), one("port"), one("requestid")
+        if not rid:  # (a client older than the header: the kubelet pairs error N with data N+2)
+            rid = str(frame.stream - 2 if kind == "data" else frame.stream)
         req = self.requests.get(rid)
         if req is None:
             req = self.requests[rid] = _Request(int(port_s) if port_s.isdigit() else 0)
@@ -348,34 +410,36 @@ class SpdySession:
                 req.pending.append(data)
             req.client_done = req.client_done or fin
             return
-        if req.writer is None:
+        if req.conn is None:
             return
         with contextlib.suppress(ConnectionError, OSError):
             if data:
-                req.writer.write(data)
-                await req.writer.drain()
-            if fin and req.writer.can_write_eof():
-                req.writer.write_eof()
+                await req.conn.write(data)
+            if fin:
+                req.conn.write_eof()
 
     async def forward(self, req: _Request) -> None:
         try:
             if not 0 < req.port < 65536:
                 raise Refused(f"invalid port header: {req.port}")
-            reader, req.writer = await self.svc.dial(self.ns, self.name, self.uid, req.port)
+            req.conn = await self.svc.dial(self.ns, self.name, self.uid, req.port)
         except Refused as exc:
             req.ready.set()
-            await self.ws.send_bytes(spdy.data_frame(req.error, str(exc).encode()))
-            await self.ws.send_bytes(spdy.data_frame(req.error, b"", fin=True))
-            await self.ws.send_bytes(spdy.data_frame(req.data, b"", fin=True))
+            await self.send(spdy.data_frame(req.error, str(exc).encode()))
+            await self.send(spdy.data_frame(req.error, b"", fin=True))
+            await self.send(spdy.data_frame(req.data, b"", fin=True))
             return
-        req.writer.transport.set_write_buffer_limits(high=BUFFER)
         pending, req.pending = req.pending, []
         req.ready.set()
         for data in pending:
             await self.client_data(req, data, False)
         if req.client_done:
             await self.client_data(req, b"", True)
-        await _pump(reader, lambda chunk: self.ws.send_bytes(spdy.data_frame(req.data, chunk)))
-        await self.ws.send_bytes(spdy.data_frame(req.data, b"", fin=True))
-        await self.ws.send_bytes(spdy.data_frame(req.error, b"", fin=True))
-        _close(req.writer)
+        async def send(region: memoryview, n: int) -> None:
+            region[:spdy.DATA_HEADER] = spdy.data_header(req.data, n)  # (in the room left before the bytes)
+            await self.send(cast(bytes, region))  # (aiohttp sends a memoryview as it is)
+
+        await req.conn.pump(spdy.DATA_HEADER, send, reuse=self.encrypted)
+        await self.send(spdy.data_frame(req.data, b"", fin=True))
+        await self.send(spdy.data_frame(req.error, b"", fin=True))
+        _close(req.conn)

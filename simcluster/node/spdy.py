@@ -187,8 +187,15 @@ def control(kind: int, flags: int, body: bytes) -> bytes:
     return struct.pack(">IB", 0x80000000 | VERSION << 16 | kind, flags) + len(body).to_bytes(3, "big") + body
 
 
+DATA_HEADER = 8  # bytes before a data frame's data
+
+
+def data_header(stream: int, length: int, *, fin: bool = False) -> bytes:
+    return struct.pack(">IB", stream & 0x7FFFFFFF, FLAG_FIN if fin else 0) + length.to_bytes(3, "big")
+
+
 def data_frame(stream: int, data: bytes, *, fin: bool = False) -> bytes:
-    return struct.pack(">IB", stream & 0x7FFFFFFF, FLAG_FIN if fin else 0) + len(data).to_bytes(3, "big") + data
+    return data_header(stream, len(data), fin=fin) + data
 
 
 def rst_stream(stream: int, status: int = RST_CANCEL) -> bytes:

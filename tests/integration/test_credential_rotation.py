@@ -2,7 +2,8 @@
 the one source (the connection's `ClusterConfig`) as each request goes out, and a 401 on any of them
 reads the kubeconfig again, so a rotated token (a new one written into the kubeconfig, the old one
 revoked) is picked up without a restart: the GPU metrics of a running dashboard (through the API
-server's pod proxy: they copied the headers once), a log read, an exec, the GPU metrics' discovery.
+server's pod proxy: they copied the headers once), a log read, an exec, a port-forward, the GPU
+metrics' discovery.
 
 The informers' own path (a watch refused after a rotation) is tests/integration/test_identity.py's.
 Real parts: simcluster's API server, its token authentication and DCGM exporters."""
@@ -24,6 +25,7 @@ from monitors.logs import LogEngine, LogOptions
 from monitors.metrics import SourceKind
 from monitors.monitor import Monitor
 from sessions.exec_bridge import ExecSession
+from sessions.portforward import PodStream
 from simcluster.apiserver.auth import READ_VERBS, Rule
 from simcluster.cluster import ThreadedSimCluster
 from tests.kubeflow_objects import job, pod
@@ -35,7 +37,7 @@ from tui.settings import Settings
 NS = "runai-team-a"
 NODE = "h100-node-01"
 USER = "rota"
-RULES = (Rule.of(READ_VERBS), Rule.of(("create", "get"), ["pods/exec"], [""]))
+RULES = (Rule.of(READ_VERBS), Rule.of(("create", "get"), ["pods/exec", "pods/portforward"], [""]))
 
 
 def gpu_job(sim: Any, name: str, util: int, *, runnable: bool = False) -> None:
@@ -97,7 +99,7 @@ async def test_logs_exec_and_metrics_discovery_take_the_rotated_token(
     key = (NS, "PyTorchJob", "talker")
     pod_name = "talker-master-0"
     # each path with a connection of its own, loaded before the rotation (none reads it again for another)
-    for_logs, for_exec, for_gpus = (load_cluster_config(str(kubeconfig), None) for _ in range(3))
+    for_logs, for_exec, for_gpus, for_forward = (load_cluster_config(str(kubeconfig), None) for _ in range(4))
     monitor = Monitor(for_logs, once=True)
 
     async def talked() -> bool:  # (before the rotation: its log has the line, so the pod runs)
@@ -125,6 +127,12 @@ async def test_logs_exec_and_metrics_discovery_take_the_rotated_token(
             outcome = await asyncio.wait_for(session.receive(lambda _ch, data: out.append(data)), 30)
             await session.close()
         assert outcome.exit_code == 0 and b"exec-ok" in b"".join(out), (outcome, out)
+
+        async with KubeClient(for_forward) as client:  # (its own WebSocket client: a 401 asks once more too)
+            stream = await PodStream.open(client, NS, pod_name, 9999)
+            said = await stream.refusal(30)
+            await stream.close()
+        assert "error forwarding port 9999" in said and "connection refused" in said, said
 
         gm = make_metrics(for_gpus, interval=1.0, timeout=10.0)
         try:

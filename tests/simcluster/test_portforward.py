@@ -1,14 +1,19 @@
 """`pods/portforward` with real clients: the official Python client's `portforward` (the v4 channel
-WebSocket) and kubectl v1.35 (SPDY/3.1 tunnelled in a WebSocket), reaching a web server a pod's
+WebSocket) and kubectl v1.35 (SPDY/3.1 tunnelled in a WebSocket, and its fallback, SPDY/3.1 on the
+upgraded connection, with KUBECTL_PORT_FORWARD_WEBSOCKETS=false), reaching a web server a pod's
 process runs on its pod address; a port nothing of the pod listens on is refused, as is a port
 another pod's server holds."""
 
 from __future__ import annotations
 
 import http.client
+import os
 import select
 import socket
+import ssl
 import subprocess
+import time
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +23,9 @@ from kubernetes import client as kclient
 from kubernetes import config as kconfig
 from kubernetes.stream import portforward
 
+from monitors.connection import load_cluster_config
 from simcluster.cluster import ThreadedSimCluster
+from simcluster.node.listeners import diag_listening, proc_listening
 from simcluster.scenarios.nodes import gpu_node
 from tests.conftest import Kubectl
 from tests.waiting import wait_for
@@ -112,12 +119,28 @@ def test_python_client_is_refused_a_port_nothing_listens_on(core: kclient.CoreV1
         pf.close()
 
 
-def test_kubectl_port_forward(kubectl_bin: Path, simcluster: ThreadedSimCluster, web: str) -> None:
+# kubectl's two ways: SPDY tunnelled in a WebSocket (its default, a GET), and its fallback when the
+# WebSocket is refused or turned off: SPDY on the upgraded connection itself (a POST)
+WAYS = pytest.mark.parametrize(("websockets", "method"), [("true", "GET"), ("false", "POST")],
+                               ids=["websocket", "plain-spdy"])
+
+
+def _upgraded_by(simcluster: ThreadedSimCluster, since: float) -> set[str]:
+    """The methods of the pods/portforward upgrades (101) the API server answered since `since`."""
+    return {r.method for r in simcluster.sim.server.log.since(since)
+            if r.path.endswith("/pods/web/portforward") and r.status == 101}
+
+
+@WAYS
+def test_kubectl_port_forward(kubectl_bin: Path, simcluster: ThreadedSimCluster, web: str, websockets: str,
+                              method: str) -> None:
     kubectl = Kubectl(kubectl_bin, simcluster.sim.kubeconfig_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         local = s.getsockname()[1]
-    proc = kubectl.popen("port-forward", "pod/web", f"{local}:8080", "9999:9999")
+    since = time.time()
+    proc = kubectl.popen("port-forward", "pod/web", f"{local}:8080", "9999:9999",
+                         env={"KUBECTL_PORT_FORWARD_WEBSOCKETS": websockets})
     try:
         assert proc.stdout is not None
         first = proc.stdout.readline()
@@ -132,15 +155,19 @@ def test_kubectl_port_forward(kubectl_bin: Path, simcluster: ThreadedSimCluster,
         proc.terminate()
         _out, err = proc.communicate(timeout=20)
     assert "error" not in err.lower(), err
+    # (an upgrade is in the log once its connection has ended)
+    wait_for(lambda: _upgraded_by(simcluster, since) == {method}, what=f"a {method} upgrade logged")
 
 
+@WAYS
 def test_kubectl_port_forward_to_a_port_nothing_listens_on(kubectl_bin: Path, simcluster: ThreadedSimCluster,
-                                                           web: str) -> None:
+                                                           web: str, websockets: str, method: str) -> None:
     kubectl = Kubectl(kubectl_bin, simcluster.sim.kubeconfig_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         local = s.getsockname()[1]
-    proc = kubectl.popen("port-forward", "pod/web", f"{local}:9999")
+    since = time.time()
+    proc = kubectl.popen("port-forward", "pod/web", f"{local}:9999", env={"KUBECTL_PORT_FORWARD_WEBSOCKETS": websockets})
     try:
         assert proc.stdout is not None
         assert "Forwarding from" in proc.stdout.readline()
@@ -155,3 +182,41 @@ def test_kubectl_port_forward_to_a_port_nothing_listens_on(kubectl_bin: Path, si
             proc.kill()
             _out, err = proc.communicate()
     assert "error forwarding port 9999 to pod" in err and "connection refused" in err, err
+    # (an upgrade is in the log once its connection has ended)
+    wait_for(lambda: _upgraded_by(simcluster, since) == {method}, what=f"a {method} upgrade logged")
+
+
+def test_a_plain_spdy_upgrade_is_refused_without_the_port_forward_protocol(simcluster: ThreadedSimCluster,
+                                                                         web: str) -> None:
+    """As the kubelet's handshake: no X-Stream-Protocol-Version is a 400, only others a 403 naming
+    the one it accepts."""
+    cfg = load_cluster_config(str(simcluster.sim.kubeconfig_path), None)
+    server = urllib.parse.urlsplit(cfg.server)
+    tls = cfg.ssl_context()
+    assert isinstance(tls, ssl.SSLContext)
+    for version, status, words in ((None, 400, "X-Stream-Protocol-Version is required"),
+                                   ("v4.channel.k8s.io", 403, "unable to negotiate protocol")):
+        conn = http.client.HTTPSConnection(server.hostname or "", server.port, context=tls, timeout=20)
+        headers = {**cfg.headers(), "Connection": "Upgrade", "Upgrade": "SPDY/3.1"}
+        if version:
+            headers["X-Stream-Protocol-Version"] = version
+        conn.request("POST", "/api/v1/namespaces/default/pods/web/portforward", headers=headers)
+        resp = conn.getresponse()
+        body = resp.read().decode()
+        conn.close()
+        assert resp.status == status and words in body, (resp.status, body)
+        if status == 403:
+            assert resp.getheader("X-Accepted-Stream-Protocol-Versions") == "portforward.k8s.io"
+
+
+def test_listening_sockets_from_sock_diag_as_from_proc() -> None:
+    """The kernel's sock_diag (what a connection's check reads) finds a listening socket as
+    /proc/net/tcp shows it, by its inode; a closed one is gone from both."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        mine = {os.fstat(s.fileno()).st_ino: ("127.0.0.1", port)}
+        assert diag_listening(port) == proc_listening(port=port) == mine
+        assert mine.items() <= diag_listening().items()
+    assert diag_listening(port) == proc_listening(port=port) == {}
