@@ -79,8 +79,10 @@ def test_the_gpus_tab(tmp_path: Path) -> None:
         assert all(len(line) <= width for line in screen.splitlines())
         # the Nodes tab: h100-node-01's row (the fifth: a100 nodes first) expands into its eight GPUs
         tmux.keys("Left", "Left", "Left", "Left")
-        tmux.wait_for(lambda s: "SLOTS" in s, timeout=30, why="the Nodes tab")
-        header = next(line for line in tmux.screen().splitlines() if "SLOTS" in line)
+        # (its rows drawn: the header's columns sized by them, not a frame before)
+        screen = tmux.wait_for(lambda s: "SLOTS" in s and "h100-node-04" in s and "a100-node-01" in s, timeout=30,
+                               why="the Nodes tab with its rows")
+        header = next(line for line in screen.splitlines() if "SLOTS" in line)
         tmux.keys("g", "j", "j", "j", "j", "space")
         screen = tmux.wait_for(lambda s: "HELD BY" in s and gpus_under("h100-node-01", s) and "llama-fi" in s,
                                timeout=60, why="a node's row expanded into its GPUs, their holders in HELD BY")

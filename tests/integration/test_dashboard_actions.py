@@ -212,7 +212,9 @@ async def test_suspending_a_session_says_what_is_lost_and_kept_and_starts_on_can
         text = screen.question.plain
         assert text.startswith("Suspend interactive session mpijob/hvd-interactive?"), text
         assert "every file outside mounted volumes" in text and "ranks keeps the 1 launch recorded" in text, text
-        assert screen.focused is not None and screen.focused.id == "no"  # it starts on Cancel
+        # it starts on Cancel (focused once the screen has mounted its buttons)
+        await pilot_wait(pilot, lambda: screen.focused is not None, what="the confirmation's focus", timeout=30)
+        assert screen.focused is not None and screen.focused.id == "no"
         await pilot.press("enter")
         await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back", timeout=20)
         assert not ((job_object(demo, HVD) or {}).get("spec", {}).get("runPolicy") or {}).get("suspend")
