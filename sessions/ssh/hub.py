@@ -13,8 +13,12 @@ watched once, with the server's own identity, and each session served the part i
   about when something of it is to be sent; until the answer, nothing of it is;
 - an answer that changes (revoked, granted) sends the records of that namespace as gone, or
   added; answers are asked again every `access.RECHECK` seconds and on any RBAC change;
-- changes are coalesced (`COALESCE`) and each batch is pickled once per identity, whatever the
-  number of its sessions; a session that goes (its end of the socket closed) is forgotten.
+- changes are coalesced (`COALESCE`) and each batch is pickled once for every identity shown the
+  same namespaces of it, whatever the number of sessions; a first picture is made of each
+  namespace's records of each kind, pickled once and kept until one of them changes, so a session
+  that logs in costs the door no serialisation of what others were already sent (200 users who
+  may read everything: one pickling, not 200); a session that goes (its end of the socket closed)
+  is forgotten.
 """
 
 from __future__ import annotations
@@ -95,6 +99,9 @@ class Hub:
         self.by_ns: dict[Stream, dict[str, set[Hashable]]] = {}
         self.audiences: dict[Who | None, Audience] = {}
         self._pending: dict[Stream, dict[Hashable, tuple[Any, str]]] = {}
+        # a namespace's records of a kind as a first picture sends them, pickled once for every
+        # session, until one of them changes (b"": none)
+        self._pieces: dict[tuple[Stream, str], bytes] = {}
         self._flush: asyncio.TimerHandle | None = None
         self._resolving: set[tuple[Who | None, Stream, str]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -230,6 +237,7 @@ class Hub:
             else:
                 keys.add(c.key)
             pending[c.key] = (c.new, ns)
+            self._pieces.pop((stream, ns), None)
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(COALESCE, self.flush)
 
@@ -238,21 +246,29 @@ class Hub:
         self._flush = None
         pending, self._pending = self._pending, {}
         for stream, batch in pending.items():
+            by_ns: dict[str, list[tuple[Hashable, Any]]] = {}
+            for key, (rec, ns) in batch.items():
+                by_ns.setdefault(ns, []).append((key, rec))
+            frames: dict[tuple[str, ...], bytes] = {}  # (the same namespaces seen: the same bytes)
             for aud in list(self.audiences.values()):
                 ready = [s for s in aud.sessions if s.ready]
                 if not ready:
                     continue
-                out: list[tuple[Hashable, Any]] = []
-                for key, (rec, ns) in batch.items():
+                seen_ns: list[str] = []
+                for ns in by_ns:
                     seen = self._decided(aud, stream, ns)
                     if seen is None:
                         self._resolve(aud, stream, ns)
                     elif seen:
-                        out.append((key, rec))
-                if out:
-                    data = frame(("changes", stream, out))
-                    for sub in ready:
-                        sub.send(data)
+                        seen_ns.append(ns)
+                if not seen_ns:
+                    continue
+                data = frames.get(tuple(seen_ns))
+                if data is None:
+                    data = frames[tuple(seen_ns)] = frame(("changes", stream,
+                                                           [kv for ns in seen_ns for kv in by_ns[ns]]))
+                for sub in ready:
+                    sub.send(data)
 
     def _state(self, stream: Stream, inf: Informer[Any, Any]) -> None:
         state = "retrying" if inf.state in (InformerState.RETRYING, InformerState.UNAUTHORIZED,
@@ -453,12 +469,12 @@ class Hub:
         try:
             writer.write(frame(("hello", {"kinds": {s: inf.kind for s, inf in self.informers.items()}})))
             self._show(aud, await self._decide_all(aud))
-            # its first picture: what its audience is shown now, then the changes from here on
+            # its first picture: what its audience is shown now (each namespace's records of a
+            # kind as pickled for every session), then the changes from here on
             for stream, namespaces in aud.shown.items():
-                cache = self.informers[stream].cache
-                index = self.by_ns.get(stream, {})
-                recs = [(k, cache[k]) for ns in namespaces for k in index.get(ns, ()) if k in cache]
-                writer.write(frame(("changes", stream, recs)))
+                for ns in sorted(namespaces):
+                    if piece := self._piece(stream, ns):
+                        writer.write(piece)
             writer.write(frame(aud.access or self._access(aud)))
             writer.write(frame(("synced",)))
             sub.ready = True
@@ -484,6 +500,16 @@ class Hub:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    def _piece(self, stream: Stream, ns: str) -> bytes:
+        """The records of kind `stream` in namespace `ns` as one frame (b"": none), pickled once
+        and kept until one of them changes (`_changed`)."""
+        got = self._pieces.get((stream, ns))
+        if got is None:
+            cache = self.informers[stream].cache
+            recs = [(k, cache[k]) for k in self.by_ns.get(stream, {}).get(ns, ()) if k in cache]
+            got = self._pieces[(stream, ns)] = frame(("changes", stream, recs)) if recs else b""
+        return got
 
     def _detach(self, sub: Subscriber) -> None:
         aud = sub.audience

@@ -1,0 +1,129 @@
+"""The SSH door's one watch pickles what it sends once for every session shown the same thing
+(`sessions.ssh.hub`, issue #31's figures: a first frame with 200 sessions open): a namespace's
+records of a kind are pickled once for every first picture until one of them changes, and a batch
+of changes once for every identity that may see the same namespaces of it. Each session still gets
+exactly what its user may see."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, NamedTuple
+
+import pytest
+
+from monitors.informer import Change
+from monitors.kube import Kind
+from monitors.shared_view import SharedView
+from sessions.ssh import hub as hub_module
+from sessions.ssh.access import who_of
+
+PODS = ("", "pods")
+
+
+class Rec(NamedTuple):
+    namespace: str
+    name: str
+    text: str
+
+
+class Pods:
+    """What the hub reads of an informer here: its kind and its cache."""
+
+    def __init__(self, recs: dict[tuple[str, str], Any]) -> None:
+        self.kind = Kind("", "v1", "pods")
+        self.cache = dict(recs)
+
+
+def test_each_namespace_is_pickled_once_for_every_session_and_each_batch_once_per_view(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pickled: list[tuple[Any, ...]] = []
+    real = hub_module.frame
+
+    def counting(message: tuple[Any, ...]) -> bytes:
+        if message[0] == "changes":
+            pickled.append(message)
+        return real(message)
+
+    monkeypatch.setattr(hub_module, "frame", counting)
+    recs = {("team-a", f"a-{i}"): Rec("team-a", f"a-{i}", "") for i in range(3)} | {("team-b", "b-0"): Rec("team-b", "b-0", "")}
+
+    async def main() -> None:
+        hub = hub_module.Hub(None, client=object())  # type: ignore[arg-type]  # (no request is made)
+        inf = Pods(recs)
+        hub.informers = {PODS: inf}  # type: ignore[dict-item]
+        hub.by_ns = {PODS: {"team-a": {k for k in recs if k[0] == "team-a"}, "team-b": {("team-b", "b-0")}}}
+        now = time.monotonic()
+        users = {"alice": (True, False), "bob": (True, False), "carol": (True, False), "dave": (False, True)}
+        for user, (everywhere, team_b) in users.items():  # (the API server's answers, as kept)
+            hub.reviews.answers[who_of(user, ())] = {("", "pods", ""): (everywhere, now),
+                                                     ("", "pods", "team-a"): (everywhere, now),
+                                                     ("", "pods", "team-b"): (everywhere or team_b, now)}
+        views = {}
+        for user in users:
+            views[user] = SharedView(hub.session_end(user, ()))
+            views[user].start()
+            await asyncio.wait_for(views[user].synced.wait(), 10)
+        for user, (everywhere, _) in users.items():
+            want = recs if everywhere else {k: v for k, v in recs.items() if k[0] == "team-b"}
+            assert views[user].caches.get(PODS, {}) == want, user
+        # each namespace pickled once, whatever the number of sessions that were sent it
+        assert sorted(len(m[2]) for m in pickled) == [1, 3]
+        pickled.clear()
+
+        # a change in team-b: one batch for all four (the same namespace seen); one in team-a:
+        # one batch for alice, bob and carol, none for dave
+        b0, a0 = Rec("team-b", "b-0", "running"), Rec("team-a", "a-0", "running")
+        inf.cache[b0[:2]], inf.cache[a0[:2]] = b0, a0
+        hub._changed(PODS, inf, [Change("changed", b0[:2], recs[b0[:2]], b0)])  # type: ignore[arg-type]
+        hub.flush()
+        hub._changed(PODS, inf, [Change("changed", a0[:2], recs[a0[:2]], a0)])  # type: ignore[arg-type]
+        hub.flush()
+        assert [[k for k, _ in m[2]] for m in pickled] == [[("team-b", "b-0")], [("team-a", "a-0")]]
+
+        def caught_up() -> bool:
+            return all(v.caches.get(PODS, {}).get(b0[:2]) == b0 for v in views.values())
+
+        for _ in range(200):
+            if caught_up():
+                break
+            await asyncio.sleep(0.01)
+        assert caught_up()
+        assert ("team-a", "a-0") not in views["dave"].caches[PODS]
+        assert all(views[u].caches[PODS][a0[:2]] == a0 for u in ("alice", "bob", "carol"))
+        # sessions that log in now: the changed namespaces pickled again once, then kept
+        pickled.clear()
+        late = []
+        for user in ("erin", "frank"):
+            hub.reviews.answers[who_of(user, ())] = {("", "pods", ""): (True, now)}
+            late.append(SharedView(hub.session_end(user, ())))
+            late[-1].start()
+            await asyncio.wait_for(late[-1].synced.wait(), 10)
+            assert late[-1].caches[PODS] == inf.cache
+        assert sorted(len(m[2]) for m in pickled) == [1, 3]
+        for t in list(hub._tasks):
+            t.cancel()
+        for v in (*views.values(), *late):
+            v.sock.close()
+
+    asyncio.run(main())
+
+
+def test_a_piece_is_made_again_once_its_namespace_changed() -> None:
+    async def main() -> None:
+        hub = hub_module.Hub(None, client=object())  # type: ignore[arg-type]
+        one, two = Rec("team-a", "a-0", "one"), Rec("team-a", "a-0", "two")
+        inf = Pods({("team-a", "a-0"): one})
+        hub.informers = {PODS: inf}  # type: ignore[dict-item]
+        hub.by_ns = {PODS: {"team-a": {("team-a", "a-0")}}}
+        first = hub._piece(PODS, "team-a")
+        assert hub._piece(PODS, "team-a") is first
+        assert hub._piece(PODS, "team-z") == b""
+        inf.cache[("team-a", "a-0")] = two
+        hub._changed(PODS, inf, [Change("changed", ("team-a", "a-0"), one, two)])  # type: ignore[arg-type]
+        again = hub._piece(PODS, "team-a")
+        assert again != first and b"two" in again
+        if hub._flush is not None:
+            hub._flush.cancel()
+
+    asyncio.run(main())
