@@ -107,6 +107,30 @@ async def test_an_age_ticks_without_any_model_change_repainting_only_its_cells(
         assert table.render_count - renders == 2, "one line per changed age, nothing else"
 
 
+async def test_the_age_ticker_wakes_by_the_event_loop_not_a_textual_timer_each_tick(
+        cluster: ThreadedSimCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle dashboard's ages tick often (a row's minute turns at its own second): each tick
+    makes no Textual timer (a task, and a new callback whose signature Textual reads as it fires:
+    most of an idle SSH session's UI thread at 20,000 pods, #31)."""
+    made: list[str] = []
+    real = RanksApp.set_timer
+
+    def counted(self: RanksApp, *args: Any, **kwargs: Any) -> Any:
+        made.append(str(kwargs.get("name")))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RanksApp, "set_timer", counted)
+    a = add_job(cluster, "fresh-a", float(int(time.time()) - 3))
+    app = make_app(cluster)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await list_shown(pilot, app, 1)
+        ticks, first = app.age_ticks, age_of(table, a)
+        await pilot_wait(pilot, lambda: app.age_ticks >= ticks + 2 and age_of(table, a) != first, 5,
+                         "two ticks", interval=0.02)
+        assert seconds(age_of(table, a)) > seconds(first)
+        assert "ages" not in made
+
+
 async def test_workloads_created_together_show_the_same_age_when_one_of_them_changes(
         cluster: ThreadedSimCluster) -> None:
     born = float(int(time.time()) - 3)
