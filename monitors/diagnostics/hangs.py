@@ -389,7 +389,7 @@ def assess_all(model: LiveModel, now: float, th: Thresholds = DEFAULT,
         if timeless is not None and not progress:
             memo = timeless.get(key)
             if (memo is not None and memo[0] is wl
-                    and not any((r.namespace, r.pod) in last_log for r in wl.ranks)):
+                    and not (last_log and any((r.namespace, r.pod) in last_log for r in wl.ranks))):
                 out[key] = memo[1]
                 continue
         out[key] = h = assess(wl, history, now, th, progress, last_log=last_log, busy_at=busy_at)
