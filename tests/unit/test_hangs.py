@@ -563,3 +563,20 @@ def test_a_kept_verdict_is_reused_without_reading_its_ranks_while_no_log_is_foll
     model.last_log[(NS, "elsewhere")] = NOW  # (a log followed: its ranks are looked at)
     assess_all(model, NOW + 600, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
     assert read[0] == 1
+
+
+def test_a_rank_verdict_is_small() -> None:
+    """A dashboard keeps a verdict per rank of every running job (20,000 at the SSH door's scale,
+    in each session, #31): each fits in 160 bytes (slots, no dict)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [_rank_health(f"worker-{i}", f"p-{i}", None, None, None, (), (), None) for i in range(1000)]
+        each = (tracemalloc.get_traced_memory()[0] - before - sum(len(k.label) + len(k.pod) + 49 * 2 for k in kept)
+                - 8 * len(kept)) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert each <= 160, f"{each:.0f} bytes a rank"
+    assert kept[5] == RankHealth("worker-5", "p-5", None, None, None)
