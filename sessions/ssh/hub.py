@@ -5,7 +5,10 @@ watched once, with the server's own identity, and each session served the part i
 - what the dashboard watches: namespaces, nodes, pods (as rows, `row_informer`), resource quotas,
   events and every workload kind the server offers, cluster-wide; and the RBAC objects (roles,
   bindings), whose every change has each kept answer asked again at once; the pods waiting for a
-  node are listed whole once at start (their scheduler message, which a row lacks);
+  node are listed whole once at start (their scheduler message, which a row lacks); the pods'
+  rows are claimed by their workloads once here (`pod_rows.infer`, as each dashboard's model would
+  from the same workloads and the row's name), so a session keeps the record it is sent rather than
+  a claimed copy of it;
 - a session gets a record of kind K in namespace N when its user may `list` K in every namespace,
   or in N (a SubjectAccessReview for the user and groups, `access`); a Namespace when they may list
   namespaces or `get` that one; a node when they may list nodes (else nodes are forbidden to them,
@@ -36,6 +39,7 @@ from monitors.informer import RESTARTED, Change, Informer, InformerState
 from monitors.kube import ApiProblem, Kind, KubeClient
 from monitors.monitor import WORKLOAD_KINDS
 from monitors.parse import parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
+from monitors.pod_rows import infer
 from monitors.row_informer import PodRowsInformer
 from monitors.shared_view import Stream, frame
 from sessions.errors import SessionError
@@ -102,6 +106,8 @@ class Hub:
         # a namespace's records of a kind as a first picture sends them, pickled once for every
         # session, until one of them changes (b"": none)
         self._pieces: dict[tuple[Stream, str], bytes] = {}
+        self._workload_streams: set[Stream] = set()
+        self._job_names: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> {kind: job}
         self._flush: asyncio.TimerHandle | None = None
         self._resolving: set[tuple[Who | None, Stream, str]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -135,6 +141,7 @@ class Hub:
             kind = self.kinds.get((group, plural))
             if kind is not None:
                 self._add(kind, parse_job(kind_name, group, kind.version), lambda r: r.key)
+                self._workload_streams.add((group, plural))
         for plural in RBAC_KINDS:
             kind = self.kinds.get((RBAC, plural))
             if kind is not None:
@@ -152,6 +159,7 @@ class Hub:
         if (pods := self.informers.get(PODS)) is not None and pods.state == InformerState.FORBIDDEN:
             await self.stop()
             raise SessionError(f"the SSH server's identity may not list pods in every namespace: {PERMISSIONS}", 3)
+        self._claim_rows()
         await self._read_pending()
         self.live = True
         self._spawn(self._tick())
@@ -177,6 +185,27 @@ class Hub:
                 changes.append(Change("changed", rec.key, prev, rec))
         if changes:
             self._changed(PODS, inf, changes)
+
+    def _claim_rows(self) -> None:
+        """Every pod row claimed by its workload (the workloads' LISTs may have come after the
+        rows'): the records sessions are sent."""
+        inf = self.informers.get(PODS)
+        if inf is None:
+            return
+        changes = []
+        for key, rec in list(inf.cache.items()):
+            if rec.partial:
+                claimed = infer(rec, functools.partial(self._jobs_named, rec.namespace))
+                if claimed is not rec:
+                    inf.cache[key] = claimed
+                    changes.append(Change("changed", key, rec, claimed))
+        if changes:
+            self._changed(PODS, inf, changes)
+
+    def _jobs_named(self, namespace: str, name: str) -> list[Any]:
+        """The workloads named `name` in `namespace`, in the order a dashboard's model tries them."""
+        got = self._job_names.get((namespace, name))
+        return [got[k] for k in sorted(got)] if got else []
 
     async def _check_rights(self) -> None:
         """May the server's identity ask the API server about others (create subjectaccessreviews)?"""
@@ -228,9 +257,15 @@ class Hub:
     def _changed(self, stream: Stream, inf: Informer[Any, Any], changes: list[Change[Any, Any]]) -> None:
         index = self.by_ns[stream]
         pending = self._pending.setdefault(stream, {})
+        workloads = stream in self._workload_streams
         for c in changes:
             rec = c.new if c.new is not None else c.old
             ns = _namespace_of(stream, rec)
+            if workloads:
+                self._named(c.old, c.new)
+            elif stream == PODS and self.live and c.new is not None and c.new.partial:  # (a relist's row)
+                c = Change(c.type, c.key, c.old, infer(c.new, functools.partial(self._jobs_named, ns)))
+                inf.cache[c.key] = c.new
             keys = index.setdefault(ns, set())
             if c.new is None:
                 keys.discard(c.key)
@@ -240,6 +275,16 @@ class Hub:
             self._pieces.pop((stream, ns), None)
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(COALESCE, self.flush)
+
+    def _named(self, old: Any, new: Any) -> None:
+        if old is not None:
+            kinds = self._job_names.get((old.namespace, old.name))
+            if kinds is not None:
+                kinds.pop(old.kind, None)
+                if not kinds:
+                    del self._job_names[(old.namespace, old.name)]
+        if new is not None:
+            self._job_names.setdefault((new.namespace, new.name), {})[new.kind] = new
 
     def flush(self) -> None:
         """The changes since the last flush, to each audience the part it may see."""

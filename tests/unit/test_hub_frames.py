@@ -127,3 +127,49 @@ def test_a_piece_is_made_again_once_its_namespace_changed() -> None:
             hub._flush.cancel()
 
     asyncio.run(main())
+
+
+def test_the_door_claims_each_row_once_and_a_session_keeps_the_record_it_is_sent() -> None:
+    """The pods' rows are claimed by their workloads in the door (as each dashboard's model would
+    from the same workloads); a session's model keeps the record it is sent, not a claimed copy
+    (each session at 20,000 pods about 4.6 MB less, #31). A workload the user may not see leaves
+    the row unclaimed in their model, as their own LIST would."""
+    from monitors.model import LiveModel
+    from monitors.pod_rows import pods_from_table
+    from tests.unit.test_pod_rows import COLUMNS, job, row
+
+    jobs_stream = ("kubeflow.org", "pytorchjobs")
+    train = job("PyTorchJob", "train", ("Master", 1, 1.0), ("Worker", 2, 2.0))
+    rows = pods_from_table({"columnDefinitions": COLUMNS, "rows": [
+        row(n, "1/1", "Running") for n in ("train-master-0", "train-worker-0", "train-worker-1", "lone-0")]}, "team")
+
+    async def main() -> None:
+        hub = hub_module.Hub(None, client=object())  # type: ignore[arg-type]
+        pods, jobs = Pods({r.key: r for r in rows}), Pods({train.key: train})
+        hub.informers = {PODS: pods, jobs_stream: jobs}  # type: ignore[dict-item]
+        hub.by_ns = {PODS: {}, jobs_stream: {}}
+        hub._workload_streams = {jobs_stream}
+        hub._changed(jobs_stream, jobs, [Change("added", train.key, None, train)])  # type: ignore[arg-type]
+        hub._claim_rows()
+        worker = pods.cache[("team", "train-worker-1")]
+        assert worker.partial and worker.label("training.kubeflow.org/replica-type") == "worker"
+        assert worker.owner is not None and worker.owner.name == "train" and worker.gpus == 2.0
+        assert pods.cache[("team", "lone-0")] is rows[3]  # (no workload of that name: as it was)
+        hub.live = True  # a row from a relist, once serving: claimed as it comes
+        claimed = pods.cache[rows[1].key]
+        hub._changed(PODS, pods, [Change("changed", rows[1].key, claimed, rows[1])])  # type: ignore[arg-type]
+        assert pods.cache[rows[1].key] == claimed and hub._pending[PODS][rows[1].key][0] == claimed
+
+        model = LiveModel()
+        model.apply_jobs([(train.key, train)])
+        model.apply_pods(list(pods.cache.items()))
+        assert all(model.pods[k] is pods.cache[k] for k in pods.cache)
+        assert [r.label for r in model.flush() and model.workloads[train.key].ranks] == \
+            ["master-0", "worker-0", "worker-1"]
+        blind = LiveModel()  # (a user who may not list the workload: the row as their LIST gives it)
+        blind.apply_pods([(worker.key, worker)])
+        assert blind.pods[worker.key].labels == () and blind.pods[worker.key].owner is None
+        if hub._flush is not None:
+            hub._flush.cancel()
+
+    asyncio.run(main())
