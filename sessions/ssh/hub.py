@@ -384,23 +384,27 @@ class Hub:
 
     def _show(self, aud: Audience, decided: dict[Stream, tuple[set[str], set[str]]]) -> None:
         """New decisions of `aud` (per kind: the namespaces shown of those decided): the records of
-        a namespace now shown are sent, those of one now hidden are sent as gone."""
+        a namespace now shown are sent (as pickled for every session, `_piece`), those of one now
+        hidden are sent as gone; to the sessions already sent their first picture (the others get
+        theirs from `shown`)."""
         ready = [s for s in aud.sessions if s.ready]
         for stream, (shown, asked) in decided.items():
             before = aud.shown.setdefault(stream, set())
             aud.decided.setdefault(stream, set()).update(asked)
-            out: list[tuple[Hashable, Any]] = []
-            cache = self.informers[stream].cache
+            gone: list[tuple[Hashable, Any]] = []
             index = self.by_ns.get(stream, {})
             for ns in asked:
                 if ns in shown and ns not in before:
                     before.add(ns)
-                    out += [(k, cache[k]) for k in index.get(ns, ()) if k in cache]
+                    if ready and (piece := self._piece(stream, ns)):
+                        for sub in ready:
+                            sub.send(piece)
                 elif ns not in shown and ns in before:
                     before.discard(ns)
-                    out += [(k, None) for k in index.get(ns, ())]
-            if out and ready:
-                data = frame(("changes", stream, out))
+                    if ready:
+                        gone += [(k, None) for k in index.get(ns, ())]
+            if gone:
+                data = frame(("changes", stream, gone))
                 for sub in ready:
                     sub.send(data)
         self._send_access(aud, ready)

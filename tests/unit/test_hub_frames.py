@@ -173,3 +173,58 @@ def test_the_door_claims_each_row_once_and_a_session_keeps_the_record_it_is_sent
             hub._flush.cancel()
 
     asyncio.run(main())
+
+
+def test_a_namespace_granted_to_several_users_is_pickled_once_for_all(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pickled: list[tuple[Any, ...]] = []
+    real = hub_module.frame
+
+    def counting(message: tuple[Any, ...]) -> bytes:
+        if message[0] == "changes":
+            pickled.append(message)
+        return real(message)
+
+    monkeypatch.setattr(hub_module, "frame", counting)
+    recs = {("team-a", "a-0"): Rec("team-a", "a-0", ""), ("team-b", "b-0"): Rec("team-b", "b-0", ""),
+            ("team-b", "b-1"): Rec("team-b", "b-1", "")}
+
+    async def main() -> None:
+        hub = hub_module.Hub(None, client=object())  # type: ignore[arg-type]
+        hub.informers = {PODS: Pods(recs)}  # type: ignore[dict-item]
+        hub.by_ns = {PODS: {"team-a": {("team-a", "a-0")}, "team-b": {("team-b", "b-0"), ("team-b", "b-1")}}}
+        now = time.monotonic()
+
+        def answers(team_b: bool) -> dict[Any, Any]:
+            return {("", "pods", ""): (False, now), ("", "pods", "team-a"): (True, now),
+                    ("", "pods", "team-b"): (team_b, now)}
+
+        views = {}
+        for user in ("alice", "bob"):
+            hub.reviews.answers[who_of(user, ())] = answers(False)
+            views[user] = SharedView(hub.session_end(user, ()))
+            views[user].start()
+            await asyncio.wait_for(views[user].synced.wait(), 10)
+        # a user whose session is not ready yet: deciding sends nothing (its first picture will)
+        hub.reviews.answers[who_of("carol", ())] = answers(True)
+        carol = hub_module.Audience(who_of("carol", ()))
+        pickled.clear()
+        hub._show(carol, await hub._decide_all(carol))
+        assert pickled == [] and carol.shown[PODS] == {"team-a", "team-b"}
+        # team-b granted to alice and bob (a recheck's new answers): pickled once for both
+        for user in ("alice", "bob"):
+            hub.reviews.answers[who_of(user, ())] = answers(True)
+            aud = hub.audiences[who_of(user, ())]
+            hub._show(aud, hub._redecide(aud))
+        assert [sorted(k for k, _ in m[2]) for m in pickled] == [[("team-b", "b-0"), ("team-b", "b-1")]]
+        for _ in range(200):
+            if all(len(v.caches[PODS]) == 3 for v in views.values()):
+                break
+            await asyncio.sleep(0.01)
+        assert all(v.caches[PODS] == recs for v in views.values())
+        for t in list(hub._tasks):
+            t.cancel()
+        for v in views.values():
+            v.sock.close()
+
+    asyncio.run(main())
