@@ -428,17 +428,24 @@ class Hub:
                            "forbidden": forbidden})
 
     async def _decide_all(self, aud: Audience) -> dict[Stream, tuple[set[str], set[str]]]:
-        """Every namespace of every kind, asked (kept answers are not asked again)."""
+        """Every namespace of every kind, asked (kept answers are not asked again): each kind
+        everywhere first, then, for the kinds not everywhere, each namespace."""
+        who = aud.who
+        asked = {stream: self._namespaces_of(stream) for stream in self.informers}
+        if who is not None:
+            await asyncio.gather(*(self.reviews.allowed(who, self._questions(s, "")[0]) for s in asked))
         decided: dict[Stream, tuple[set[str], set[str]]] = {}
 
         async def one(stream: Stream, ns: str) -> tuple[Stream, str, bool]:
-            return stream, ns, await self._ask(aud.who, stream, ns)
+            return stream, ns, await self._ask(who, stream, ns)
 
-        jobs = [one(stream, ns) for stream in self.informers for ns in self._namespaces_of(stream)]
-        for stream in self.informers:
-            decided[stream] = (set(), set())
+        jobs = []
+        for stream, namespaces in asked.items():
+            everywhere = who is None or self.reviews.known(who, self._questions(stream, "")[0]) is True
+            decided[stream] = (set(namespaces) if everywhere else set(), set(namespaces))
+            if not everywhere:
+                jobs += [one(stream, ns) for ns in namespaces]
         for stream, ns, seen in await asyncio.gather(*jobs):
-            decided[stream][1].add(ns)
             if seen:
                 decided[stream][0].add(ns)
         return decided
