@@ -433,7 +433,8 @@ class Hub:
         who = aud.who
         asked = {stream: self._namespaces_of(stream) for stream in self.informers}
         if who is not None:
-            await asyncio.gather(*(self.reviews.allowed(who, self._questions(s, "")[0]) for s in asked))
+            await asyncio.gather(*(self.reviews.allowed(who, self._questions(s, "")[0]) for s, nss in asked.items()
+                                   if nss))  # (a kind with nothing to decide is asked about when it has)
         decided: dict[Stream, tuple[set[str], set[str]]] = {}
 
         async def one(stream: Stream, ns: str) -> tuple[Stream, str, bool]:
@@ -441,7 +442,8 @@ class Hub:
 
         jobs = []
         for stream, namespaces in asked.items():
-            everywhere = who is None or self.reviews.known(who, self._questions(stream, "")[0]) is True
+            everywhere = who is None or (bool(namespaces) and self.reviews.known(who, self._questions(stream, "")[0])
+                                         is True)
             decided[stream] = (set(namespaces) if everywhere else set(), set(namespaces))
             if not everywhere:
                 jobs += [one(stream, ns) for ns in namespaces]

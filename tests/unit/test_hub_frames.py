@@ -237,8 +237,9 @@ def test_a_kind_a_user_may_list_everywhere_is_decided_without_a_look_at_each_nam
 
     async def main() -> None:
         hub = hub_module.Hub(None, client=object())  # type: ignore[arg-type]
-        hub.informers = {PODS: Pods(recs)}  # type: ignore[dict-item]
-        hub.by_ns = {PODS: {k[0]: {k} for k in recs}}
+        events = ("", "events")  # (a kind with no record: not asked about at login)
+        hub.informers = {PODS: Pods(recs), events: Pods({})}  # type: ignore[dict-item]
+        hub.by_ns = {PODS: {k[0]: {k} for k in recs}, events: {}}
         now = time.monotonic()
         looks: list[str] = []
         real = hub._ask
@@ -250,12 +251,15 @@ def test_a_kind_a_user_may_list_everywhere_is_decided_without_a_look_at_each_nam
         hub._ask = ask  # type: ignore[method-assign]
         hub.reviews.answers[who_of("erin", ())] = {("", "pods", ""): (True, now)}
         erin = hub_module.Audience(who_of("erin", ()))
-        assert await hub._decide_all(erin) == {PODS: ({k[0] for k in recs}, {k[0] for k in recs})}
-        assert looks == []
+        asked = hub.reviews.asked
+        assert await hub._decide_all(erin) == {PODS: ({k[0] for k in recs}, {k[0] for k in recs}),
+                                               events: (set(), set())}
+        assert looks == [] and hub.reviews.asked == asked
         hub.reviews.answers[who_of("alice", ())] = {("", "pods", ""): (False, now)} | {
             ("", "pods", f"team-{i}"): (i < 2, now) for i in range(5)}
         alice = hub_module.Audience(who_of("alice", ()))
-        assert await hub._decide_all(alice) == {PODS: ({"team-0", "team-1"}, {k[0] for k in recs})}
+        assert await hub._decide_all(alice) == {PODS: ({"team-0", "team-1"}, {k[0] for k in recs}),
+                                                events: (set(), set())}
         assert sorted(looks) == sorted(k[0] for k in recs)
 
     asyncio.run(main())
