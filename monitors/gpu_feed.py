@@ -28,16 +28,16 @@ def make_metrics(cfg: ClusterConfig, prometheus: str | None = None, *, interval:
 
 def apply_snapshot(model: LiveModel, snap: MetricsSnapshot) -> None:
     pods = {}
-    bare: dict[MetricState, GpuReading] = {}  # (one reading for every pod without a sample: a failing source's)
     for key, pm in snap.pods.items():
         s = pm.sample
-        if s is None:
-            got = bare.get(pm.state)
-            if got is None:
-                got = bare[pm.state] = GpuReading(STATE_NAMES[pm.state], None, None, None, None, None)
-            pods[key] = got
-            continue
-        pods[key] = GpuReading(STATE_NAMES[pm.state], s.util, s.mem_used_mib, s.mem_total_mib, s.xid, s.throttle)
+        pods[key] = GpuReading(
+            STATE_NAMES[pm.state],
+            s.util if s else None,
+            s.mem_used_mib if s else None,
+            s.mem_total_mib if s else None,
+            s.xid if s else None,
+            s.throttle if s else None,
+        )
     nodes = {
         name: (nm.sample.util if nm.sample else None, nm.sample.mem_used_mib if nm.sample else None)
         for name, nm in snap.nodes.items()
