@@ -39,6 +39,8 @@ class MetricsLoop:
             gm.names = promql.metric_names(opts.metric_names)
         self.gm = gm
         listed_from: object = None  # the workloads the shown pods were last read from
+        shown_from: object = None  # those the metrics were last told to show
+        applied: object = None  # the last readings put in the model (the same again: nothing to put)
         pods: list[tuple[str, str]] = []
         try:
             while not self.thread.stopping:
@@ -50,15 +52,18 @@ class MetricsLoop:
                             if r.gpus > 0 and r.node and r.phase == "Running"]
                 # no source yet and the same pods shown: the last answer stands, nothing to ask
                 skip = same and gm.nothing_to_ask()
-                if not skip:
+                if not skip and shown_from is not listed_from:
                     gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=True)
+                    shown_from = listed_from
                 try:
                     snap = None if skip else await gm.refresh()
                 except Exception as exc:  # a metrics bug must not take the dashboard down
                     monitor.metrics_problem = f"{type(exc).__name__}: {exc}"
                     snap = None
                 if snap is not None:
-                    apply_snapshot(model, snap)
+                    if snap.pods is not applied or snap.nodes:
+                        apply_snapshot(model, snap)
+                        applied = snap.pods
                     monitor.metrics_note = snap.source.description if snap.source else ""
                     monitor.metrics_problem = snap.reason if snap.state.value == "unavailable" else ""
                     monitor.metrics_forbidden = snap.source.forbidden if snap.source else ""
