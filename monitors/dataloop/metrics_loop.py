@@ -39,7 +39,7 @@ class MetricsLoop:
             gm.names = promql.metric_names(opts.metric_names)
         self.gm = gm
         listed_from: object = None  # the workloads the shown pods were last read from
-        shown_from: object = None  # those the metrics were last told to show
+        told: object = None  # the pods the poller was last told to show (the same again: not told)
         applied: object = None  # the last readings put in the model (the same again: nothing to put)
         pods: list[tuple[str, str]] = []
         try:
@@ -48,13 +48,15 @@ class MetricsLoop:
                 same = model.workloads is listed_from  # the model replaces it when a workload changes
                 if not same:
                     listed_from = model.workloads
-                    pods = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
-                            if r.gpus > 0 and r.node and r.phase == "Running"]
+                    now_shown = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
+                                 if r.gpus > 0 and r.node and r.phase == "Running"]
+                    if now_shown != pods:
+                        pods = now_shown
                 # no source yet and the same pods shown: the last answer stands, nothing to ask
                 skip = same and gm.nothing_to_ask()
-                if not skip and shown_from is not listed_from:
+                if not skip and told is not pods:
                     gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=True)
-                    shown_from = listed_from
+                    told = pods
                 try:
                     snap = None if skip else await gm.refresh()
                 except Exception as exc:  # a metrics bug must not take the dashboard down
