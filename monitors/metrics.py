@@ -155,6 +155,11 @@ class GpuMetrics:
         self._history: dict[PodKey, list[tuple[float, float]]] = {}
         self._task: asyncio.Future[MetricsSnapshot] | None = None
         self._failing_since: float | None = None
+        # built again only when what is shown changes (a refresh every few seconds of 15,000 pods
+        # shown, the same each time, was most of an idle dashboard's data thread): the history
+        # query of the pods shown, and the failed answer while no pod or node had a good sample
+        self._history_q: tuple[frozenset[PodKey], str | None] | None = None
+        self._failed_memo: tuple[tuple[Any, ...], tuple[Any, Any]] | None = None
         self.last: MetricsSnapshot | None = None
         self.refreshes = 0  # refreshes actually run
         self.joined = 0  # refresh() calls that joined a running refresh
@@ -358,10 +363,12 @@ class GpuMetrics:
         for k, q in node_q.items():
             jobs[("node", k)] = ("query", {"query": q})
         if pods and self.history_window > 0:
-            shown = sorted({p for _, p in pods})
-            pod_filter = shown if len(promql.alternation(shown)) <= MAX_POD_REGEX else None
-            hq = promql.history_query(self.names, {ns for ns, _ in pods}, pod_filter,
-                                      exclude_pods=self.exclude_pods)
+            if self._history_q is None or self._history_q[0] is not pods:
+                shown = sorted({p for _, p in pods})
+                pod_filter = shown if len(promql.alternation(shown)) <= MAX_POD_REGEX else None
+                self._history_q = (pods, promql.history_query(self.names, {ns for ns, _ in pods}, pod_filter,
+                                                              exclude_pods=self.exclude_pods))
+            hq = self._history_q[1]
             step = self.interval
             end = (now // step) * step
             jobs[("history", "util")] = ("query_range", {
@@ -474,6 +481,13 @@ class GpuMetrics:
     # -- states --------------------------------------------------------------------------------
     def _failed(self, src: MetricsSource, now: float, reason: str, *, queries: int) -> MetricsSnapshot:
         nodes = set(self._nodes) | (set(self.states.nodes) if self._all_nodes else set())
-        pod_out, node_out = self.states.failed(self._pods, nodes, now, reason)
+        if self.states.pods or self.states.nodes:  # (last good samples: each ages, reckoned again)
+            pod_out, node_out = self.states.failed(self._pods, nodes, now, reason)
+        else:  # none: the same answer while the same is shown and the source fails the same way
+            key = (self._pods, nodes, reason)
+            memo = self._failed_memo
+            if memo is None or memo[0][0] is not self._pods or memo[0][1:] != key[1:]:
+                memo = self._failed_memo = (key, self.states.failed(self._pods, nodes, now, reason))
+            pod_out, node_out = memo[1]
         return MetricsSnapshot(src, MetricState.UNAVAILABLE, reason, pod_out, node_out, now, (), queries)
 

@@ -102,6 +102,7 @@ class LiveModel:
         self.events: dict[tuple[str, str], EventRec] = {}
         self.pod_workload: dict[PodKey, WorkloadKey] = {}
         self.workload_pods: dict[WorkloadKey, set[PodKey]] = {}
+        self._wl_keys: dict[WorkloadKey, WorkloadKey] = {}  # (each workload's key, one tuple for all its pods)
         self.workloads: dict[WorkloadKey, WorkloadView] = {}
         self.projects: dict[str, ProjectView] = {}
         self.nodes: dict[str, NodeView] = {}
@@ -199,8 +200,10 @@ class LiveModel:
                 members.discard(pk)
                 if not members:
                     del self.workload_pods[old_wl]
+                    self._wl_keys.pop(old_wl, None)
             self.pod_workload.pop(pk, None)
         if new_wl is not None:
+            new_wl = self._wl_keys.setdefault(new_wl, new_wl)
             self.pod_workload[pk] = new_wl
             self.workload_pods.setdefault(new_wl, set()).add(pk)
             self._dirty.add(new_wl)

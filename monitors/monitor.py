@@ -415,7 +415,9 @@ class Monitor:
             self._resume_gc()
             gc.freeze()
         else:  # (not frozen: a long-lived process would keep cyclic garbage of the moment forever)
-            release_memory()
+            # (from the SSH door's view nothing was parsed: no garbage to collect here; the
+            # dashboard's first picture collects once, `tui.app.settle_heap`)
+            release_memory(collect=self.shared is None)
 
     def _resume_gc(self) -> None:
         if self._gc_paused:
@@ -635,10 +637,12 @@ POD_LABELS = ((("PyTorchJob", "TFJob", "XGBoostJob", "JAXJob", "PaddleJob", "MPI
               (("Job",), "job-name"))
 
 
-def release_memory() -> None:
-    """After the first LIST, the parsed pages are garbage: collect them and hand the freed heap
-    back to the OS (glibc keeps it otherwise), so RSS reflects the model, not the initial burst."""
-    gc.collect()
+def release_memory(collect: bool = True) -> None:
+    """After the first LIST, the parsed pages are garbage: collect them (`collect`) and hand the
+    freed heap back to the OS (glibc keeps it otherwise), so RSS reflects the model, not the
+    initial burst."""
+    if collect:
+        gc.collect()
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.malloc_trim(0)

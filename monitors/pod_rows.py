@@ -107,7 +107,8 @@ def name_prefixes(name: str) -> tuple[str, ...]:
 def infer(pod: PodRec, jobs_named: Callable[[str], Iterable[JobRec]]) -> PodRec:
     """`pod` (partial) with the labels, owner and GPUs its workload's operator gave it, read from
     its name against the workloads of its namespace (`jobs_named(name)`): the longest prefix that
-    names a workload whose spec has that replica type and index wins. Unknown: no labels."""
+    names a workload whose spec has that replica type and index wins. Unknown: no labels. A pod
+    claimed alike already (the SSH door claims the rows it serves) is returned as it is."""
     for prefix in name_prefixes(pod.name):
         rest = pod.name[len(prefix) + 1:].split("-")
         for job in jobs_named(prefix):
@@ -115,7 +116,10 @@ def infer(pod: PodRec, jobs_named: Callable[[str], Iterable[JobRec]]) -> PodRec:
             if found is not None:
                 labels, gpus = found
                 flat = labels if isinstance(labels, tuple) else flat_labels(labels)
-                return pod.claimed(flat, _owner(job), gpus)
+                owner = _owner(job)
+                if pod.labels == flat and pod.owner == owner and pod.gpus == gpus:
+                    return pod
+                return pod.claimed(flat, owner, gpus)
     if pod.labels or pod.owner is not None or pod.gpus:
         return pod.claimed((), None, 0.0)
     return pod

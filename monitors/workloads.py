@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -49,9 +50,18 @@ class Placement:
 
     @property
     def label(self) -> str:
-        if self.role == "launcher" and self.replica_index is None:
-            return "launcher"
-        return f"{self.role}-{self.replica_index if self.replica_index is not None else 0}"
+        return _label(self.role, self.replica_index)
+
+
+@functools.lru_cache(maxsize=8192)  # (one string for every rank labelled alike: a dashboard keeps one per rank)
+def _label(role: str, replica_index: int | None) -> str:
+    if role == "launcher" and replica_index is None:
+        return "launcher"
+    return f"{role}-{replica_index if replica_index is not None else 0}"
+
+
+_PLACED: dict[Placement, Placement] = {}  # every placement made, once: a dashboard keeps one per rank
+PLACED_AT_MOST = 1 << 16
 
 
 def framework_of(job: JobRec | None, kind: str) -> str:
@@ -121,7 +131,18 @@ def _index(pod: PodRec) -> int | None:
 
 
 def placement(kind: str, pod: PodRec, job: JobRec | None) -> Placement:
-    """Role, replica index and global rank of a pod, by its framework's rule."""
+    """Role, replica index and global rank of a pod, by its framework's rule (the same object for
+    every pod placed alike)."""
+    pl = _placement(kind, pod, job)
+    got = _PLACED.get(pl)
+    if got is None:
+        if len(_PLACED) >= PLACED_AT_MOST:
+            _PLACED.clear()
+        got = _PLACED[pl] = pl
+    return got
+
+
+def _placement(kind: str, pod: PodRec, job: JobRec | None) -> Placement:
     idx = _index(pod)
     rtypes = {r.rtype.lower(): r for r in job.replicas} if job else {}
     if kind == "MPIJob" or (kind == "DistributedWorkload" and pod.label(TK + "operator-name") == "mpi-operator"):

@@ -8,6 +8,7 @@ resync from the store when they come back. Nothing here does I/O on the UI loop.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import time
 from collections.abc import Callable, Iterable
@@ -20,7 +21,6 @@ from textual.dom import DOMNode
 from textual.message import Message
 from textual.screen import Screen
 from textual.scrollbar import ScrollBar, ScrollBarRender
-from textual.timer import Timer
 
 from monitors import api_paths
 from monitors.connection import ClusterConfig
@@ -185,7 +185,7 @@ class RanksApp(App[int]):
         judging.progress_patterns = tuple(compile_patterns(self.settings.progress_patterns))
         self.actions = DashboardActions(self, self)
         self.exit_message = ""
-        self._age_timer: Timer | None = None
+        self._age_timer: asyncio.TimerHandle | None = None
         self.age_due: float | None = None  # when (by `clock`) the age ticker wakes next; None: asleep
         self.age_ticks = 0  # its wakeups (for tests and diagnostics)
         for theme in themes.textual_themes(colour_mode):
@@ -272,15 +272,27 @@ class RanksApp(App[int]):
         if due is None or (self.age_due is not None and self.age_due <= due):
             return
         if self._age_timer is not None:
-            self._age_timer.stop()
+            self._age_timer.cancel()
         self.age_due = due
-        self._age_timer = self.set_timer(max(0.0, due - now) + AGE_LAG, self._tick_ages, name="ages")
+        # (the event loop's own timer: Textual's set_timer makes a task and a new callback wrapper
+        # each time, whose signature it reads when it fires, most of an idle dashboard's UI thread
+        # on a cluster whose rows' minutes turn at different seconds)
+        self._age_timer = asyncio.get_running_loop().call_later(max(0.0, due - now) + AGE_LAG, self._age_fired)
+
+    def _age_fired(self) -> None:
+        self._age_timer = None
+        if self._exit:
+            return
+        try:
+            self._tick_ages()
+        except Exception as exc:  # (as Textual's timers do: the app's error, not the loop's)
+            self._handle_exception(exc)
 
     def _tick_ages(self) -> None:
         """Every age on the visible screen up to now (only the cells whose text changes); then
         asleep until the next change of one of them. A screen without ages leaves it asleep."""
         if self._age_timer is not None:
-            self._age_timer.stop()
+            self._age_timer.cancel()
             self._age_timer = None
         self.age_due = None
         self.age_ticks += 1

@@ -39,6 +39,8 @@ class MetricsLoop:
             gm.names = promql.metric_names(opts.metric_names)
         self.gm = gm
         listed_from: object = None  # the workloads the shown pods were last read from
+        told: object = None  # the pods the poller was last told to show (the same again: not told)
+        applied: object = None  # the last readings put in the model (the same again: nothing to put)
         pods: list[tuple[str, str]] = []
         try:
             while not self.thread.stopping:
@@ -46,19 +48,24 @@ class MetricsLoop:
                 same = model.workloads is listed_from  # the model replaces it when a workload changes
                 if not same:
                     listed_from = model.workloads
-                    pods = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
-                            if r.gpus > 0 and r.node and r.phase == "Running"]
+                    now_shown = [(r.namespace, r.pod) for w in model.workloads.values() for r in w.ranks
+                                 if r.gpus > 0 and r.node and r.phase == "Running"]
+                    if now_shown != pods:
+                        pods = now_shown
                 # no source yet and the same pods shown: the last answer stands, nothing to ask
                 skip = same and gm.nothing_to_ask()
-                if not skip:
+                if not skip and told is not pods:
                     gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=True)
+                    told = pods
                 try:
                     snap = None if skip else await gm.refresh()
                 except Exception as exc:  # a metrics bug must not take the dashboard down
                     monitor.metrics_problem = f"{type(exc).__name__}: {exc}"
                     snap = None
                 if snap is not None:
-                    apply_snapshot(model, snap)
+                    if snap.pods is not applied or snap.nodes:
+                        apply_snapshot(model, snap)
+                        applied = snap.pods
                     monitor.metrics_note = snap.source.description if snap.source else ""
                     monitor.metrics_problem = snap.reason if snap.state.value == "unavailable" else ""
                     monitor.metrics_forbidden = snap.source.forbidden if snap.source else ""

@@ -5,7 +5,10 @@ watched once, with the server's own identity, and each session served the part i
 - what the dashboard watches: namespaces, nodes, pods (as rows, `row_informer`), resource quotas,
   events and every workload kind the server offers, cluster-wide; and the RBAC objects (roles,
   bindings), whose every change has each kept answer asked again at once; the pods waiting for a
-  node are listed whole once at start (their scheduler message, which a row lacks);
+  node are listed whole once at start (their scheduler message, which a row lacks); the pods'
+  rows are claimed by their workloads once here (`pod_rows.infer`, as each dashboard's model would
+  from the same workloads and the row's name), so a session keeps the record it is sent rather than
+  a claimed copy of it;
 - a session gets a record of kind K in namespace N when its user may `list` K in every namespace,
   or in N (a SubjectAccessReview for the user and groups, `access`); a Namespace when they may list
   namespaces or `get` that one; a node when they may list nodes (else nodes are forbidden to them,
@@ -13,8 +16,12 @@ watched once, with the server's own identity, and each session served the part i
   about when something of it is to be sent; until the answer, nothing of it is;
 - an answer that changes (revoked, granted) sends the records of that namespace as gone, or
   added; answers are asked again every `access.RECHECK` seconds and on any RBAC change;
-- changes are coalesced (`COALESCE`) and each batch is pickled once per identity, whatever the
-  number of its sessions; a session that goes (its end of the socket closed) is forgotten.
+- changes are coalesced (`COALESCE`) and each batch is pickled once for every identity shown the
+  same namespaces of it, whatever the number of sessions; a first picture is made of each
+  namespace's records of each kind, pickled once and kept until one of them changes, so a session
+  that logs in costs the door no serialisation of what others were already sent (200 users who
+  may read everything: one pickling, not 200); a session that goes (its end of the socket closed)
+  is forgotten.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from monitors.informer import RESTARTED, Change, Informer, InformerState
 from monitors.kube import ApiProblem, Kind, KubeClient
 from monitors.monitor import WORKLOAD_KINDS
 from monitors.parse import parse_event, parse_job, parse_namespace, parse_node, parse_pod, parse_quota
+from monitors.pod_rows import infer
 from monitors.row_informer import PodRowsInformer
 from monitors.shared_view import Stream, frame
 from sessions.errors import SessionError
@@ -95,6 +103,11 @@ class Hub:
         self.by_ns: dict[Stream, dict[str, set[Hashable]]] = {}
         self.audiences: dict[Who | None, Audience] = {}
         self._pending: dict[Stream, dict[Hashable, tuple[Any, str]]] = {}
+        # a namespace's records of a kind as a first picture sends them, pickled once for every
+        # session, until one of them changes (b"": none)
+        self._pieces: dict[tuple[Stream, str], bytes] = {}
+        self._workload_streams: set[Stream] = set()
+        self._job_names: dict[tuple[str, str], dict[str, Any]] = {}  # (namespace, name) -> {kind: job}
         self._flush: asyncio.TimerHandle | None = None
         self._resolving: set[tuple[Who | None, Stream, str]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -128,6 +141,7 @@ class Hub:
             kind = self.kinds.get((group, plural))
             if kind is not None:
                 self._add(kind, parse_job(kind_name, group, kind.version), lambda r: r.key)
+                self._workload_streams.add((group, plural))
         for plural in RBAC_KINDS:
             kind = self.kinds.get((RBAC, plural))
             if kind is not None:
@@ -145,6 +159,7 @@ class Hub:
         if (pods := self.informers.get(PODS)) is not None and pods.state == InformerState.FORBIDDEN:
             await self.stop()
             raise SessionError(f"the SSH server's identity may not list pods in every namespace: {PERMISSIONS}", 3)
+        self._claim_rows()
         await self._read_pending()
         self.live = True
         self._spawn(self._tick())
@@ -170,6 +185,27 @@ class Hub:
                 changes.append(Change("changed", rec.key, prev, rec))
         if changes:
             self._changed(PODS, inf, changes)
+
+    def _claim_rows(self) -> None:
+        """Every pod row claimed by its workload (the workloads' LISTs may have come after the
+        rows'): the records sessions are sent."""
+        inf = self.informers.get(PODS)
+        if inf is None:
+            return
+        changes = []
+        for key, rec in list(inf.cache.items()):
+            if rec.partial:
+                claimed = infer(rec, functools.partial(self._jobs_named, rec.namespace))
+                if claimed is not rec:
+                    inf.cache[key] = claimed
+                    changes.append(Change("changed", key, rec, claimed))
+        if changes:
+            self._changed(PODS, inf, changes)
+
+    def _jobs_named(self, namespace: str, name: str) -> list[Any]:
+        """The workloads named `name` in `namespace`, in the order a dashboard's model tries them."""
+        got = self._job_names.get((namespace, name))
+        return [got[k] for k in sorted(got)] if got else []
 
     async def _check_rights(self) -> None:
         """May the server's identity ask the API server about others (create subjectaccessreviews)?"""
@@ -221,38 +257,63 @@ class Hub:
     def _changed(self, stream: Stream, inf: Informer[Any, Any], changes: list[Change[Any, Any]]) -> None:
         index = self.by_ns[stream]
         pending = self._pending.setdefault(stream, {})
+        workloads = stream in self._workload_streams
         for c in changes:
             rec = c.new if c.new is not None else c.old
             ns = _namespace_of(stream, rec)
+            if workloads:
+                self._named(c.old, c.new)
+            elif stream == PODS and self.live and c.new is not None and c.new.partial:  # (a relist's row)
+                c = Change(c.type, c.key, c.old, infer(c.new, functools.partial(self._jobs_named, ns)))
+                inf.cache[c.key] = c.new
             keys = index.setdefault(ns, set())
             if c.new is None:
                 keys.discard(c.key)
             else:
                 keys.add(c.key)
             pending[c.key] = (c.new, ns)
+            self._pieces.pop((stream, ns), None)
         if self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(COALESCE, self.flush)
+
+    def _named(self, old: Any, new: Any) -> None:
+        if old is not None:
+            kinds = self._job_names.get((old.namespace, old.name))
+            if kinds is not None:
+                kinds.pop(old.kind, None)
+                if not kinds:
+                    del self._job_names[(old.namespace, old.name)]
+        if new is not None:
+            self._job_names.setdefault((new.namespace, new.name), {})[new.kind] = new
 
     def flush(self) -> None:
         """The changes since the last flush, to each audience the part it may see."""
         self._flush = None
         pending, self._pending = self._pending, {}
         for stream, batch in pending.items():
+            by_ns: dict[str, list[tuple[Hashable, Any]]] = {}
+            for key, (rec, ns) in batch.items():
+                by_ns.setdefault(ns, []).append((key, rec))
+            frames: dict[tuple[str, ...], bytes] = {}  # (the same namespaces seen: the same bytes)
             for aud in list(self.audiences.values()):
                 ready = [s for s in aud.sessions if s.ready]
                 if not ready:
                     continue
-                out: list[tuple[Hashable, Any]] = []
-                for key, (rec, ns) in batch.items():
+                seen_ns: list[str] = []
+                for ns in by_ns:
                     seen = self._decided(aud, stream, ns)
                     if seen is None:
                         self._resolve(aud, stream, ns)
                     elif seen:
-                        out.append((key, rec))
-                if out:
-                    data = frame(("changes", stream, out))
-                    for sub in ready:
-                        sub.send(data)
+                        seen_ns.append(ns)
+                if not seen_ns:
+                    continue
+                data = frames.get(tuple(seen_ns))
+                if data is None:
+                    data = frames[tuple(seen_ns)] = frame(("changes", stream,
+                                                           [kv for ns in seen_ns for kv in by_ns[ns]]))
+                for sub in ready:
+                    sub.send(data)
 
     def _state(self, stream: Stream, inf: Informer[Any, Any]) -> None:
         state = "retrying" if inf.state in (InformerState.RETRYING, InformerState.UNAUTHORIZED,
@@ -323,23 +384,27 @@ class Hub:
 
     def _show(self, aud: Audience, decided: dict[Stream, tuple[set[str], set[str]]]) -> None:
         """New decisions of `aud` (per kind: the namespaces shown of those decided): the records of
-        a namespace now shown are sent, those of one now hidden are sent as gone."""
+        a namespace now shown are sent (as pickled for every session, `_piece`), those of one now
+        hidden are sent as gone; to the sessions already sent their first picture (the others get
+        theirs from `shown`)."""
         ready = [s for s in aud.sessions if s.ready]
         for stream, (shown, asked) in decided.items():
             before = aud.shown.setdefault(stream, set())
             aud.decided.setdefault(stream, set()).update(asked)
-            out: list[tuple[Hashable, Any]] = []
-            cache = self.informers[stream].cache
+            gone: list[tuple[Hashable, Any]] = []
             index = self.by_ns.get(stream, {})
             for ns in asked:
                 if ns in shown and ns not in before:
                     before.add(ns)
-                    out += [(k, cache[k]) for k in index.get(ns, ()) if k in cache]
+                    if ready and (piece := self._piece(stream, ns)):
+                        for sub in ready:
+                            sub.send(piece)
                 elif ns not in shown and ns in before:
                     before.discard(ns)
-                    out += [(k, None) for k in index.get(ns, ())]
-            if out and ready:
-                data = frame(("changes", stream, out))
+                    if ready:
+                        gone += [(k, None) for k in index.get(ns, ())]
+            if gone:
+                data = frame(("changes", stream, gone))
                 for sub in ready:
                     sub.send(data)
         self._send_access(aud, ready)
@@ -363,17 +428,26 @@ class Hub:
                            "forbidden": forbidden})
 
     async def _decide_all(self, aud: Audience) -> dict[Stream, tuple[set[str], set[str]]]:
-        """Every namespace of every kind, asked (kept answers are not asked again)."""
+        """Every namespace of every kind, asked (kept answers are not asked again): each kind
+        everywhere first, then, for the kinds not everywhere, each namespace."""
+        who = aud.who
+        asked = {stream: self._namespaces_of(stream) for stream in self.informers}
+        if who is not None:
+            await asyncio.gather(*(self.reviews.allowed(who, self._questions(s, "")[0]) for s, nss in asked.items()
+                                   if nss))  # (a kind with nothing to decide is asked about when it has)
         decided: dict[Stream, tuple[set[str], set[str]]] = {}
 
         async def one(stream: Stream, ns: str) -> tuple[Stream, str, bool]:
-            return stream, ns, await self._ask(aud.who, stream, ns)
+            return stream, ns, await self._ask(who, stream, ns)
 
-        jobs = [one(stream, ns) for stream in self.informers for ns in self._namespaces_of(stream)]
-        for stream in self.informers:
-            decided[stream] = (set(), set())
+        jobs = []
+        for stream, namespaces in asked.items():
+            everywhere = who is None or (bool(namespaces) and self.reviews.known(who, self._questions(stream, "")[0])
+                                         is True)
+            decided[stream] = (set(namespaces) if everywhere else set(), set(namespaces))
+            if not everywhere:
+                jobs += [one(stream, ns) for ns in namespaces]
         for stream, ns, seen in await asyncio.gather(*jobs):
-            decided[stream][1].add(ns)
             if seen:
                 decided[stream][0].add(ns)
         return decided
@@ -453,12 +527,12 @@ class Hub:
         try:
             writer.write(frame(("hello", {"kinds": {s: inf.kind for s, inf in self.informers.items()}})))
             self._show(aud, await self._decide_all(aud))
-            # its first picture: what its audience is shown now, then the changes from here on
+            # its first picture: what its audience is shown now (each namespace's records of a
+            # kind as pickled for every session), then the changes from here on
             for stream, namespaces in aud.shown.items():
-                cache = self.informers[stream].cache
-                index = self.by_ns.get(stream, {})
-                recs = [(k, cache[k]) for ns in namespaces for k in index.get(ns, ()) if k in cache]
-                writer.write(frame(("changes", stream, recs)))
+                for ns in sorted(namespaces):
+                    if piece := self._piece(stream, ns):
+                        writer.write(piece)
             writer.write(frame(aud.access or self._access(aud)))
             writer.write(frame(("synced",)))
             sub.ready = True
@@ -484,6 +558,16 @@ class Hub:
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    def _piece(self, stream: Stream, ns: str) -> bytes:
+        """The records of kind `stream` in namespace `ns` as one frame (b"": none), pickled once
+        and kept until one of them changes (`_changed`)."""
+        got = self._pieces.get((stream, ns))
+        if got is None:
+            cache = self.informers[stream].cache
+            recs = [(k, cache[k]) for k in self.by_ns.get(stream, {}).get(ns, ()) if k in cache]
+            got = self._pieces[(stream, ns)] = frame(("changes", stream, recs)) if recs else b""
+        return got
 
     def _detach(self, sub: Subscriber) -> None:
         aud = sub.audience

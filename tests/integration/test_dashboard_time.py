@@ -107,6 +107,60 @@ async def test_an_age_ticks_without_any_model_change_repainting_only_its_cells(
         assert table.render_count - renders == 2, "one line per changed age, nothing else"
 
 
+async def test_the_age_ticker_wakes_by_the_event_loop_not_a_textual_timer_each_tick(
+        cluster: ThreadedSimCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An idle dashboard's ages tick often (a row's minute turns at its own second): each tick
+    makes no Textual timer (a task, and a new callback whose signature Textual reads as it fires:
+    most of an idle SSH session's UI thread at 20,000 pods, #31)."""
+    made: list[str] = []
+    real = RanksApp.set_timer
+
+    def counted(self: RanksApp, *args: Any, **kwargs: Any) -> Any:
+        made.append(str(kwargs.get("name")))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(RanksApp, "set_timer", counted)
+    a = add_job(cluster, "fresh-a", float(int(time.time()) - 3))
+    app = make_app(cluster)
+    async with app.run_test(size=SIZE) as pilot:
+        table = await list_shown(pilot, app, 1)
+        ticks, first = app.age_ticks, age_of(table, a)
+        await pilot_wait(pilot, lambda: app.age_ticks >= ticks + 2 and age_of(table, a) != first, 5,
+                         "two ticks", interval=0.02)
+        assert seconds(age_of(table, a)) > seconds(first)
+        assert "ages" not in made
+
+
+async def test_a_tick_looks_only_at_the_rows_whose_age_is_due(cluster: ThreadedSimCluster) -> None:
+    """One young workload among thirty old ones: each second's tick looks at the young row alone,
+    not at every row (a thousand rows at the SSH door's scale, every second: most of an idle
+    session's UI thread, #31); the old rows keep their ages."""
+    born = float(int(time.time()) - 3)
+    fresh = add_job(cluster, "fresh", born)
+    old = [add_job(cluster, f"old-{i:02d}", born - 5 * 3600 - i) for i in range(30)]
+    app = make_app(cluster)
+
+    class Looked(dict):  # type: ignore[type-arg]
+        looks = 0
+
+        def get(self, *args: Any) -> Any:
+            Looked.looks += 1
+            return super().get(*args)
+
+    async with app.run_test(size=SIZE) as pilot:
+        table = await list_shown(pilot, app, 31)
+        screen = app.screen
+        assert isinstance(screen, WorkloadsScreen)
+        await pilot_wait(pilot, lambda: not getattr(screen, "_age_new", ()) and not getattr(screen, "_age_all", False), 5, "rows reckoned",
+                         interval=0.02)
+        screen._age_ahead = Looked(screen._age_ahead)
+        ticks, first = app.age_ticks, age_of(table, fresh)
+        await pilot_wait(pilot, lambda: app.age_ticks >= ticks + 2 and age_of(table, fresh) != first, 5,
+                         "two ticks", interval=0.02)
+        assert Looked.looks <= 2 * (app.age_ticks - ticks) + 2, Looked.looks
+        assert all(age_of(table, k) == "5h" for k in old)
+
+
 async def test_workloads_created_together_show_the_same_age_when_one_of_them_changes(
         cluster: ThreadedSimCluster) -> None:
     born = float(int(time.time()) - 3)

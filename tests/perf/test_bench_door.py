@@ -19,7 +19,7 @@ step, once settled:
 
 `RANKS_BENCH_DOOR_SESSIONS=1,20` and `RANKS_BENCH_DOOR_PODS=N` run a smaller version (the figures
 say which). A step whose sessions would not fit in the memory available (each as the last step's,
-+25 %) is not run, and the figures say so (200 dashboards of 20,000 pods take about 20 GB)."""
++25 %) is not run, and the figures say so (200 dashboards of 20,000 pods take about 16 GB)."""
 
 from __future__ import annotations
 

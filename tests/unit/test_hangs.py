@@ -540,3 +540,43 @@ def test_verdicts_time_cannot_change_are_kept_until_the_job_or_its_logs_change()
     del model.workloads[blind.key]
     assess_all(model, NOW, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
     assert blind.key not in memo
+
+
+def test_a_kept_verdict_is_reused_without_reading_its_ranks_while_no_log_is_followed() -> None:
+    """No log followed anywhere (an idle dashboard at the SSH door, 20,000 ranks): a kept verdict
+    costs no look at each rank every 15 s (#31: most of an idle session's data thread)."""
+    read = [0]
+
+    class Ranks(tuple):  # type: ignore[type-arg]
+        def __iter__(self):  # type: ignore[no-untyped-def]
+            read[0] += 1
+            return super().__iter__()
+
+    blind = workload("blind", [rank("master-0", util=None, state="unknown", last_log=None)])
+    blind = replace(blind, ranks=Ranks(blind.ranks))
+    model = model_of([blind], {})
+    memo: dict = {}
+    first = assess_all(model, NOW, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
+    read[0] = 0
+    assert assess_all(model, NOW + 600, Thresholds(hang_after=600), timeless=memo)[blind.key] is first[blind.key]  # type: ignore[arg-type]
+    assert read[0] == 0
+    model.last_log[(NS, "elsewhere")] = NOW  # (a log followed: its ranks are looked at)
+    assess_all(model, NOW + 600, Thresholds(hang_after=600), timeless=memo)  # type: ignore[arg-type]
+    assert read[0] == 1
+
+
+def test_a_rank_verdict_is_small() -> None:
+    """A dashboard keeps a verdict per rank of every running job (20,000 at the SSH door's scale,
+    in each session, #31): each fits in 160 bytes (slots, no dict)."""
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        kept = [_rank_health(f"worker-{i}", f"p-{i}", None, None, None, (), (), None) for i in range(1000)]
+        each = (tracemalloc.get_traced_memory()[0] - before - sum(len(k.label) + len(k.pod) + 49 * 2 for k in kept)
+                - 8 * len(kept)) / len(kept)
+    finally:
+        tracemalloc.stop()
+    assert each <= 160, f"{each:.0f} bytes a rank"
+    assert kept[5] == RankHealth("worker-5", "p-5", None, None, None)

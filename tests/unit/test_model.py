@@ -129,3 +129,26 @@ def test_sleep_infinity_detection():
     assert is_sleep_infinity(["/bin/sleep", "infinity"])
     assert not is_sleep_infinity(["python", "train.py", "--sleep", "3"])
     assert not is_sleep_infinity([])
+
+
+def test_what_a_dashboard_keeps_per_rank_is_shared_where_alike():
+    """Per rank a dashboard keeps its workload's key, placement and label (20,000 ranks in each SSH
+    session at the door's scale, #31): one object for every rank alike, not one each."""
+    m = LiveModel()
+    jobs = [job("PyTorchJob", n, "a", {"Master": 1, "Worker": 3}, conditions=[("Created", ""), ("Running", "")])
+            for n in ("one", "two")]
+    pods = [pod("PyTorchJob", n, "a", t, i) for n in ("one", "two") for t, c in (("Master", 1), ("Worker", 3))
+            for i in range(c)]
+    load(m, jobs, pods)
+    keys = [m.pod_workload[("a", f"one-worker-{i}")] for i in range(3)]
+    assert keys[0] == ("a", "PyTorchJob", "one") and all(k is keys[0] for k in keys)
+    one, two = (m.workloads[("a", "PyTorchJob", n)].ranks for n in ("one", "two"))
+    assert [r.label for r in one] == [r.label for r in two] == ["master-0", "worker-0", "worker-1", "worker-2"]
+    assert all(a.label is b.label for a, b in zip(one, two, strict=True))
+    placed = {(a.pod, b.pod): (m._rank_cache[(a.namespace, a.pod)][4], m._rank_cache[(b.namespace, b.pod)][4])
+              for a, b in zip(one, two, strict=True)}
+    assert all(p is q for p, q in placed.values())
+    # a workload gone: its key is let go with its last pod
+    m.apply_pods([((r.namespace, r.pod), None) for r in one])
+    m.flush()
+    assert ("a", "PyTorchJob", "one") not in m._wl_keys

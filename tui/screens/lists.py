@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import math
+import heapq
+import itertools
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -116,6 +117,13 @@ class ListScreen(RanksScreen, Generic[K, V]):
         self._cells: dict[K, Cells] = {}
         # row -> (the cells reckoned, when their age shows another text, the time it counts from)
         self._age_ahead: dict[K, tuple[Cells, float, float]] = {}
+        # the ticker's agenda: (when a row's age shows another text, a tie-break, the row), and the
+        # rows whose cells were made anew since it last looked (all: every row), so that a tick
+        # looks only at the rows due, not at every row every second
+        self._age_agenda: list[tuple[float, int, K]] = []
+        self._age_new: set[K] = set()
+        self._age_all = True
+        self._age_seq = itertools.count()
         self.narrow = False
         self._note = ""  # the filter note shown after the breadcrumb
 
@@ -180,6 +188,7 @@ class ListScreen(RanksScreen, Generic[K, V]):
             labelled.append(Column(label, col.width, col.min, col.shrink))
         self.table.set_columns(labelled)
         self._cells = {}
+        self._age_all = True
 
     def _column_of(self, name: str) -> int | None:
         """The column that shows sort `name` (its arrow goes there)."""
@@ -215,6 +224,7 @@ class ListScreen(RanksScreen, Generic[K, V]):
                 changed.append(key)
             else:
                 self._cells.pop(key, None)
+        self._age_new.update(changed)
         self._show(changed)
         self.dashboard.ages_shown(self._ages_since(changed), now)
 
@@ -223,6 +233,7 @@ class ListScreen(RanksScreen, Generic[K, V]):
             return
         now = self.dashboard.clock()
         self._cells = {k: self.row(v, now) for k, v in self.items().items() if self.in_scope(v)}
+        self._age_all = True
         self._show(None)
         self.dashboard.ages_shown(self._ages_since(self._cells), now)
 
@@ -309,30 +320,51 @@ class ListScreen(RanksScreen, Generic[K, V]):
         """The app's age ticker: every age cell whose text is another at `now` is replaced and
         repainted alone (rows filtered out too: they keep their cells for when they come back).
         Returns the time the soonest-changing age counts from (none: no age held)."""
-        # Each row's next change is remembered with the cells it was reckoned for, so a tick looks
-        # again only at the rows whose text is due (a young cluster ticks every second, and
-        # reckoning a thousand ages each time was most of an idle dashboard's UI thread); it
-        # returns the time of the soonest (the ticker wakes by it) rather than all of them.
-        items = self.items()
-        ahead = self._age_ahead
-        soonest, soonest_t = math.inf, None
-        for k, cells in self._cells.items():
+        # Each row's next change is remembered with the cells it was reckoned for, and kept in an
+        # agenda by time, so a tick looks only at the rows due and those made anew since (a young
+        # cluster ticks every second, or a large one whose rows' minutes turn at different
+        # seconds: reckoning a thousand ages each time was most of an idle dashboard's UI thread).
+        items, cells_of = self.items(), self._cells
+        ahead, agenda = self._age_ahead, self._age_agenda
+        if self._age_all:
+            looked: Iterable[K] = list(cells_of)
+            self._age_all = False
+            self._age_new = set()
+        else:
+            looked, self._age_new = self._age_new, set()
+        due: list[K] = []
+        while agenda and agenda[0][0] <= now:
+            due.append(heapq.heappop(agenda)[2])
+        for k in itertools.chain(looked, due):
+            cells = cells_of.get(k)
+            if cells is None:
+                continue
             got = ahead.get(k)
-            if got is None or got[0] is not cells or got[1] <= now:
-                item = items.get(k)
-                t = None if item is None else self.age_since(item)
-                if t is None:
-                    continue
-                if age(now - t, live=True) != cells[-1].plain:
-                    cell = age_cell(t, now)
-                    self._cells[k] = cells = (*cells[:-1], cell)
-                    self.table.update_cell(k, len(cells) - 1, cell)
-                got = ahead[k] = (cells, now + age_changes_in(now - t), t)
-            if got[1] < soonest:
-                soonest, soonest_t = got[1], got[2]
-        if len(ahead) > 2 * len(self._cells) + 64:
-            self._age_ahead = {k: v for k, v in ahead.items() if k in self._cells}
-        return [] if soonest_t is None else [soonest_t]
+            if got is not None and got[0] is cells and got[1] > now:
+                continue  # (reckoned already, not due)
+            item = items.get(k)
+            t = None if item is None else self.age_since(item)
+            if t is None:
+                ahead.pop(k, None)
+                continue
+            if age(now - t, live=True) != cells[-1].plain:
+                cell = age_cell(t, now)
+                cells_of[k] = cells = (*cells[:-1], cell)
+                self.table.update_cell(k, len(cells) - 1, cell)
+            ahead[k] = got = (cells, now + age_changes_in(now - t), t)
+            heapq.heappush(agenda, (got[1], next(self._age_seq), k))
+        while agenda:  # (the soonest that is still as reckoned: a row remade or gone is looked at anew)
+            when, _, k = agenda[0]
+            got = ahead.get(k)
+            if got is not None and got[1] == when and got[0] is cells_of.get(k):
+                break
+            heapq.heappop(agenda)
+        if len(ahead) > 2 * len(cells_of) + 64:
+            self._age_ahead = {k: v for k, v in ahead.items() if k in cells_of}
+        if len(agenda) > 2 * len(cells_of) + 64:
+            self._age_agenda = agenda = [(v[1], next(self._age_seq), k) for k, v in self._age_ahead.items()]
+            heapq.heapify(agenda)
+        return [] if not agenda else [ahead[agenda[0][2]][2]]
 
     # -- actions -----------------------------------------------------------------------------------
     def selected(self) -> tuple[K, V] | None:
@@ -557,6 +589,7 @@ class WorkloadsScreen(ListScreen[WorkloadKey, WorkloadView]):
                     self._cells[k] = self.row(item, now)
                     changed.append(k)
             if changed:
+                self._age_new.update(changed)
                 self._show(changed)
 
     def search_texts(self, item: WorkloadView) -> Iterable[str]:
