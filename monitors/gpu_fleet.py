@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Any, NamedTuple, Protocol
 
@@ -403,7 +403,8 @@ def place(fleet: Fleet, owners: Mapping[PodKey, Owner]) -> None:
             known = owners.get((o.namespace, o.pod))
             if known is None:
                 continue
-            full = made[(o.namespace, o.pod, o.container)] = replace(known, container=o.container)
+            ns, pod, _, *rest = _owner_fields(known)  # (`replace(known, container=...)`, made faster)
+            full = made[(o.namespace, o.pod, o.container)] = Owner(ns, pod, o.container, *rest)
         fleet.gpus[key] = with_owner(g, full, g.owned_by, g.allocated)
 
 

@@ -39,7 +39,7 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
                        *, nodes: bool = True, events: bool = False, metrics_for: str = "pods",
                        metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None,
                        pod_rows: bool = False, pending_reasons: bool = False, widen: bool = False,
-                       failures: bool = False, pods_to: Callable[..., None] | None = None) -> Monitor:
+                       failures: bool = False, pods_to: Callable[[Any], Callable[..., None]] | None = None) -> Monitor:
     """List everything needed once, then read GPU metrics once.
 
     `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
