@@ -87,6 +87,7 @@ class Monitor:
         pod_rows: bool = False,
         unsettled: bool = True,
         shared: SharedView | None = None,
+        pods_to: Callable[[LiveModel], Callable[[Iterable[tuple[tuple[str, str], PodRec | None]]], None]] | None = None,
     ) -> None:
         """`pod_rows`: list pods as the rows `kubectl get pods` prints (`row_informer`), for views
         that show workloads, projects and nodes but no pod's spec; the watch stays full objects.
@@ -94,7 +95,8 @@ class Monitor:
         (exit codes); watching, each pending workload's scheduler message is read before the first
         picture (`explain_pending`, which one-shot commands call when they show it). `shared`:
         the SSH door's one watch (`shared_view`): every kind from there, as this user may see it,
-        no LIST or WATCH of this monitor's own."""
+        no LIST or WATCH of this monitor's own. `pods_to`: given the model, where the pods' changes go
+        instead of it (`ranks gpus`, which needs of each pod only its owner: `gpu_owners`)."""
         self.cfg = cfg
         self.shared = shared
         self.client = client or KubeClient(cfg)
@@ -104,6 +106,7 @@ class Monitor:
         self.coalesce = coalesce
         self.want_events = events
         self.want_nodes = nodes
+        self.pods_to = pods_to
         self.read_timeout = read_timeout
         self.backoff = backoff
         self.extra_namespaces = tuple(dict.fromkeys(n for n in namespaces if n))
@@ -182,12 +185,13 @@ class Monitor:
         if self.want_nodes:
             self._add(core("nodes"), None, parse_node, lambda r: r.name, self.model.apply_nodes)
         for ns in scopes:
+            apply_pods = self.pods_to(self.model) if self.pods_to is not None else self.model.apply_pods
             if self.pod_rows:
-                self._add(core("pods"), ns, parse_pod, lambda r: r.key, self.model.apply_pods,
+                self._add(core("pods"), ns, parse_pod, lambda r: r.key, apply_pods,
                           factory=functools.partial(PodRowsInformer, namespaces=self._namespace_names,
                                                     unsettled=self.unsettled))
             else:
-                self._add(core("pods"), ns, parse_pod, lambda r: r.key, self.model.apply_pods)
+                self._add(core("pods"), ns, parse_pod, lambda r: r.key, apply_pods)
             self._add(core("resourcequotas"), ns, parse_quota, lambda r: (r.namespace, r.name),
                       self.model.apply_quotas)
             if self.want_events:

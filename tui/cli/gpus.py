@@ -22,8 +22,12 @@ from .options import ALL, PROJECT, command, global_options, group_project, merge
 from .running import run
 
 if TYPE_CHECKING:
-    from monitors.gpu_fleet import Fleet, Gpu
+    from collections.abc import Iterable, Mapping
+
+    from monitors.gpu_fleet import Fleet, Gpu, Owner, PodKey
+    from monitors.gpu_owners import GpuOwners
     from monitors.monitor import Monitor
+    from monitors.records import PodRec
 
 SORTS = ("util", "mem", "temp", "power", "age")
 # the table's columns, the first left out first at 80 columns (NODE, GPU and FLAGS stay)
@@ -78,13 +82,24 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
         # every GPU read in a child process (the other core) while the cluster is listed here; forked
         # first (the child imports what reading needs; this process what listing needs, meanwhile)
         apart = gpu_fleet_child.start(metrics, direct=doctor)
+        from monitors.gpu_owners import GpuOwners
+
         from .where import load_where
 
+        owners = GpuOwners()
         reading = asyncio.ensure_future(apart.result() if apart is not None else gpu_fleet_child.in_process(
             metrics(), doctor))
         try:
-            monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=True, pod_rows=True,
-                                               metrics=False)
+            # (the pods' rows go to `owners`, not into a model: each one's owner is all this needs; the
+            # nodes only for the doctor)
+            monitor, looked = await load_where(cfg, opts, project, all_projects, nodes=doctor, pod_rows=True,
+                                               metrics=False, pods_to=owners.sink)
+            try:
+                await owners.read_unclaimed(monitor)
+            except BaseException:
+                await monitor.stop()
+                raise
+            placed = owners.owners()  # (while the GPUs are still being read)
         except BaseException:
             reading.cancel()
             if apart is not None:
@@ -92,8 +107,8 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
             raise
         try:
             read, source = await reading
-            return await _report(cfg, monitor, looked, read, source, node=node, idle=idle, sort=sort, doctor=doctor,
-                                 output=output)
+            return await _report(monitor, looked, read, source, owners, placed, node=node, idle=idle, sort=sort,
+                                 doctor=doctor, output=output)
         finally:
             await monitor.stop()
 
@@ -108,19 +123,23 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
             gc.enable()
 
 
-async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, source: Any, *, node: str | None,
-                  idle: bool, sort: str | None, doctor: bool, output: str) -> int:
+async def _report(monitor: Monitor, looked: Any, read: Any, source: Any, owners: GpuOwners,
+                  placed: dict[PodKey, Owner], *, node: str | None, idle: bool, sort: str | None, doctor: bool,
+                  output: str) -> int:
     from monitors.diagnostics.gpu_doctor import NodeGpus, diagnose, unlabelled_nodes
-    from monitors.gpu_fleet import owners_of, place
+    from monitors.gpu_fleet import place
     from monitors.gpu_fleet_source import direct_of
     from monitors.gpu_samples import SourceKind
     from monitors.sanitize import clean
 
     fleet = read.fleet
-    model = monitor.model
-    owners = owners_of(model.workloads.values())
-    place(fleet, owners)
-    gpu_nodes = {n.name: NodeGpus(n.gpus, n.gpus_allocated) for n in model.nodes.values() if n.gpus > 0}
+    place(fleet, placed)
+    held = owners.held()
+    if doctor:
+        gpu_nodes = {n.name: NodeGpus(n.gpus, held.get(n.name, 0.0)) for n in monitor.model.nodes.values()
+                     if n.gpus > 0}
+    else:  # (the nodes are not listed: only the doctor says which GPU nodes have no series)
+        gpu_nodes = {n: NodeGpus(0.0, h) for n, h in held.items()}
     by_uuid: dict[str, int] = {}
     unread: list[str] = []
     untold: list[str] = []
@@ -128,7 +147,7 @@ async def _report(cfg: ClusterConfig, monitor: Monitor, looked: Any, read: Any, 
     direct = direct_of(read)
     bare = unlabelled_nodes(fleet, gpu_nodes, direct)
     if bare and not read.problem:
-        by_uuid, migs, untold, unread = await _by_uuid(monitor, fleet, bare, owners)
+        by_uuid, migs, untold, unread = await _by_uuid(monitor, fleet, bare, placed, owners.pods.values())
     if doctor:
         prom = source is not None and source.kind in (SourceKind.PROMETHEUS, SourceKind.PROMETHEUS_VIA_APISERVER)
         lines = diagnose(fleet, gpu_nodes, no_source=read.problem, prometheus=prom, direct=direct, by_uuid=by_uuid)
@@ -183,16 +202,16 @@ def _chosen(fleet: Fleet, looked: Any, node: str | None, idle: bool) -> list[Gpu
     return gpus
 
 
-async def _by_uuid(monitor: Monitor, fleet: Fleet, nodes: list[str],
-                   owners: Any) -> tuple[dict[str, int], int, list[str], list[str]]:
-    """The GPUs (and MIG devices) of `nodes` attributed by what their running GPU pods report;
-    (node -> GPUs attributed, how many of them MIG devices, the MIG devices whose pods could not be
-    told apart, the pods that could not be read)."""
+async def _by_uuid(monitor: Monitor, fleet: Fleet, nodes: list[str], owners: Mapping[PodKey, Owner],
+                   listed: Iterable[PodRec]) -> tuple[dict[str, int], int, list[str], list[str]]:
+    """The GPUs (and MIG devices) of `nodes` attributed by what their running GPU pods (of those
+    `listed`) report; (node -> GPUs attributed, how many of them MIG devices, the MIG devices whose
+    pods could not be told apart, the pods that could not be read)."""
     from monitors.gpu_fleet import attribute_by_uuid
     from sessions.gpu_uuids import reported_uuids
 
     wanted = set(nodes)
-    pods = sorted({(p.namespace, p.name, None) for p in monitor.model.pods.values()  # (a workload's or not)
+    pods = sorted({(p.namespace, p.name, None) for p in listed  # (a workload's or not)
                    if p.node in wanted and p.gpus > 0 and p.phase == "Running"})
     got = await reported_uuids(monitor.client, pods)
     before = {k for k, g in fleet.gpus.items() if g.owned_by == "uuid"}

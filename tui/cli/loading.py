@@ -39,7 +39,7 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
                        *, nodes: bool = True, events: bool = False, metrics_for: str = "pods",
                        metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None,
                        pod_rows: bool = False, pending_reasons: bool = False, widen: bool = False,
-                       failures: bool = False) -> Monitor:
+                       failures: bool = False, pods_to: Callable[[Any], Callable[..., None]] | None = None) -> Monitor:
     """List everything needed once, then read GPU metrics once.
 
     `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
@@ -50,7 +50,8 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
     Independent requests go out together: discovery with the project lookup, the GPU metrics
     source with the LISTs; a namespace whose pods may not be listed is exit 7, not an empty list.
     `pod_rows`: pods as Table rows (views of workloads, projects and nodes; no pod specs), and with
-    `pending_reasons` the scheduler's message of each pending workload (one pod read whole each)."""
+    `pending_reasons` the scheduler's message of each pending workload (one pod read whole each).
+    `pods_to`: where the pods go instead of the model (`Monitor`)."""
     import asyncio
 
     from monitors.connection import DEFAULT_REQUEST_TIMEOUT
@@ -58,7 +59,8 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
 
     project = where if isinstance(where, str) else None
     scope = () if isinstance(where, str) else where  # (a project's namespace: once it is resolved)
-    monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=scope, pod_rows=pod_rows, unsettled=False)
+    monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=scope, pod_rows=pod_rows, unsettled=False,
+                      pods_to=pods_to)
     gm = None
     try:
         monitor.prefetch()
@@ -83,7 +85,7 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
             if widen and (refused is not None or not monitor.model.workloads):
                 await monitor.stop()
                 monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=None, pod_rows=pod_rows,
-                                  unsettled=False)
+                                  unsettled=False, pods_to=pods_to)
                 await monitor.start()
                 await monitor.wait_synced()
                 if refused is not None and not monitor.status.cluster_wide and not monitor.status.namespaces:
