@@ -124,9 +124,14 @@ def test_every_gpu_of_every_node_with_its_owner(demo: tuple[ThreadedSimCluster, 
     assert data["not_exported"]["reasons"] == [BARE]
     mig = sorted((g["index"], g["instance"], g["mig_profile"]) for g in gpus.values() if g["node"] == "a100-node-04")
     assert mig == [(0, "1", "3g.40gb"), (0, "2", "3g.40gb"), (1, "1", "3g.40gb"), (1, "2", "3g.40gb")]
-    # the badly cooled GPU under llama-finetune runs hot, its clock held down, and says why
-    hot = gpus[("h100-node-01", 1, "")]
-    assert "hot" in hot["flags"] and "throttled" in hot["flags"] and "sw_thermal" in hot["throttle"]
+    # the badly cooled GPU under llama-finetune runs hot once its rank's load is up, its clock held
+    # down, and says why
+    def hot_gpu() -> dict[str, Any] | None:
+        g = next(g for g in _gpus(kubeconfig=t.sim.kubeconfig_path)["gpus"]
+                 if (g["node"], g["index"], g["instance"] or "") == ("h100-node-01", 1, ""))
+        return g if "hot" in g["flags"] else None
+    hot = wait_for(hot_gpu, timeout=60, what="h100-node-01's GPU 1 running hot")
+    assert "throttled" in hot["flags"] and "sw_thermal" in hot["throttle"]
 
     r = run_cli("gpus", "--doctor", "--kubeconfig", str(t.sim.kubeconfig_path))
     assert r.code == 0, r.err
