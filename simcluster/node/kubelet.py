@@ -251,8 +251,8 @@ class Kubelet(Controller):
             try:
                 rt.cgroup = self.podnet.join(uid, ip)
             except OSError as exc:
-                self.note_once("podnet", f"kubelet: pods share 0.0.0.0 with the machine from {ns}/{name} on "
-                                          f"(its cgroup with bind/connect programs: {exc})")
+                self.note_once("podnet", f"kubelet: pod {ns}/{name} shares 0.0.0.0 with the machine, as does any "
+                                          f"other whose cgroup cannot be made (its bind/connect programs: {exc})")
         self.runtimes[(ns, name)] = rt
         self._hosts_here[ns] = self._hosts_here.get(ns, 0) + 1
         rt.start()
