@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from .gpu_fleet import Owner, PodKey
-from .model import USER_KEYS, project_of
+from .model import project_of, workload_user
 from .pod_rows import infer
 from .records import JobRec, PodRec
 from .workloads import WorkloadKey, lead_order, placement, workload_of
@@ -118,7 +118,7 @@ class GpuOwners:
             if job is None and "DistributedWorkload" in m.job_names.get((ns, name), ()):
                 job = m.jobs.get((ns, "DistributedWorkload", name))
             built = sorted(((placement(kind, p, job), p) for p in members), key=lambda b: (lead_order(b[0]), b[1].name))
-            user = _user(job, built[0][1])
+            user = workload_user(job, built[0][1])
             project, _ = project_of(m.namespaces.get(ns), ns)
             workload = f"{kind}/{name}"
             for pl, p in built:
@@ -126,14 +126,3 @@ class GpuOwners:
                                           p.created)
         return out
 
-
-def _user(job: JobRec | None, lead: PodRec) -> str:
-    """The workload's user: its object's label or annotation, else its lead pod's (`USER_KEYS`)."""
-    for src in (job, lead):
-        if src is None:
-            continue
-        for k in USER_KEYS:
-            user = src.label(k) or src.annotation(k)
-            if user:
-                return user
-    return ""

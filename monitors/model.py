@@ -47,6 +47,18 @@ from .workloads import ROLE_ORDER, Placement, WorkloadKey, framework_of, lead_or
 PodKey = tuple[str, str]
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 USER_KEYS = ("ranks/user", "user", "runai/user", "run.ai/user", "createdBy", "app.kubernetes.io/created-by")
+
+
+def workload_user(job: JobRec | None, lead: PodRec | None) -> str:
+    """The workload's user: its object's label or annotation, else its lead pod's (`USER_KEYS`)."""
+    for src in (job, lead):
+        if src is None:
+            continue
+        for k in USER_KEYS:
+            user = src.label(k) or src.annotation(k)
+            if user:
+                return user
+    return ""
 TERMINAL = {"Succeeded", "Failed"}
 HISTORY = 240  # GPU samples kept per rank
 
@@ -436,16 +448,7 @@ class LiveModel:
                 interactive = True
         if job is not None and job.kind == "InteractiveWorkload":
             interactive = True
-        user = ""
-        for src in (job, lead_pod):
-            if src is None:
-                continue
-            for k in USER_KEYS:
-                user = src.label(k) or src.annotation(k)
-                if user:
-                    break
-            if user:
-                break
+        user = workload_user(job, lead_pod)
         conditions = tuple(ConditionView(c.type, c.status, c.reason, c.message, c.at) for c in job.conditions) if job else ()
         created = job.created if job else min((p.created for p in pods if p.created), default=None)
         return WorkloadView(

@@ -35,8 +35,8 @@ class Pods:
         self.cache = dict(recs)
 
 
-def test_each_namespace_is_pickled_once_for_every_session_and_each_batch_once_per_view(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def count_pickled_changes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Any, ...]]:
+    """Every batch of changes the door pickles, as it pickles it (the hub's `frame` counted)."""
     pickled: list[tuple[Any, ...]] = []
     real = hub_module.frame
 
@@ -46,6 +46,12 @@ def test_each_namespace_is_pickled_once_for_every_session_and_each_batch_once_pe
         return real(message)
 
     monkeypatch.setattr(hub_module, "frame", counting)
+    return pickled
+
+
+def test_each_namespace_is_pickled_once_for_every_session_and_each_batch_once_per_view(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pickled = count_pickled_changes(monkeypatch)
     recs = {("team-a", f"a-{i}"): Rec("team-a", f"a-{i}", "") for i in range(3)} | {("team-b", "b-0"): Rec("team-b", "b-0", "")}
 
     async def main() -> None:
@@ -177,15 +183,7 @@ def test_the_door_claims_each_row_once_and_a_session_keeps_the_record_it_is_sent
 
 def test_a_namespace_granted_to_several_users_is_pickled_once_for_all(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    pickled: list[tuple[Any, ...]] = []
-    real = hub_module.frame
-
-    def counting(message: tuple[Any, ...]) -> bytes:
-        if message[0] == "changes":
-            pickled.append(message)
-        return real(message)
-
-    monkeypatch.setattr(hub_module, "frame", counting)
+    pickled = count_pickled_changes(monkeypatch)
     recs = {("team-a", "a-0"): Rec("team-a", "a-0", ""), ("team-b", "b-0"): Rec("team-b", "b-0", ""),
             ("team-b", "b-1"): Rec("team-b", "b-1", "")}
 
