@@ -53,6 +53,7 @@ WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
 
 
 UNCLAIMED_READ = 512  # running pods outside any workload read whole at start (their GPUs)
+NODE_PODS_READ = 256  # nodes whose pods a one-project command reads, at most (for their free GPUs)
 PENDING_FIRST = 200  # pending workloads whose scheduler message the dashboard's first picture waits for
 ONE_ROW = {"limit": 1, "includeObject": "None"}  # "may I list pods here?", asked as cheaply as possible
 
@@ -529,6 +530,32 @@ class Monitor:
             recs += parse_pods(raw)
         self._adopt(recs)
         self._schedule_flush()
+
+    async def read_pods_on(self, nodes: Iterable[str], limit: int = 32, most: int = NODE_PODS_READ) -> bool:
+        """Every project's pods on `nodes` that hold their resources (not Succeeded or Failed), as
+        `kubectl describe node` finds them: one field-selected LIST per node, cluster-wide, `limit`
+        at a time, so that a one-project command counts the GPUs other projects use there. Pods the
+        model does not hold join it (only their node's GPU count uses them). True when every node's
+        pods were read; False when one may not be (forbidden, failing) or there are over `most`."""
+        names = sorted(set(nodes))
+        pods_kind = self.kinds.get(("", "pods"))
+        if pods_kind is None or len(names) > most:
+            return False
+        gate = asyncio.Semaphore(limit)
+        selector = "status.phase!=Succeeded,status.phase!=Failed"
+
+        async def one(node: str) -> list[PodRec] | None:
+            params = {"fieldSelector": f"{api_paths.field_selector({'spec.nodeName': node})},{selector}"}
+            async with gate:
+                try:
+                    return parse_pods(await self.client.request("GET", pods_kind.path(None), params=params))
+                except (ApiProblem, ConnectionProblem, BadAnswer):
+                    return None
+
+        found = await asyncio.gather(*(one(n) for n in names))
+        self.model.apply_pods([(r.key, r) for recs in found if recs for r in recs if r.key not in self.model.pods])
+        self.flush()
+        return all(recs is not None for recs in found)
 
     def _adopt(self, recs: list[PodRec]) -> None:
         """Full objects read for pods the model holds as rows: in the pods informer's cache (so a

@@ -15,9 +15,9 @@ call it for the job it is about to submit (whose GPUs its own session holds). Pu
 what `LiveModel` holds (nodes, pods, workload views, quotas, the GPU history for idleness), never
 the network. Which nodes could take a pod is decided as `why` decides node fit (taints and
 tolerations, cordons, not ready, the node selector, GPUs per node); pods are placed bin-packed, as
-the scheduler does. Free GPUs count the pods the model holds: with one project's pods listed, GPUs
-other projects use are not seen (the caller says so). Texts are raw cluster text: printers
-sanitise them.
+the scheduler does. Free GPUs count the pods the model holds: a caller that listed one project
+reads every project's pods on the nodes first (`Monitor.read_pods_on`), else GPUs other projects
+use are not seen. Texts are raw cluster text: printers sanitise them.
 """
 
 from __future__ import annotations
@@ -143,11 +143,12 @@ def _quota_left(model: LiveModel, namespace: str) -> float | None:
 
 def gpu_fit(model: LiveModel, namespace: str, demand: GpuDemand | Sequence[GpuDemand], *, me: str = "",
             now: float | None = None, exclude: Collection[WorkloadKey] = (),
-            idle_threshold: float = DEFAULT_THRESHOLD) -> GpuFit:
+            idle_threshold: float = DEFAULT_THRESHOLD, first: WorkloadKey | None = None) -> GpuFit:
     """Whether `demand` (in `namespace`) fits the cluster's free GPUs and the project's quota now,
     and, when it does not, the fewest workloads whose GPUs it would need, the user's (`me`) own
     first: interactive sessions (idle ones first), then their other workloads, then others' (most
-    GPUs first). `exclude`: workloads not to count as holders (the pending job itself)."""
+    GPUs first). `exclude`: workloads not to count as holders (the pending job itself); `first`: the
+    holder to free before any other (the session a convert replaces)."""
     now = time.time() if now is None else now
     demands = [demand] if isinstance(demand, GpuDemand) else list(demand)
     demands = [d for d in demands if d.pods > 0]
@@ -178,7 +179,7 @@ def gpu_fit(model: LiveModel, namespace: str, demand: GpuDemand | Sequence[GpuDe
             per_node[p.node] = per_node.get(p.node, 0.0) + p.gpus
     holders = [h for key, per_node in held.items()
                if (h := _holder(model, key, per_node, me, now, idle_threshold)) is not None]
-    holders.sort(key=lambda h: (not h.mine, not h.interactive, h.idle_since is None, -h.gpus, h.namespace, h.name))
+    holders.sort(key=lambda h: (h.key != first, not h.mine, not h.interactive, h.idle_since is None, -h.gpus, h.namespace, h.name))
     chosen: list[Holder] = []
     enough = False
     freed = dict(free)

@@ -11,8 +11,9 @@ allocation, and the scheduler's own words (FailedScheduling events, PodScheduled
 workload that runs or ran: ranks that are not ready and why, restarts, the rank that failed first.
 
 Pure: it reads only what `LiveModel` already holds (records, views, events), never the network.
-Free GPUs per node count the pods the model holds; when it holds only some namespaces' pods
-(`cluster_pods=False`, the CLI's one-project listing) what it says of free GPUs is an upper bound.
+Free GPUs per node count the pods the model holds. The CLI lists one project, then reads every
+project's pods on the nodes a pending job could use (`nodes_it_could_use`, `Monitor.read_pods_on`);
+where it could not (`cluster_pods=False`), what it says of free GPUs is an upper bound.
 Texts are raw cluster text: printers sanitise them (`monitors.sanitize.clean`).
 """
 
@@ -517,6 +518,24 @@ def _last_exit(p: PodRec | None) -> str:
 
 
 # -- the answer ----------------------------------------------------------------------------------------
+
+def nodes_it_could_use(model: LiveModel, key: WorkloadKey) -> list[str]:
+    """The nodes a pending workload's unplaced GPU pods could go to (capacity aside): those whose
+    pods a one-project caller reads cluster-wide (`Monitor.read_pods_on`) so that the free GPUs it
+    counts there are exact. Empty when the workload is not pending or asks no GPU."""
+    wl = model.workloads.get(key)
+    if wl is None or wl.status != "Pending":
+        return []
+    pods = [model.pods[pk] for pk in sorted(model.workload_pods.get(key, ())) if pk in model.pods]
+    return usable_nodes(model, [d for d in _demands(model, wl, pods) if d.gpus > 0])
+
+
+def usable_nodes(model: LiveModel, demands: Iterable[PodShape]) -> list[str]:
+    """The nodes at least one of `demands` could go to, capacity aside (`node_refuses`)."""
+    shapes = list(demands)
+    return sorted(n.name for n in model.node_recs.values() if n.gpus > 0
+                  and any(not node_refuses(n, d) for d in shapes))
+
 
 def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True, now: float | None = None,
             command: str = "ranks", me: str = "", idle_threshold: float = 5.0) -> Diagnosis:

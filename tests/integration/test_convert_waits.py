@@ -124,3 +124,38 @@ async def test_the_dashboards_convert_says_so_and_starts_with_the_box_ticked(sim
         waits = str(screen.query_one("#waits", Static).content)
         assert "the new job would wait" in waits and "its own session pt holds 2 of the GPUs it needs" in waits
         assert screen.query_one("#delete", Checkbox).value is True
+
+
+def test_one_projects_commands_count_the_gpus_other_projects_hold_on_its_nodes(simcluster, tmp_path: Path) -> None:
+    """Seen from `make demo`: `ranks why` and `ranks convert -p team-a` listed one project's pods, so
+    the GPUs team-b's pods held on the same nodes looked free. The job said "all might fit", the
+    convert said nothing, and the converted job sat Pending on its own session's GPUs. They now read
+    every project's pods on the nodes the job could use (`kubectl describe node`'s way)."""
+    sim = simcluster.sim
+    simcluster.call(sim.apply, gpu_node("gpu-0", 4))
+    simcluster.call(sim.apply, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}})
+    simcluster.call(sim.apply, {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": "other"},
+        "spec": {"containers": [{"name": "main", "image": "python:3.12", "command": ["sleep", "infinity"],
+                                 "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
+    env = env_of(sim, tmp_path)
+    assert ranks(env, "submit", "pt", "--framework", "pytorch", "-i", "pytorch:latest", "--workers", "1", "-g", "1",
+                 "--interactive", "-p", "default").returncode == 0
+    wait_for(lambda: running(env, "pt", 2), timeout=90, what="the session running on 2 of the 4 GPUs")
+
+    r = ranks(env, "convert", "pt", "-p", "default", "--command", LINE, "--dry-run")
+    assert r.returncode == 0, r.stderr
+    notes = [ln for ln in r.stderr.splitlines() if ln.startswith("ranks: note:")]
+    assert notes[:1] == ["ranks: note: the new job would wait: only 0 of its 2 pods fit the free GPUs where it "
+                         "can run now"], r.stderr
+    assert any(n.startswith("ranks: note: its own session pt holds 2 of the GPUs it needs") for n in notes), notes
+
+    assert ranks(env, "submit", "big", "--framework", "pytorch", "-i", "pytorch:latest", "--workers", "1", "-g", "1",
+                 "--command", "python train.py", "-p", "default").returncode == 0
+    wait_for(lambda: "Pending" in ranks(env, "why", "big", "-p", "default").stdout.splitlines()[0],
+             timeout=60, what="big pending")
+    said = ranks(env, "why", "big", "-p", "default").stdout
+    assert "all might fit" not in said and "at most" not in said, said
+    assert "0 more could be placed now" in said, said
+    assert said.splitlines()[0].endswith("held by your interactive session pt"), said
+    assert "delete pt -p default` frees them" in said, said

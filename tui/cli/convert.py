@@ -240,7 +240,7 @@ def run_convert(opts: dict[str, Any], ref: str, project: str | None, *, command:
                 print(f'ranks: note: the command still names "{source.target.name}" (not as a pod or host of '
                       "the session, which are renamed): check it is meant for the new job", file=sys.stderr)
             if wl is not None and source.monitor is not None and not delete_session:
-                delete_session = offer_the_sessions_gpus(cfg, source, new, ask=not (yes or dry_run))
+                delete_session = await offer_the_sessions_gpus(cfg, source, new, ask=not (yes or dry_run))
             if dry_run:
                 print("ranks: dry run: nothing was created", file=sys.stderr)
                 return ExitCode.OK
@@ -327,13 +327,14 @@ async def convert_source(cfg: ClusterConfig, opts: dict[str, Any], client: KubeC
                          base, default, monitor)
 
 
-def offer_the_sessions_gpus(cfg: ClusterConfig, source: ConvertSource, new: dict[str, Any], *, ask: bool) -> bool:
+async def offer_the_sessions_gpus(cfg: ClusterConfig, source: ConvertSource, new: dict[str, Any], *, ask: bool) -> bool:
     """Before submitting: whether the new job would start now. When it would wait, say on what (its
     own session first); when the session holds what it needs, offer to delete the session once the
     job is created (asked on a terminal; otherwise said, with the flag that does it). The answer."""
     import time
 
     from monitors.diagnostics.holders import gpu_fit
+    from monitors.diagnostics.why import PodShape, usable_nodes
     from monitors.sanitize import clean
     from sessions import convert
     from sessions.shell import ranks_command
@@ -341,7 +342,11 @@ def offer_the_sessions_gpus(cfg: ClusterConfig, source: ConvertSource, new: dict
     wl, monitor = source.workload, source.monitor
     assert wl is not None and monitor is not None
     now = time.time()
-    fit = gpu_fit(monitor.model, wl.namespace, convert.gpu_demands(new), me=cfg.impersonate_user or cfg.user, now=now)
+    demands = convert.gpu_demands(new)
+    if not monitor.status.cluster_wide:  # (every project's pods on the nodes it could use: their free GPUs)
+        await monitor.read_pods_on(usable_nodes(monitor.model, [
+            PodShape("", d.pods, d.gpus_per_pod, d.selector, d.tolerations) for d in demands]))
+    fit = gpu_fit(monitor.model, wl.namespace, demands, me=cfg.impersonate_user or cfg.user, now=now, first=wl.key)
     for line in convert.waits_on(fit, wl.key, now, ranks_command(cfg) or "ranks"):
         print(f"ranks: note: {clean(line, limit=400)}", file=sys.stderr)
     if not any(h.key == wl.key for h in fit.holders):

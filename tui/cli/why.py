@@ -44,7 +44,7 @@ def why_command(ctx: click.Context, /, workload: str, project: str | None, outpu
 
 def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
-        from monitors.diagnostics.why import explain
+        from monitors.diagnostics.why import explain, nodes_it_could_use
 
         from .diagnose import located_with_tails, with_health
         from .idle import configured_threshold
@@ -56,8 +56,12 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
                 print(f"ranks: warning: forbidden to list {name}; the answer leaves them out", file=sys.stderr)
             from sessions.shell import ranks_command
 
-            # (one project's pods were listed; the lines it offers run as pasted)
-            d = explain(monitor.model, wl.key, cluster_pods=False, command=ranks_command(cfg) or "ranks",
+            # (one project's pods were listed: a pending job's nodes are read whole, every project's
+            # pods on them, so that the free GPUs and who holds them are the cluster's; the lines it
+            # offers run as pasted)
+            counted = monitor.status.cluster_wide or await monitor.read_pods_on(
+                nodes_it_could_use(monitor.model, wl.key))
+            d = explain(monitor.model, wl.key, cluster_pods=counted, command=ranks_command(cfg) or "ranks",
                         me=cfg.impersonate_user or cfg.user, idle_threshold=configured_threshold())
             d = with_health(d, diag.health)
             from monitors.diagnostics.gpu_health import with_gpu_findings
