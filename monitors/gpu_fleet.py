@@ -186,7 +186,7 @@ def with_owner(g: Gpu, owner: Owner, owned_by: str, allocated: bool) -> Gpu:
 
 
 class SeriesLike(Protocol):
-    """A series as read: `Series`, or an exporter's `exposition.Sample`."""
+    """A series as read: an exporter's `exposition.Sample` (Prometheus' answers go to `build_from`)."""
 
     @property
     def name(self) -> str: ...
@@ -196,15 +196,6 @@ class SeriesLike(Protocol):
 
     @property
     def value(self) -> float: ...
-
-
-class Series(NamedTuple):
-    """One series as read: a metric name, its labels, its value (`exposition.Sample` or a
-    Prometheus vector element). (A tuple: 300,000 of them are made for 40,000 GPUs.)"""
-
-    name: str
-    labels: Mapping[str, str]
-    value: float
 
 
 @dataclass
@@ -315,32 +306,55 @@ def build(series: Iterable[SeriesLike], *, pod_labels: Mapping[str, bool] | None
     serves that field (`SPARSE_GROUPS`' counts), and its GPUs without a series of it read 0. `pod_labels`: whether each node's series carry the pod label keys (only a
     direct scrape can tell: Prometheus drops empty labels); else whether any GPU of the node has an
     owner (through Prometheus a node whose GPUs are all idle cannot be told from one without them)."""
+    return build_from(((s.name, s.labels, s.value) for s in series), pod_labels=pod_labels,
+                      fields_by_node=fields_by_node, exclude=exclude, sparse=sparse)
+
+
+Triple = tuple[str, Mapping[str, str], float]  # (metric name, labels, value): a series, unwrapped
+
+
+def build_from(triples: Iterable[Triple], *, pod_labels: Mapping[str, bool] | None = None,
+               fields_by_node: Mapping[str, Iterable[str]] | None = None, exclude: str = DEFAULT_EXCLUDE,
+               sparse: bool = False) -> Fleet:
+    """`build` from (name, labels, value) triples: what `gpu_fleet_source` hands over from a
+    Prometheus answer without making an object of each of its 335,000 elements."""
     rows: dict[GpuKey, _Build] = {}
     seen_fields: dict[str, set[str]] = {}
-    for s in series:
-        f = FIELD_OF_METRIC.get(s.name)
+    field_of = FIELD_OF_METRIC.get
+    index_of: dict[str, int] = {}  # the "gpu" label's text -> its index (-1: not one); a few distinct
+    for name, labels, v in triples:
+        f = field_of(name)
         if f is None:
             continue
-        labels = s.labels
-        key = gpu_key(labels)
-        if key is None:
+        get = labels.get
+        node = get("Hostname") or get("hostname") or get("node")
+        idx = get("gpu")
+        if isinstance(idx, str):
+            i = index_of.get(idx, -2)
+            if i == -2:  # (as `gpu_key`: ASCII digits, at most 6 of them)
+                i = index_of[idx] = int(idx) if idx.isascii() and idx.isdigit() and len(idx) <= 6 else -1
+        else:
+            i = -1
+        if not node or i < 0:
             if sparse and f.group in SPARSE_GROUPS and (node := node_of(labels)):
                 seen_fields.setdefault(node, set()).add(f.key)
             continue
+        key = (node, i, get("GPU_I_ID", ""))
         b = rows.get(key)
         if b is None:
             b = rows[key] = _Build(*key)
-        served_here = seen_fields.get(key[0])
+        served_here = seen_fields.get(node)
         if served_here is None:
-            served_here = seen_fields[key[0]] = set()
-        served_here.add(f.key)
+            served_here = seen_fields[node] = set()
+        fk = f.key
+        served_here.add(fk)
         if not b.identified:  # (through Prometheus only the identity group's series carry these)
             _identify(b, labels, exclude)
-        if f.key in b.values and f.names.index(s.name) > 0:
+        values = b.values
+        if fk in values and name != f.names[0]:
             continue  # (the first name wins: an older spelling beside the new one)
-        v = s.value
         if f.lo <= v <= f.hi:  # (NaN fails both: dropped)
-            b.values[f.key] = v
+            values[fk] = v
     saw_owner: dict[str, bool] = {}
     for b in rows.values():
         if b.owner is not None:
@@ -355,29 +369,30 @@ def build(series: Iterable[SeriesLike], *, pod_labels: Mapping[str, bool] | None
     fleet.pod_labels = {**saw_owner, **(pod_labels or {})}
     fleet.exact_nodes = set(pod_labels or ())
     zeros = {f.key for f in FIELDS if f.group in SPARSE_GROUPS} if sparse else set()
+    zeros_of = {n: tuple(zeros & keys) for n, keys in served.items()}
     # one string object per distinct node, model, profile, namespace and container (a few hundred
     # among 40,000 GPUs): less memory, and a reading pickled once each (`gpu_fleet_child`)
     same: dict[str, str] = {}
-    for key, b in rows.items():
+    gpus = fleet.gpus
+    for b in rows.values():
         vals = b.values
-        for fk in zeros & served.get(b.node, set()):
+        for fk in zeros_of.get(b.node, ()):
             vals.setdefault(fk, 0.0)
-        used, free = vals.get("mem_used"), vals.get("mem_free")
+        vget = vals.get
+        used, free = vget("mem_used"), vget("mem_free")
         owner = None
         if b.owner:
             ns, pod, container = b.owner
             owner = Owner(same.setdefault(ns, ns), pod, same.setdefault(container, container))
-        reasons, xid = vals.get("reasons"), vals.get("xid")
+        reasons, xid = vget("reasons"), vget("xid")
         node = same.setdefault(b.node, b.node)
-        key = (node, b.index, b.instance)
-        fleet.gpus[key] = Gpu(
+        gpus[(node, b.index, b.instance)] = Gpu(
             node, b.index, b.instance, b.uuid, same.setdefault(b.model, b.model),
-            same.setdefault(b.mig_profile, b.mig_profile), util=vals.get("util"), mem_used=used,
-            mem_total=used + free if used is not None and free is not None else None, temp=vals.get("temp"),
-            power=vals.get("power"), power_limit=vals.get("power_limit"), sm_clock=vals.get("sm_clock"),
-            reasons=int(reasons) if reasons is not None else None, xid=int(xid) if xid is not None else None,
-            ecc_sbe=vals.get("ecc_sbe"), ecc_dbe=vals.get("ecc_dbe"), owner=owner, owned_by="labels" if owner else "",
-            allocated=owner is not None)
+            same.setdefault(b.mig_profile, b.mig_profile), vget("util"), used,
+            used + free if used is not None and free is not None else None, vget("temp"), vget("power"),
+            vget("power_limit"), vget("sm_clock"), int(reasons) if reasons is not None else None,
+            int(xid) if xid is not None else None, vget("ecc_sbe"), vget("ecc_dbe"), owner,
+            "labels" if owner else "", owner is not None)
     return fleet
 
 

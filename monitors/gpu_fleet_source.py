@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -33,8 +33,9 @@ from .gpu_fleet import (
     POD_LABEL_KEYS,
     SPARSE_GROUPS,
     Fleet,
-    Series,
+    Triple,
     build,
+    build_from,
     gpu_key,
     owner_labels,
 )
@@ -76,21 +77,21 @@ def group_query(group: str) -> str:
     return f"max by ({', '.join(PLACE_BY)}) ({{__name__=~{names}}})"
 
 
-def series_of(answer: Answer, default_name: str) -> list[Series]:
-    out: list[Series] = []
-    append = out.append
-    for s in answer.result:
-        if not isinstance(s, dict):
-            continue
-        labels, value = s.get("metric"), s.get("value")
-        if not isinstance(labels, dict) or not isinstance(value, list) or len(value) != 2:
-            continue
-        try:
-            v = float(value[1])
-        except (TypeError, ValueError):
-            continue
-        append(Series(str(labels.get("__name__") or default_name), labels, v))
-    return out
+def triples_of(answers: Iterable[Answer], default_name: str) -> Iterator[Triple]:
+    """Each vector element of the answers as (name, labels, value) (`gpu_fleet.build_from`); an
+    element that is not one (a hostile or broken answer) is left out."""
+    for answer in answers:
+        for s in answer.result:
+            try:
+                labels, value = s["metric"], s["value"]
+                if labels.__class__ is not dict or value.__class__ is not list or len(value) != 2:
+                    continue
+                v = float(value[1])
+                name = labels.get("__name__") or default_name
+            except (TypeError, ValueError, KeyError, IndexError):
+                continue
+            if name.__class__ is str:
+                yield name, labels, v
 
 
 async def read_prometheus(client: PromHttp, call: Call[Any], timeout: float) -> FleetRead:
@@ -108,7 +109,7 @@ async def read_prometheus(client: PromHttp, call: Call[Any], timeout: float) -> 
             return PromError("unavailable", f"timed out after {timeout:g} s")
 
     answers = await asyncio.gather(*(ask(g) for g in GROUPS))
-    series: list[Series] = []
+    read: list[Answer] = []
     warnings: list[str] = []
     for group, ans in zip(GROUPS, answers, strict=True):
         if isinstance(ans, PromError):
@@ -117,8 +118,8 @@ async def read_prometheus(client: PromHttp, call: Call[Any], timeout: float) -> 
             warnings.append(f"{group} fields: {ans.message}")
             continue
         warnings.extend(w for w in ans.warnings if w not in warnings)
-        series.extend(series_of(ans, IDENTITY_METRIC))
-    return FleetRead(build(series, sparse=True), len(GROUPS), warnings=warnings)
+        read.append(ans)
+    return FleetRead(build_from(triples_of(read, IDENTITY_METRIC), sparse=True), len(GROUPS), warnings=warnings)
 
 
 def exact_pod_labels(samples: Sequence[Any]) -> bool:

@@ -194,9 +194,9 @@ async def test_the_gpus_tab_at_40000_gpus(fleet: list[dict[str, Any]]) -> None:
 
     from monitors import exposition  # noqa: F401  (loaded before timing)
     from monitors.dataloop.fleet import FleetTrack
-    from monitors.gpu_fleet import build
+    from monitors.gpu_fleet import build_from
     from monitors.gpu_fleet_source import FleetRead as Read
-    from monitors.gpu_fleet_source import series_of
+    from monitors.gpu_fleet_source import triples_of
     from monitors.model import LiveModel
     from monitors.promql import parse_response
     from tests.dashboard_kit import fed_app
@@ -210,8 +210,9 @@ async def test_the_gpus_tab_at_40000_gpus(fleet: list[dict[str, Any]]) -> None:
         """A reading as the data thread makes it (parse, build, place), and its time."""
         bodies = answers(fleet, shift)
         t0 = time.perf_counter()
-        series = [s for b in bodies.values() for s in series_of(parse_response(200, b), "DCGM_FI_DEV_GPU_UTIL")]
-        shown = track.shown(Read(build(series), 4), model, time.time(), prometheus=True)
+        parsed = [parse_response(200, b) for b in bodies.values()]
+        shown = track.shown(Read(build_from(triples_of(parsed, "DCGM_FI_DEV_GPU_UTIL")), 4), model, time.time(),
+                            prometheus=True)
         return shown, time.perf_counter() - t0
 
     first, data_s = reading(0)

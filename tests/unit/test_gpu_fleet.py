@@ -15,13 +15,14 @@ from monitors.gpu_fleet import (
     Owner,
     attribute_by_uuid,
     build,
+    build_from,
     parse_reported,
     parse_reported_uuids,
     place,
     sort_key,
 )
 from monitors.gpu_fleet_export import fleet_json, row_cells
-from monitors.gpu_fleet_source import group_query, series_of
+from monitors.gpu_fleet_source import group_query, triples_of
 from monitors.promql import Answer
 
 UUID0, UUID1 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52", "GPU-11111111-2222-3333-4444-555555555555"
@@ -110,9 +111,25 @@ def test_prometheus_answers_one_query_per_group() -> None:
     assert "DCGM_FI_DEV_CLOCKS_EVENT_REASONS|DCGM_FI_DEV_CLOCK_THROTTLE_REASONS" in queries[2]
     answer = Answer("vector", [
         {"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": "0"}, "value": [1, "71"]},
-        {"metric": {"Hostname": "n1", "gpu": "0", "UUID": UUID0}, "value": [1, "bad"]}, "junk"])
-    series = series_of(answer, "DCGM_FI_DEV_GPU_UTIL")
-    assert [(s.name, s.value) for s in series] == [("DCGM_FI_DEV_GPU_TEMP", 71.0)]
+        {"metric": {"Hostname": "n1", "gpu": "0", "UUID": UUID0}, "value": [1, "bad"]}, "junk",
+        {"metric": {"__name__": ["DCGM_FI_DEV_GPU_TEMP"], "Hostname": "n1", "gpu": "1"}, "value": [1, "3"]},
+        {"metric": ["Hostname"], "value": [1, "3"]}, {"metric": {"Hostname": "n1"}, "value": [1, "2", 3]},
+        {"value": [1, "3"]}])
+    series = list(triples_of([answer], "DCGM_FI_DEV_GPU_UTIL"))
+    assert [(name, v) for name, _, v in series] == [("DCGM_FI_DEV_GPU_TEMP", 71.0)]
+
+
+def test_prometheus_triples_build_what_exposition_samples_build() -> None:
+    """`build_from` on a Prometheus answer's elements (`gpu_fleet_source.read_prometheus`) makes
+    the rows `build` makes of the same series read from an exporter's page; elements whose labels
+    are not a GPU's (an index that is no number, a number too long, no node) are left out."""
+    samples = exposition.parse(LABELLED).samples
+    answer = Answer("vector", [{"metric": {"__name__": s.name, **s.labels}, "value": [1, repr(s.value)]}
+                               for s in samples]
+                    + [{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "Hostname": "n1", "gpu": gpu}, "value": [1, "5"]}
+                       for gpu in ("x", "1234567", "", 3)]
+                    + [{"metric": {"__name__": "DCGM_FI_DEV_GPU_TEMP", "gpu": "0"}, "value": [1, "5"]}])
+    assert build_from(triples_of([answer], "DCGM_FI_DEV_GPU_UTIL")) == build(samples)
 
 
 def test_the_doctor_says_what_is_wrong_one_line_each() -> None:
