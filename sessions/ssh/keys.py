@@ -30,6 +30,8 @@ from typing import Any
 
 import asyncssh
 
+from monitors.sanitize import shown
+from monitors.state_dir import read_regular
 from sessions.errors import SessionError
 
 _USER = re.compile(r"[A-Za-z0-9._@-][A-Za-z0-9._@:-]{0,252}")
@@ -39,6 +41,16 @@ _HARMLESS = {"no-port-forwarding", "no-agent-forwarding", "no-X11-forwarding", "
              "port-forwarding", "agent-forwarding", "X11-forwarding", "user-rc", "touch-required",
              "no-touch-required", "verify-required"}
 _HONOURED = {"from", "command", "no-pty", "pty", "restrict", "expiry-time"}
+_READ_LIMIT = 4 << 20  # bytes of an authorized-keys file or the user map (OpenSSH's are far smaller)
+
+
+def _read(path: Path, what: str) -> bytes:
+    """The bytes of `path`, only if it is a regular file (a FIFO would block the server's start,
+    and its reload for ever); SessionError (code 2) saying why not."""
+    try:
+        return read_regular(path, limit=_READ_LIMIT)
+    except OSError as exc:
+        raise SessionError(f"cannot read {what} {path}: {exc.strerror or exc}", 2) from None
 
 
 @dataclass(frozen=True)
@@ -154,10 +166,7 @@ def _options(line: str) -> tuple[dict[str, str], str]:
 
 def _grants_of(path: Path, identity_of: Any, warnings: list[str]) -> list[tuple[str, Grant]]:
     """(fingerprint, grant) of each usable line of `path`; `identity_of(fp)` decides who it is."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError as exc:
-        raise SessionError(f"cannot read authorized keys {path}: {exc.strerror or exc}", 2) from None
+    text = _read(path, "authorized keys").decode("utf-8", errors="replace")
     out = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -176,10 +185,12 @@ def _grants_of(path: Path, identity_of: Any, warnings: list[str]) -> list[tuple[
 def _user_map(path: Path) -> dict[str, Identity]:
     import yaml
 
+    raw = _read(path, "the user map")
     try:
-        data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise SessionError(f"cannot read the user map {path}: {exc.strerror or exc}", 2) from None
+        data: Any = yaml.safe_load(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise SessionError(f"the user map {path} is not UTF-8 (a byte 0x{raw[exc.start]:02x} at {exc.start})",
+                           2) from None
     except yaml.YAMLError as exc:
         raise SessionError(f"the user map {path} is not YAML: {str(exc).splitlines()[0]}", 2) from None
     if data is None:
@@ -189,17 +200,17 @@ def _user_map(path: Path) -> dict[str, Identity]:
     out: dict[str, Identity] = {}
     for fp, entry in data.items():
         if not isinstance(fp, str) or not fp.startswith("SHA256:"):
-            raise SessionError(f"the user map {path}: {fp!r} is not a SHA256: key fingerprint", 2)
+            raise SessionError(f"the user map {path}: {shown(fp)} is not a SHA256: key fingerprint", 2)
         if isinstance(entry, str):
             entry = {"user": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("user"), str) or not _USER.fullmatch(entry["user"]):
-            raise SessionError(f"the user map {path}: {fp} needs a user name (user: NAME)", 2)
+            raise SessionError(f"the user map {path}: {shown(fp)} needs a user name (user: NAME)", 2)
         groups = entry.get("groups") or []
         if not isinstance(groups, list) or not all(isinstance(g, str) and _USER.fullmatch(g) for g in groups):
-            raise SessionError(f"the user map {path}: {fp}: groups must be a list of names", 2)
+            raise SessionError(f"the user map {path}: {shown(fp)}: groups must be a list of names", 2)
         ns = entry.get("namespace")
         if ns is not None and not (isinstance(ns, str) and _USER.fullmatch(ns)):
-            raise SessionError(f"the user map {path}: {fp}: namespace must be a name", 2)
+            raise SessionError(f"the user map {path}: {shown(fp)}: namespace must be a name", 2)
         out[fp] = Identity(entry["user"], tuple(groups), ns)
     return out
 
@@ -239,10 +250,10 @@ def load_keyring(authorized: str, users: str | None = None, default_user: str | 
             if entry.name.startswith(".") or not entry.is_file():
                 continue
             if not _USER.fullmatch(entry.name):
-                ring.warnings.append(f"{entry}: not a user name; file skipped")
+                ring.warnings.append(f"{path}/{shown(entry.name)}: not a user name; file skipped")
                 continue
             found += _grants_of(entry, lambda fp, u=entry.name: mapped.get(fp, Identity(u)), ring.warnings)
-    elif path.is_file():
+    elif path.exists():  # (a FIFO or a device: refused by `_read`, never read)
         found = _grants_of(path, lambda fp: mapped.get(fp, Identity(default_user)), ring.warnings)
     else:
         raise SessionError(f"authorized keys {path} does not exist", 2)

@@ -452,10 +452,16 @@ def test_per_user_session_limit_then_sigterm_drains_with_a_message(served: Serve
     (("--ssh", "127.0.0.1:0", "--user-files", "{d}/missing/%u"), "missing: No such file or directory"),
     (("--ssh", "127.0.0.1:0", "--user-files", "{d}/%u/x"), "%u (the user's name) goes in the last component"),
     (("--ssh", "127.0.0.1:0", "--command-time-limit", "soon"), "is not a duration"),
+    # the user map or the keys as a FIFO (the server hung before ready), the map not UTF-8 (internal error)
+    (("--ssh", "127.0.0.1:0", "--users", "{d}/fifo"), "fifo: is a FIFO, not a regular file"),
+    (("--ssh", "127.0.0.1:0", "--authorized-keys", "{d}/fifo"), "fifo: is a FIFO, not a regular file"),
+    (("--ssh", "127.0.0.1:0", "--users", "{d}/latin1.yaml"), "latin1.yaml is not UTF-8 (a byte 0xe9 at 7)"),
 ])
 def test_serve_refuses_bad_input_in_one_line(tmp_path: Path, args: tuple[str, ...], said: str) -> None:
     keygen(tmp_path / "host")
     (tmp_path / "keys").write_text((tmp_path / "host.pub").read_text())
+    os.mkfifo(tmp_path / "fifo", 0o600)
+    (tmp_path / "latin1.yaml").write_bytes("bob: al\xe9\n".encode("latin-1"))
     base = {"--host-key": str(tmp_path / "host"), "--authorized-keys": str(tmp_path / "keys")}
     args = tuple(a.format(d=tmp_path) for a in args)
     for flag, value in base.items():
