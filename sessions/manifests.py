@@ -61,6 +61,8 @@ INTERACTIVE_GRACE_SECONDS = 1
 BACKOFF_LIMIT = 3
 TTL_AFTER_FINISHED = 7 * 24 * 3600  # an unattended job and its pods (logs) stay a week after it ends
 MAX_WORKERS = 10_000
+MAX_GPUS_PER_POD = 1024  # whole GPUs a pod may ask (no node has more; a typo's 10^23 is refused here)
+MAX_SLOTS = 100_000  # MPI processes per worker
 
 QUANTITY = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E|[eE][+-]?\d+)?$")
 QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
@@ -300,16 +302,17 @@ def spec_problems(spec: SubmitSpec) -> list[Problem]:
         out.append(Problem("--image", f'-i/--image "{spec.image}": must not contain whitespace'))
     if spec.gpu_portion is not None and spec.gpus:
         out.append(Problem("--gpu-portion", "-g/--gpus and --gpu-portion cannot be used together"))
-    if spec.gpus < 0:
-        out.append(Problem("--gpus", f"-g {spec.gpus}: must be at least 0"))
+    if not 0 <= spec.gpus <= MAX_GPUS_PER_POD:
+        out.append(Problem("--gpus", f"-g {spec.gpus}: must be at least 0 (at most {MAX_GPUS_PER_POD} per pod)"))
     if spec.gpu_portion is not None and not (0.01 <= spec.gpu_portion < 1 and math.isfinite(spec.gpu_portion)):
         out.append(Problem("--gpu-portion", f"--gpu-portion {spec.gpu_portion:g}: must be at least 0.01 and "
                                             "less than 1 (a fraction of one GPU); use -g N for whole GPUs"))
     if spec.slots_per_worker is not None:
         if spec.framework != "mpi":
             out.append(Problem("--slots-per-worker", "--slots-per-worker applies to MPI jobs only"))
-        elif spec.slots_per_worker < 1:
-            out.append(Problem("--slots-per-worker", f"--slots-per-worker {spec.slots_per_worker}: must be at least 1"))
+        elif not 1 <= spec.slots_per_worker <= MAX_SLOTS:
+            out.append(Problem("--slots-per-worker", f"--slots-per-worker {spec.slots_per_worker}: must be at least 1 "
+                                                     f"(at most {MAX_SLOTS})"))
     for flag, value in (("--cpu", spec.cpu), ("--memory", spec.memory)):
         p = quantity_problem(flag, value)
         if p:

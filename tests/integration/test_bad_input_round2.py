@@ -121,6 +121,21 @@ def test_a_fifo_as_the_configuration_file_is_refused_at_once(tmp_path: Path) -> 
                       ExitCode.NO_CONFIG, "is a FIFO")
 
 
+def test_counts_beyond_what_the_api_takes_are_usage_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A count the API server would take as typed (a Quantity of 10^23 GPUs) or refuse (tailLines
+    past 64 bits) is the user's usage error, before anything is sent or created."""
+    kc = kubeconfig(tmp_path / "kc.yaml", f"https://127.0.0.1:{closed_port()}")  # (never asked)
+    with isolated(monkeypatch, tmp_path):
+        for args in (("logs", "mnist", "--tail", str(2**64)),
+                     ("submit", "x", "--framework", "pytorch", "-i", "img", "--interactive", "--workers", "1",
+                      "-g", "9" * 23),
+                     ("submit", "x", "--framework", "mpi", "-i", "img", "--interactive", "--workers", "1",
+                      "--slots-per-worker", str(2**70))):
+            r = run_cli(*args, "--kubeconfig", str(kc))
+            one_line_or_ok(r, {ExitCode.USAGE})
+            assert r.code == ExitCode.USAGE, (args, r)
+
+
 def test_an_empty_rank_or_role_is_a_usage_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     kc = kubeconfig(tmp_path / "kc.yaml", f"https://127.0.0.1:{closed_port()}")  # (never asked)
     with isolated(monkeypatch, tmp_path):

@@ -86,4 +86,5 @@ def test_a_prometheus_answer_that_stalls_mid_body_ends_after_the_request_timeout
     r = ranks(kc, tmp_path, "gpus", "-p", "team-a", "--prometheus", url, "--request-timeout", "2s")
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 4 and len(lines) == 1 and "timed out after 2 s" in lines[0], (r.returncode, r.stderr)
+    assert lines[0].startswith("ranks: error: GPU metrics unavailable: "), lines
     assert "internal error" not in r.stderr and held, "the stalled server was asked"

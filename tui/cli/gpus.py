@@ -163,7 +163,7 @@ async def _report(monitor: Monitor, looked: Any, read: Any, source: Any, owners:
                 print(f"- {clean(line, limit=1000)}")
         return ExitCode.OK
     if read.problem:
-        print(f"ranks: GPU metrics unavailable: {clean(read.problem, limit=500)} (ranks gpus --doctor says more)",
+        print(f"ranks: error: GPU metrics unavailable: {clean(read.problem, limit=500)} (ranks gpus --doctor says more)",
               file=sys.stderr)
         return ExitCode.UNREACHABLE
     gpus = _chosen(fleet, looked, node, idle)

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 @PROJECT
 @click.option("-f", "--follow", is_flag=True, help="Keep following: new lines, restarted and late pods.")
 @click.option("--since", metavar="DURATION", default=None, help="Only lines newer than this (30s, 10m, 1h).")
-@click.option("--tail", type=click.IntRange(0, None), default=None, metavar="N",
+@click.option("--tail", type=click.IntRange(0, 2**63 - 1), default=None, metavar="N",
               help="Only the newest N lines of the merged history (taken before --grep/--exclude).")
 @click.option("--rank", "ranks", multiple=True, metavar="R[,R...]",
               help="Only these ranks: labels (worker-3, launcher) or global rank numbers.")
