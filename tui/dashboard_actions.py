@@ -371,7 +371,7 @@ class DashboardActions:
             saved = await asyncio.to_thread(store.load, wl.namespace, wl.kind, wl.name, wl.uid)
             base, default = await debug.original(client, target, job, saved)
             # (on the data loop: the model is read where it is written)
-            fit = self.data.gpu_fit(wl.namespace, convert.gpu_demands(base or job), me=self.me)
+            fit = self.data.gpu_fit(wl.namespace, convert.gpu_demands(base or job), me=self.me, first=wl.key)
             return job, history, base, default, fit
 
         try:

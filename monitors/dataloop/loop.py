@@ -108,12 +108,13 @@ class DataLoop:
             raise not_connected()
         return self.monitor.client
 
-    def gpu_fit(self, namespace: str, demands: list[GpuDemand], me: str) -> GpuFit | None:
-        """Whether `demands` fit now and who holds what they need (on the data loop: the model is
-        read where it is written); None between connections."""
+    def gpu_fit(self, namespace: str, demands: list[GpuDemand], me: str,
+                first: WorkloadKey | None = None) -> GpuFit | None:
+        """Whether `demands` fit now and who holds what they need, `first` counted first (on the data
+        loop: the model is read where it is written); None between connections."""
         from ..diagnostics.holders import gpu_fit
 
-        return None if self.monitor is None else gpu_fit(self.monitor.model, namespace, demands, me=me)
+        return None if self.monitor is None else gpu_fit(self.monitor.model, namespace, demands, me=me, first=first)
 
     def idle_sessions(self, now: Callable[[], float], threshold: float) -> concurrent.futures.Future[list[IdleSession]]:
         """Interactive sessions holding idle GPUs (`diagnostics.idle`), read on the data thread."""

@@ -273,17 +273,21 @@ class _Ask:
 
 def _held_by(model: LiveModel, wl: WorkloadView, demands: list[PodShape], ask: _Ask) -> tuple[list[Finding], str]:
     """The workloads holding the GPUs the pods still to place need (`holders.gpu_fit`), the user's
-    own first: a finding each, and a clause naming the first."""
-    from .holders import GpuDemand, gpu_fit
+    own first (the session the job was converted from before any): a finding each, and a clause
+    naming the first."""
+    from .holders import CONVERTED_FROM, GpuDemand, gpu_fit
 
     wanted = [GpuDemand(d.count, d.gpus, d.selector, d.tolerations) for d in demands if d.gpus > 0]
     if not wanted:
         return [], ""
-    fit = gpu_fit(model, wl.namespace, wanted, me=ask.me, now=ask.now, exclude={wl.key},
+    job = model.jobs.get(wl.key)
+    origin = job.annotation(CONVERTED_FROM) if job is not None else ""
+    source = (wl.namespace, wl.kind, origin) if origin else None  # (convert keeps the session's kind)
+    fit = gpu_fit(model, wl.namespace, wanted, me=ask.me, now=ask.now, exclude={wl.key}, first=source,
                   idle_threshold=ask.idle_threshold)
     if fit.fits or not fit.holders or not fit.enough:  # (nothing freed would do: fit and quota say why)
         return [], ""
-    findings = [Finding("held", h.sentence(ask.now, ask.command) + ".") for h in fit.holders]
+    findings = [Finding("held", h.sentence(ask.now, ask.command, source=h.key == source) + ".") for h in fit.holders]
     first = fit.holders[0]
     more = f" and {_plural(len(fit.holders) - 1, 'other')}" if len(fit.holders) > 1 else ""
     return findings, f"held by {first.what()}{more}"

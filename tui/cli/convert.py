@@ -341,7 +341,8 @@ def offer_the_sessions_gpus(cfg: ClusterConfig, source: ConvertSource, new: dict
     wl, monitor = source.workload, source.monitor
     assert wl is not None and monitor is not None
     now = time.time()
-    fit = gpu_fit(monitor.model, wl.namespace, convert.gpu_demands(new), me=cfg.impersonate_user or cfg.user, now=now)
+    fit = gpu_fit(monitor.model, wl.namespace, convert.gpu_demands(new), me=cfg.impersonate_user or cfg.user, now=now,
+                  first=wl.key)
     for line in convert.waits_on(fit, wl.key, now, ranks_command(cfg) or "ranks"):
         print(f"ranks: note: {clean(line, limit=400)}", file=sys.stderr)
     if not any(h.key == wl.key for h in fit.holders):
