@@ -530,6 +530,32 @@ class Monitor:
         self._adopt(recs)
         self._schedule_flush()
 
+    async def count_node_pods(self, nodes: list[str], most: int = 64, limit: int = 8) -> bool:
+        """The pods of every namespace on `nodes` put in the model, those it does not hold yet (a
+        one-project listing: the GPUs other projects hold there, which decide whether a pending
+        job fits): one field-selected LIST per node, at most `most` nodes, `limit` at once. Whether
+        every node's pods were read (not: too many nodes, forbidden, no answer)."""
+        pods_kind = self.kinds.get(("", "pods"))
+        if pods_kind is None or len(nodes) > most:
+            return False
+        gate = asyncio.Semaphore(limit)
+
+        async def one(node: str) -> list[PodRec] | None:
+            async with gate:
+                try:
+                    raw = await self.client.request("GET", pods_kind.path(None), params={
+                        "fieldSelector": api_paths.field_selector({"spec.nodeName": node})})
+                except (ApiProblem, ConnectionProblem):
+                    return None
+            return parse_pods(raw)
+
+        found = await asyncio.gather(*(one(n) for n in nodes))
+        recs = [r for got in found for r in got or () if r.key not in self.model.pods]
+        if recs:
+            self.model.apply_pods([(r.key, r) for r in recs])
+            self.flush()
+        return all(got is not None for got in found)
+
     def _adopt(self, recs: list[PodRec]) -> None:
         """Full objects read for pods the model holds as rows: in the pods informer's cache (so a
         later event or relist compares with them) and in the model."""

@@ -522,6 +522,20 @@ def _last_exit(p: PodRec | None) -> str:
 
 # -- the answer ----------------------------------------------------------------------------------------
 
+def nodes_to_count(model: LiveModel, key: WorkloadKey) -> list[str]:
+    """For a pending workload: the nodes that could take one of its GPU pods and show room for it
+    with the pods the model holds: those whose other pods (other projects') decide whether it fits
+    there. [] when it is not pending or asks no GPU."""
+    wl = model.workloads.get(key)
+    if wl is None or wl.status != "Pending":
+        return []
+    pods = [model.pods[pk] for pk in sorted(model.workload_pods.get(key, ())) if pk in model.pods]
+    demands = [d for d in _demands(model, wl, pods) if d.gpus > 0]
+    nodes = sorted(model.node_recs.values(), key=lambda n: n.name)
+    free = _free_gpus(model, nodes)
+    return [n.name for n in nodes if any(free[n.name] >= d.gpus and not node_refuses(n, d) for d in demands)]
+
+
 def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True, now: float | None = None,
             command: str = "ranks", me: str = "", idle_threshold: float = 5.0) -> Diagnosis:
     """Why the workload `key` (namespace, kind, name) is pending, or what is wrong with it.
