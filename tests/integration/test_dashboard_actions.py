@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input, Log, Select, Static
+from textual.widgets import Checkbox, Input, Log, Select, Static
 
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from tests import dashboard_kit as kit
@@ -88,6 +88,8 @@ async def test_convert_shows_the_diff_and_creates_the_job(demo: ThreadedSimClust
         screen = app.screen
         screen.query_one("#command", Input).value = "echo converted-from-dashboard"
         screen.query_one("#name", Input).value = "hvd-dash-train"
+        # (ticked when the new job would wait on the session's own GPUs, as in the demo: keep it here)
+        screen.query_one("#delete", Checkbox).value = False
         await pilot_wait(pilot, lambda: "echo converted-from-dashboard" in
                          str(screen.query_one("#difftext", Static).content), what="the diff", timeout=20)
         diff = str(screen.query_one("#difftext", Static).content)
