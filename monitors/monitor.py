@@ -53,7 +53,7 @@ WORKLOAD_KINDS: tuple[tuple[str, str, str], ...] = (
 
 
 UNCLAIMED_READ = 512  # running pods outside any workload read whole at start (their GPUs)
-NODE_PODS_READ = 256  # nodes whose pods a one-project command reads, at most (for their free GPUs)
+NODE_PODS_READ = 64  # nodes whose pods a one-project command reads, at most (for their free GPUs)
 PENDING_FIRST = 200  # pending workloads whose scheduler message the dashboard's first picture waits for
 ONE_ROW = {"limit": 1, "includeObject": "None"}  # "may I list pods here?", asked as cheaply as possible
 
@@ -531,7 +531,7 @@ class Monitor:
         self._adopt(recs)
         self._schedule_flush()
 
-    async def read_pods_on(self, nodes: Iterable[str], limit: int = 32, most: int = NODE_PODS_READ) -> bool:
+    async def count_node_pods(self, nodes: Iterable[str], limit: int = 16, most: int = NODE_PODS_READ) -> bool:
         """Every project's pods on `nodes` that hold their resources (not Succeeded or Failed), as
         `kubectl describe node` finds them: one field-selected LIST per node, cluster-wide, `limit`
         at a time, so that a one-project command counts the GPUs other projects use there. Pods the

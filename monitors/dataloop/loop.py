@@ -109,8 +109,8 @@ class DataLoop:
         return self.monitor.client
 
     def gpu_fit(self, namespace: str, demands: list[GpuDemand], me: str,
-                first: tuple[str, str, str] | None = None) -> GpuFit | None:
-        """Whether `demands` fit now and who holds what they need, `first` freed first (on the data
+                first: WorkloadKey | None = None) -> GpuFit | None:
+        """Whether `demands` fit now and who holds what they need, `first` counted first (on the data
         loop: the model is read where it is written); None between connections."""
         from ..diagnostics.holders import gpu_fit
 

@@ -10,14 +10,15 @@ hold what it would need, the user's own first (an interactive session, idle or n
                                  #  this job needs: `ranks delete hvd -p team-a` frees them"
     fit.enough                   # freeing them would make it fit (False: it still would not)
 
-`why` calls it for a pending workload (its pods not placed yet, `exclude` = itself); `convert` can
-call it for the job it is about to submit (whose GPUs its own session holds). Pure: it reads only
+`why` calls it for a pending workload (its pods not placed yet, `exclude` = itself; `first` = the
+session it was converted from, which is named as such); `convert` calls it for the job it is about
+to submit (`first` = the session converted, whose GPUs it offers to free). Pure: it reads only
 what `LiveModel` holds (nodes, pods, workload views, quotas, the GPU history for idleness), never
 the network. Which nodes could take a pod is decided as `why` decides node fit (taints and
 tolerations, cordons, not ready, the node selector, GPUs per node); pods are placed bin-packed, as
-the scheduler does. Free GPUs count the pods the model holds: a caller that listed one project
-reads every project's pods on the nodes first (`Monitor.read_pods_on`), else GPUs other projects
-use are not seen. Texts are raw cluster text: printers sanitise them.
+the scheduler does. Free GPUs count the pods the model holds: with one project's pods listed, GPUs
+other projects use are not seen (the caller says so). Texts are raw cluster text: printers
+sanitise them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
     from ..model_views import WorkloadView
 
 WorkloadKey = tuple[str, str, str]
+CONVERTED_FROM = "ranks/converted-from"  # a job's annotation: the session `ranks convert` made it from
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +87,9 @@ class Holder:
         whose = f"{self.user}'s " if self.user else ""
         return f"{whose}{thing} {self.project}/{self.name}"
 
-    def sentence(self, now: float, command: str = "ranks") -> str:
+    def sentence(self, now: float, command: str = "ranks", *, source: bool = False) -> str:
+        """What it holds and, when it is the user's, the line that frees it; `source`: the session
+        the job was converted from, said so."""
         state = []
         if self.idle_since is not None:
             state.append(f"idle {age(now - self.idle_since)}")
@@ -94,7 +98,8 @@ class Holder:
         if self.created is not None:
             state.append(f"started {age(now - self.created)} ago")
         state.append(f"{fmt_gpus(self.gpus)} GPU{'' if self.gpus == 1 else 's'} on {node_span(self.nodes)}")
-        text = f"{self.what()} ({', '.join(state)}) holds what this job needs"
+        text = (f"{'this job was converted from ' if source else ''}{self.what()} ({', '.join(state)})"
+                f"{', which' if source else ''} holds what this job needs")
         if self.mine:
             text += (f": `{command} delete {shlex.quote(self.name)} -p {shlex.quote(self.project or self.namespace)}`"
                      " frees them")
@@ -142,13 +147,14 @@ def _quota_left(model: LiveModel, namespace: str) -> float | None:
 
 
 def gpu_fit(model: LiveModel, namespace: str, demand: GpuDemand | Sequence[GpuDemand], *, me: str = "",
-            now: float | None = None, exclude: Collection[WorkloadKey] = (),
-            idle_threshold: float = DEFAULT_THRESHOLD, first: WorkloadKey | None = None) -> GpuFit:
+            now: float | None = None, exclude: Collection[WorkloadKey] = (), first: WorkloadKey | None = None,
+            idle_threshold: float = DEFAULT_THRESHOLD) -> GpuFit:
     """Whether `demand` (in `namespace`) fits the cluster's free GPUs and the project's quota now,
     and, when it does not, the fewest workloads whose GPUs it would need, the user's (`me`) own
     first: interactive sessions (idle ones first), then their other workloads, then others' (most
     GPUs first). `exclude`: workloads not to count as holders (the pending job itself); `first`: the
-    holder to free before any other (the session a convert replaces)."""
+    one to count before any other (the session a convert makes the job from, which it offers to
+    delete)."""
     now = time.time() if now is None else now
     demands = [demand] if isinstance(demand, GpuDemand) else list(demand)
     demands = [d for d in demands if d.pods > 0]

@@ -11,9 +11,8 @@ allocation, and the scheduler's own words (FailedScheduling events, PodScheduled
 workload that runs or ran: ranks that are not ready and why, restarts, the rank that failed first.
 
 Pure: it reads only what `LiveModel` already holds (records, views, events), never the network.
-Free GPUs per node count the pods the model holds. The CLI lists one project, then reads every
-project's pods on the nodes a pending job could use (`nodes_it_could_use`, `Monitor.read_pods_on`);
-where it could not (`cluster_pods=False`), what it says of free GPUs is an upper bound.
+Free GPUs per node count the pods the model holds; when it holds only some namespaces' pods
+(`cluster_pods=False`, the CLI's one-project listing) what it says of free GPUs is an upper bound.
 Texts are raw cluster text: printers sanitise them (`monitors.sanitize.clean`).
 """
 
@@ -274,17 +273,21 @@ class _Ask:
 
 def _held_by(model: LiveModel, wl: WorkloadView, demands: list[PodShape], ask: _Ask) -> tuple[list[Finding], str]:
     """The workloads holding the GPUs the pods still to place need (`holders.gpu_fit`), the user's
-    own first: a finding each, and a clause naming the first."""
-    from .holders import GpuDemand, gpu_fit
+    own first (the session the job was converted from before any): a finding each, and a clause
+    naming the first."""
+    from .holders import CONVERTED_FROM, GpuDemand, gpu_fit
 
     wanted = [GpuDemand(d.count, d.gpus, d.selector, d.tolerations) for d in demands if d.gpus > 0]
     if not wanted:
         return [], ""
-    fit = gpu_fit(model, wl.namespace, wanted, me=ask.me, now=ask.now, exclude={wl.key},
+    job = model.jobs.get(wl.key)
+    origin = job.annotation(CONVERTED_FROM) if job is not None else ""
+    source = (wl.namespace, wl.kind, origin) if origin else None  # (convert keeps the session's kind)
+    fit = gpu_fit(model, wl.namespace, wanted, me=ask.me, now=ask.now, exclude={wl.key}, first=source,
                   idle_threshold=ask.idle_threshold)
     if fit.fits or not fit.holders or not fit.enough:  # (nothing freed would do: fit and quota say why)
         return [], ""
-    findings = [Finding("held", h.sentence(ask.now, ask.command) + ".") for h in fit.holders]
+    findings = [Finding("held", h.sentence(ask.now, ask.command, source=h.key == source) + ".") for h in fit.holders]
     first = fit.holders[0]
     more = f" and {_plural(len(fit.holders) - 1, 'other')}" if len(fit.holders) > 1 else ""
     return findings, f"held by {first.what()}{more}"
@@ -519,22 +522,24 @@ def _last_exit(p: PodRec | None) -> str:
 
 # -- the answer ----------------------------------------------------------------------------------------
 
-def nodes_it_could_use(model: LiveModel, key: WorkloadKey) -> list[str]:
-    """The nodes a pending workload's unplaced GPU pods could go to (capacity aside): those whose
-    pods a one-project caller reads cluster-wide (`Monitor.read_pods_on`) so that the free GPUs it
-    counts there are exact. Empty when the workload is not pending or asks no GPU."""
+def nodes_to_count(model: LiveModel, key: WorkloadKey) -> list[str]:
+    """For a pending workload: the nodes that could take one of its GPU pods and show room for it
+    with the pods the model holds: those whose other pods (other projects') decide whether it fits
+    there. [] when it is not pending or asks no GPU."""
     wl = model.workloads.get(key)
     if wl is None or wl.status != "Pending":
         return []
     pods = [model.pods[pk] for pk in sorted(model.workload_pods.get(key, ())) if pk in model.pods]
-    return usable_nodes(model, [d for d in _demands(model, wl, pods) if d.gpus > 0])
+    return nodes_with_room(model, [d for d in _demands(model, wl, pods) if d.gpus > 0])
 
 
-def usable_nodes(model: LiveModel, demands: Iterable[PodShape]) -> list[str]:
-    """The nodes at least one of `demands` could go to, capacity aside (`node_refuses`)."""
+def nodes_with_room(model: LiveModel, demands: Iterable[PodShape]) -> list[str]:
+    """The nodes that could take a pod of `demands` and show room for it with the pods the model
+    holds (a job about to be submitted: `convert`'s check; a pending one: `nodes_to_count`)."""
     shapes = list(demands)
-    return sorted(n.name for n in model.node_recs.values() if n.gpus > 0
-                  and any(not node_refuses(n, d) for d in shapes))
+    nodes = sorted(model.node_recs.values(), key=lambda n: n.name)
+    free = _free_gpus(model, nodes)
+    return [n.name for n in nodes if any(free[n.name] >= d.gpus and not node_refuses(n, d) for d in shapes)]
 
 
 def explain(model: LiveModel, key: WorkloadKey, *, cluster_pods: bool = True, now: float | None = None,

@@ -349,7 +349,7 @@ class Dcgm:
     # -- readings ----------------------------------------------------------------------------
     def _profile(self, pod: dict[str, Any], key: str) -> gp.Profile | None:
         text = (pod["metadata"].get("annotations") or {}).get(key)
-        if text is None:
+        if text is None or not gp.scripted(pod["metadata"]):
             return None
         try:
             return gp.parse_profile(text)
@@ -400,7 +400,7 @@ class Dcgm:
         used = max(0, min(total, used))
         xid = 0
         xid_text = (pod["metadata"].get("annotations") or {}).get(gp.ANNOTATION_XID)
-        if xid_text is not None:
+        if xid_text is not None and gp.scripted(pod["metadata"]):
             xid_text, applies = rd.xid_applies(xid_text, rd.container_env(pod, a.container))
             xid_text = xid_text if applies else "0"
             try:

@@ -8,6 +8,10 @@ A pod chooses deterministic GPU readings with annotations (all optional):
   GPU's total). Without it, memory follows utilisation.
 - ``simcluster.ranks/gpu-xid``: the last XID error, ``CODE`` or ``CODE@SECONDS`` (the XID appears
   that many seconds after the container started; 0 before). Without it, 0.
+- ``simcluster.ranks/profile-of``: the workload (its ``training.kubeflow.org/job-name``) the others
+  were written for: a copy of its pod template in another workload (`ranks debug`'s session,
+  `ranks convert`'s job) runs something else, and its GPUs read as any pod's (`scripted`). Without
+  it, the profiles apply to any pod that carries them.
 
 Profile grammar (``t`` is seconds since the pod's container started)::
 
@@ -34,10 +38,19 @@ from __future__ import annotations
 import math
 import zlib
 from dataclasses import dataclass
+from typing import Any
 
 ANNOTATION_UTIL = "simcluster.ranks/gpu-util"
 ANNOTATION_MEM = "simcluster.ranks/gpu-mem-mib"
 ANNOTATION_XID = "simcluster.ranks/gpu-xid"
+ANNOTATION_OF = "simcluster.ranks/profile-of"
+JOB_NAME = "training.kubeflow.org/job-name"
+
+
+def scripted(meta: dict[str, Any]) -> bool:
+    """Whether the pod (its metadata) runs the workload its profile annotations were written for."""
+    of = (meta.get("annotations") or {}).get(ANNOTATION_OF)
+    return of is None or of == (meta.get("labels") or {}).get(JOB_NAME)
 
 KINDS = ("const", "noisy", "decay", "ramp", "stall", "cycle")
 _ARITY = {"noisy": (2,), "decay": (3,), "ramp": (3,), "stall": (2,), "cycle": (3, 4)}

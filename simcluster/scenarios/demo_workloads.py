@@ -10,6 +10,7 @@ TRAIN = "train_sim.py"
 PY = "python"
 UTIL = "simcluster.ranks/gpu-util"
 XID = "simcluster.ranks/gpu-xid"  # the failing rank's GPU raises an XID before it exits
+ANNOTATION_OF = "simcluster.ranks/profile-of"  # the job the two above were written for (simcluster.gpu.profiles)
 
 FIELDS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "XGBoostJob": "xgbReplicaSpecs",
           "MPIJob": "mpiReplicaSpecs"}
@@ -33,6 +34,10 @@ def replica(kind: str, command: list[str], *, replicas: int = 1, gpus: int = 1, 
 def job(kind: str, name: str, ns: str, replicas: dict[str, dict[str, Any]], *, user: str,
         run_policy: dict[str, Any] | None = None, **spec: Any) -> dict[str, Any]:
     version = "v2beta1" if kind == "MPIJob" else "v1"
+    for rspec in replicas.values():  # its GPU profiles are its own: a copy elsewhere reads as any pod
+        notes = ((rspec.get("template") or {}).get("metadata") or {}).get("annotations")
+        if notes:
+            notes[ANNOTATION_OF] = name
     return {
         "apiVersion": f"kubeflow.org/{version}", "kind": kind,
         "metadata": {"name": name, "namespace": ns, "labels": {"ranks/user": user}},

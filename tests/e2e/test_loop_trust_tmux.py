@@ -5,7 +5,7 @@
 - a launch on several nodes (torchrun in the master's shell, `ranks exec` on the worker) counts
   as successful only when every node exited 0, and the failing node is named;
 - the history outlives the pods: suspend, resume and delete lose nothing convert needs, and
-  suspending says what is lost and what is kept;
+  suspending says what is lost and what is kept; nor does a pod replaced under an open shell;
 - the round trip: `ranks debug` a failed job, its command recalled in the session's shell,
   fixed by hand, converted back (the diff against the original) to a job that Succeeds.
 Everything runs as a user runs it: the shell in tmux, the CLI as a command, the cluster's own
@@ -201,3 +201,44 @@ def test_debug_a_failed_job_fix_it_in_the_shell_convert_it_back(simcluster, kube
              detail=lambda: workload(sim, "fails-2"))
     for name in ("fails-2", "fails-debug", "fails"):
         ranks(sim, "delete", name, "-p", "default", "--yes")
+
+
+def test_a_pod_replaced_under_an_open_shell_loses_no_launch(simcluster, kubectl, tmp_path: Path) -> None:
+    """Item 3, a restarted pod: the shell's history is kept while the shell is open, so a launch run
+    in it survives its pod being deleted under it (the operator makes a new one, its home empty)."""
+    sim = simcluster.sim
+    simcluster.call(sim.apply, gpu_node("gpu-0", 1))
+    ranks(sim, "submit", "one", "--framework", "pytorch", "-i", "pytorch:latest", "--workers", "0", "-g", "1",
+          "--interactive", "-p", "default")
+    wait_for(lambda: all_running(sim, "one", 1), timeout=90, what="the session running")
+    first = json.loads(kubectl.run("get", "pod", "one-master-0", "-n", "default", "-o", "json").stdout)
+    state = Path(cli_env(sim)["XDG_STATE_HOME"])
+    line = "torchrun --nnodes=1 --nproc_per_node=1 train.py --steps 2 --step-seconds 0.1"
+
+    def kept() -> bool:
+        return any("--steps 2 --step-seconds 0.1" in p.read_text() for p in state.rglob("*.json"))
+
+    tmux = shell(sim, tmp_path, "one")
+    try:
+        prompt_ready(tmux, "one-master-0")
+        run_line(tmux, line, "one-master-0", "rank 0/1 (local 0) done")
+        wait_for(kept, timeout=60, what="the launch kept while the shell is open")
+        kubectl.run("delete", "pod", "one-master-0", "-n", "default", "--wait=false")
+        screen = tmux.wait_for("EXIT=", timeout=60, why="the shell to end with its pod")
+        assert "was deleted during the shell" in screen or "stopped during the shell" in screen, screen
+    finally:
+        tmux.kill()
+
+    def replaced() -> bool:
+        r = kubectl.run("get", "pod", "one-master-0", "-n", "default", "-o", "json", check=False)
+        if r.returncode != 0:
+            return False
+        pod = json.loads(r.stdout)
+        return (pod["metadata"]["uid"] != first["metadata"]["uid"] and pod["status"].get("phase") == "Running"
+                and not pod["metadata"].get("deletionTimestamp"))
+
+    wait_for(replaced, timeout=90, what="a new pod one-master-0 running")
+    r = ranks(sim, "convert", "one", "-p", "default", "--from-history", "--dry-run")
+    assert re.match(r"ranks: using the launch from .* \(exit 0\): torchrun --nnodes=1 --nproc_per_node=1 train.py "
+                    r"--steps 2 --step-seconds 0.1$", r.stderr.splitlines()[0]), r.stderr
+    ranks(sim, "delete", "one", "-p", "default", "--yes")

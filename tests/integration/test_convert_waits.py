@@ -1,7 +1,8 @@
 """Converting a session whose GPUs the new job needs (issue #24, item 5, second half): convert says,
 before it submits, that the job would wait and on whom (its own session first), offers deleting
 the session once the job is created, and the job then starts; the dashboard's convert screen
-says the same and starts with that box ticked. Against simcluster with one node of 2 GPUs."""
+says the same and starts with that box ticked. Against simcluster with two nodes (2 and 3 GPUs), all
+held by the user's two idle sessions: the one converted is named first, not the bigger one."""
 
 from __future__ import annotations
 
@@ -71,16 +72,26 @@ def on_a_terminal(env: dict[str, str], *args: str, answer: str) -> tuple[int, st
     return proc.returncode, out + err
 
 
+def two_sessions(simcluster: Any, tmp_path: Path) -> dict[str, str]:
+    """Every GPU held by the user's two idle sessions: `pt` (2 GPUs), the one converted, and `big`
+    (3 GPUs), which the job's pods could take as well: the session converted is named first."""
+    sim = simcluster.sim
+    simcluster.call(sim.apply, gpu_node("gpu-0", 2))
+    simcluster.call(sim.apply, gpu_node("gpu-1", 3))
+    env = env_of(sim, tmp_path)
+    for name, workers in (("pt", "1"), ("big", "2")):
+        assert ranks(env, "submit", name, "--framework", "pytorch", "-i", "pytorch:latest", "--workers", workers,
+                     "-g", "1", "--interactive", "-p", "default").returncode == 0
+    wait_for(lambda: running(env, "pt", 2) and running(env, "big", 3), timeout=90,
+             what="both sessions running on every GPU")
+    return env
+
+
 LINE = "torchrun --nnodes=2 --nproc_per_node=1 --node_rank=$RANK --master_addr=$MASTER_ADDR train.py --steps 1"
 
 
 def test_convert_says_the_job_would_wait_on_its_session_and_offers_deleting_it(simcluster, tmp_path: Path) -> None:
-    sim = simcluster.sim
-    simcluster.call(sim.apply, gpu_node("gpu-0", 2))
-    env = env_of(sim, tmp_path)
-    assert ranks(env, "submit", "pt", "--framework", "pytorch", "-i", "pytorch:latest", "--workers", "1", "-g", "1",
-                 "--interactive", "-p", "default").returncode == 0
-    wait_for(lambda: running(env, "pt", 2), timeout=90, what="the session running on both GPUs")
+    env = two_sessions(simcluster, tmp_path)
 
     r = ranks(env, "convert", "pt", "-p", "default", "--command", LINE, "--dry-run")
     assert r.returncode == 0, r.stderr
@@ -90,6 +101,7 @@ def test_convert_says_the_job_would_wait_on_its_session_and_offers_deleting_it(s
     assert notes[1].startswith("ranks: note: its own session pt holds 2 of the GPUs it needs"), notes
     assert notes[1].endswith("deleting the session once the job is created frees them (its launches stay kept)")
     assert notes[2] == "ranks: note: --delete-interactive deletes the session once the job is created", notes
+    assert len(notes) == 3 and "session big" not in r.stderr, notes  # its own frees enough: no other named
 
     # on a terminal it offers; yes, then the question says the session goes too: the job starts
     code, said = on_a_terminal(env, "convert", "pt", "-p", "default", "--command", LINE, answer="y\ny\n")
@@ -105,11 +117,8 @@ def test_convert_says_the_job_would_wait_on_its_session_and_offers_deleting_it(s
 async def test_the_dashboards_convert_says_so_and_starts_with_the_box_ticked(simcluster, tmp_path: Path,
                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     sim = simcluster.sim
-    simcluster.call(sim.apply, gpu_node("gpu-0", 2))
-    env = env_of(sim, tmp_path)
+    two_sessions(simcluster, tmp_path)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
-    assert ranks(env, "submit", "pt", "--framework", "pytorch", "-i", "pytorch:latest", "--workers", "1", "-g", "1",
-                 "--interactive", "-p", "default").returncode == 0
     app = make_app(sim.kubeconfig_path, Settings())
     key = ("default", "PyTorchJob", "pt")
     async with app.run_test(size=(140, 44)) as pilot:
@@ -123,6 +132,7 @@ async def test_the_dashboards_convert_says_so_and_starts_with_the_box_ticked(sim
         screen = app.screen
         waits = str(screen.query_one("#waits", Static).content)
         assert "the new job would wait" in waits and "its own session pt holds 2 of the GPUs it needs" in waits
+        assert "session big" not in waits, waits
         assert screen.query_one("#delete", Checkbox).value is True
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Input, Log, Select, Static
+from textual.widgets import Checkbox, Input, Log, Select, Static
 
 from simcluster.cluster import ThreadedSimCluster, sim_in_thread
 from tests import dashboard_kit as kit
@@ -87,6 +88,8 @@ async def test_convert_shows_the_diff_and_creates_the_job(demo: ThreadedSimClust
         screen = app.screen
         screen.query_one("#command", Input).value = "echo converted-from-dashboard"
         screen.query_one("#name", Input).value = "hvd-dash-train"
+        # (ticked when the new job would wait on the session's own GPUs, as in the demo: keep it here)
+        screen.query_one("#delete", Checkbox).value = False
         await pilot_wait(pilot, lambda: "echo converted-from-dashboard" in
                          str(screen.query_one("#difftext", Static).content), what="the diff", timeout=20)
         diff = str(screen.query_one("#difftext", Static).content)
@@ -252,3 +255,48 @@ async def test_debug_makes_a_session_from_a_job_and_opens_it(demo: ThreadedSimCl
         subprocess.run([sys.executable, "-m", "tui.cli", "delete", new[2], "-p", new[0], "--yes"], capture_output=True,
                        timeout=60, env={**os.environ, "KUBECONFIG": str(demo.sim.kubeconfig_path)},
                        stdin=subprocess.DEVNULL)
+
+
+PT = ("runai-team-a", "PyTorchJob", "pt-interactive")
+TORCHRUN = ("torchrun --nnodes=3 --nproc_per_node=1 --node_rank=$RANK --master_addr=$MASTER_ADDR "
+            "--master_port=$MASTER_PORT train.py --steps 2 --step-seconds 0.1")
+
+
+async def test_a_launch_run_on_every_rank_is_one_convert_takes_with_every_node_s_status(
+        demo: ThreadedSimCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #24, item 2: torchrun run on every node through x (run on every rank) is recorded, each
+    node with its own status; convert counts it as successful only when every node exited 0, and
+    names the node that did not."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    env = {**os.environ, "KUBECONFIG": str(demo.sim.kubeconfig_path), "XDG_STATE_HOME": str(tmp_path / "state")}
+
+    def convert() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "tui.cli", "convert", PT[2], "-p", "team-a", "--from-history",
+                               "--dry-run"], capture_output=True, text=True, timeout=90, env=env,
+                              stdin=subprocess.DEVNULL)
+
+    app = make_app(demo.sim.kubeconfig_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await select(pilot, app, PT, 3)
+        for args in ("--fail-rank 2", ""):
+            await pilot.press("x")
+            await pilot_wait(pilot, lambda: isinstance(app.screen, PromptScreen) and bool(app.screen.query(Input)),
+                             what="the command prompt", timeout=20)
+            app.screen.query_one(Input).value = f"{TORCHRUN} {args}".strip()
+            await pilot.press("enter")
+            await pilot_wait(pilot, lambda: isinstance(app.screen, ExecScreen) and app.screen.done,
+                             what="the launch to end on every rank", timeout=120)
+            summary = str(app.screen.query_one("#summary", Static).content)
+            await pilot.press("escape")
+            await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="back", timeout=20)
+            if args:
+                assert "1 failed" in summary or "2 failed" in summary or "3 failed" in summary, summary
+                r = convert()  # its only launch failed: refused, the failed node named
+                assert r.returncode == 1 and "exit 1 on " in r.stderr, r.stderr
+            else:
+                assert "all succeeded" in summary, summary
+    r = convert()
+    assert r.returncode == 0, r.stderr
+    assert re.match(r"ranks: using the launch from .* \(exit 0 on 3 nodes; 1 later launch did not exit 0\)|"
+                    r"ranks: using the launch from .* \(exit 0 on 3 nodes\)", r.stderr), r.stderr
+    assert "--steps 2 --step-seconds 0.1" in r.stderr.splitlines()[0] and "--fail-rank" not in r.stderr.splitlines()[0]

@@ -42,14 +42,14 @@ def ranks(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return r
 
 
-def bobs_job() -> dict[str, Any]:
+def bobs_job(ns: str = NS) -> dict[str, Any]:
     def replica(n: int) -> dict[str, Any]:
         return {"replicas": n, "template": {"spec": {"containers": [{
             "name": "pytorch", "image": "img", "command": ["sh", "-c", "sleep 600"],
             "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}
 
     return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
-            "metadata": {"name": "llama", "namespace": NS, "labels": {"ranks/user": "bob"}},
+            "metadata": {"name": "llama", "namespace": ns, "labels": {"ranks/user": "bob"}},
             "spec": {"pytorchReplicaSpecs": {"Master": replica(1), "Worker": replica(3)}}}
 
 
@@ -59,8 +59,8 @@ def setup(sim: Any) -> None:
     sim.apply(namespace(NS, {"runai/queue": "team-a"}))
 
 
-def phases(sim: Any, prefix: str) -> list[str]:
-    return [(p.get("status") or {}).get("phase", "") for p in sim.store.objects(("", "pods"), NS)
+def phases(sim: Any, prefix: str, ns: str = NS) -> list[str]:
+    return [(p.get("status") or {}).get("phase", "") for p in sim.store.objects(("", "pods"), ns)
             if p["metadata"]["name"].startswith(prefix)]
 
 
@@ -109,3 +109,32 @@ async def test_a_job_pending_on_the_user_s_session_s_gpus_names_it(simcluster, t
         pending = app.screen.query_one("#pending", Static)
         await pilot_wait(pilot, lambda: HELD.search(text_of(pending).replace("\n", " ")), timeout=90,
                          what="the pending explanation naming the session", detail=lambda: text_of(pending))
+
+
+@pytest.mark.simcluster(components=("operators", "scheduler", "kubelet", "dcgm"))
+def test_why_counts_the_gpus_other_projects_hold_on_the_nodes_it_could_use(simcluster) -> None:
+    """The same, bob's job in another project: `ranks why -p team-a` lists team-a alone, and said
+    'all might fit, but GPUs other projects use are not counted' with no word of the session (the
+    demo's converted job waiting on its own session's GPUs, others' filling the rest)."""
+    sim, kc = simcluster.sim, simcluster.sim.kubeconfig_path
+    simcluster.call(setup, sim)
+    simcluster.call(sim.apply, namespace("runai-team-b", {"runai/queue": "team-b"}))
+    r = ranks(kc, "submit", "hvd", "--framework", "mpi", "-i", "img", "--workers", "3", "-g", "1", "--interactive",
+              "-p", "team-a")
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: simcluster.call(phases, sim, "hvd-") == ["Running"] * 4, 60, "the session running")
+    simcluster.call(sim.apply, bobs_job("runai-team-b"))
+    wait_for(lambda: simcluster.call(phases, sim, "llama-", "runai-team-b") == ["Running"] * 4, 60,
+             "bob's job running in team-b")
+    r = ranks(kc, "submit", "train", "--framework", "pytorch", "-i", "img", "--workers", "1", "-g", "1",
+              "--command", "python train.py", "-p", "team-a")
+    assert r.returncode == 0, r.stderr
+    wait_for(lambda: (p := simcluster.call(phases, sim, "train-")) and set(p) == {"Pending"}, 60, "train pending",
+             detail=lambda: simcluster.call(phases, sim, "train-"))
+    r = ranks(kc, "why", "train", "-p", "team-a")
+    assert r.returncode == 0, r.stderr
+    head, *rest = r.stdout.splitlines()
+    assert "held by your interactive session hvd" in head, r.stdout
+    assert any(line.startswith("  held: ") and HELD.search(line) for line in rest), r.stdout
+    gang = next(line for line in rest if line.startswith("  gang: "))
+    assert "1 more could be placed now" in gang and "might fit" not in gang and "at most" not in gang, gang

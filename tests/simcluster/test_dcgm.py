@@ -259,6 +259,27 @@ def test_assignment_is_first_free_and_stable(simcluster: Any, core: Any) -> None
              == {0: "pending"}, timeout=5)
 
 
+@DCGM
+def test_a_profile_written_for_one_job_is_not_read_in_a_copy_of_its_pods(simcluster: Any, core: Any) -> None:
+    """The demo's bert-crash scripts its GPUs (60 %, XID 79 on rank 2); `ranks debug` copies its pod
+    template into a session whose pods sleep: they read as any pod's (idle, no XID), not 60 % and a
+    GPU fallen off the bus."""
+    sim = simcluster.sim
+    scripted = {"simcluster.ranks/gpu-util": "60", "simcluster.ranks/gpu-xid": "79",
+                "simcluster.ranks/profile-of": "bert"}
+    for name, job in (("bert-worker-1", "bert"), ("bert-debug-worker-1", "bert-debug")):
+        body = gpu_pod(name, "gpu-node-02", 1, annotations=dict(scripted))
+        body["metadata"]["labels"] = {"training.kubeflow.org/job-name": job}
+        core.create_namespaced_pod("default", body)
+        set_running(core, name)
+    wait_for(lambda: len(simcluster.call(sim.dcgm.assignments, "gpu-node-02")) == 2, timeout=5)
+    text = scrape(simcluster, "gpu-node-02")
+    util = {lbl["pod"]: v for lbl, v in series(text, "DCGM_FI_DEV_GPU_UTIL").values() if lbl.get("pod")}
+    xid = {lbl["pod"]: v for lbl, v in series(text, "DCGM_FI_DEV_XID_ERRORS").values() if lbl.get("pod")}
+    assert util == {"bert-worker-1": 60, "bert-debug-worker-1": 0}, util  # (no kubelet: no CPU use)
+    assert xid == {"bert-worker-1": 79, "bert-debug-worker-1": 0}, xid
+
+
 # -- proxies ---------------------------------------------------------------------------------------
 
 

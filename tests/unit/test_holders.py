@@ -96,3 +96,47 @@ def test_why_a_pending_job_waits_names_the_user_s_session() -> None:
                     "this job needs: `ranks --context demo delete hvd -p team-a` frees them."], d.findings
     assert "held by your interactive session hvd" in d.summary
     assert node_span(["gpu-2", "gpu-0", "gpu-1"]) == "gpu-0..gpu-2" and node_span(["b", "a"]) == "a, b"
+
+
+
+def two_sessions() -> LiveModel:
+    """Every a100 GPU held by two idle sessions of alice's: `big` (3 GPUs on a100-node-1) and `pt` (2
+    on a100-node-2)."""
+    m = LiveModel(now=lambda: T0)
+    m.apply_nodes([(n["metadata"]["name"], parse_node(n)) for n in
+                   (node("a100-node-1", 3, "a100"), node("a100-node-2", 2, "a100"))])
+    m.apply_namespaces([(A, parse_namespace({"metadata": {"name": A, "labels": {"runai/queue": "team-a"}}}))])
+    for name, workers, where in (("big", 2, "a100-node-1"), ("pt", 1, "a100-node-2")):
+        session = job("PyTorchJob", name, A, {"Master": 1, "Worker": workers}, command=["sleep", "infinity"],
+                      conditions=[("Running", "")], labels={"ranks/user": "alice"})
+        pods = [pod("PyTorchJob", name, A, "Master", 0, node=where, command=["sleep", "infinity"])]
+        pods += [pod("PyTorchJob", name, A, "Worker", i, node=where, command=["sleep", "infinity"])
+                 for i in range(workers)]
+        for obj in (session, *pods):
+            obj["metadata"]["creationTimestamp"] = STAMP
+        add(m, ([session], pods))
+    return m
+
+
+def test_the_session_a_convert_makes_the_job_from_is_counted_first() -> None:
+    """Freeing `pt`, which alice converts, is enough: it is named first, and alone, though `big`
+    holds more GPUs."""
+    m = two_sessions()
+    demand = GpuDemand(pods=2, gpus_per_pod=1, selector=(("node-pool", "a100"),))
+    assert [h.name for h in gpu_fit(m, A, demand, me="alice", now=T0).holders] == ["big"]  # the most GPUs first
+    fit = gpu_fit(m, A, demand, me="alice", now=T0, first=(A, "PyTorchJob", "pt"))
+    assert [h.name for h in fit.holders] == ["pt"] and fit.enough
+
+
+def test_why_a_converted_job_waits_names_the_session_it_was_converted_from() -> None:
+    """The converted job sat Pending on the GPUs of its own session, and the pending explanation named
+    another session of the user's (the bigger one)."""
+    m = two_sessions()
+    j, pods = gang("pt-train", 1, 1, selector={"node-pool": "a100"})
+    j[0]["metadata"].setdefault("annotations", {})["ranks/converted-from"] = "pt"
+    add(m, (j, pods))
+    d = explain(m, key("pt-train"), now=T0 + 60, me="alice")
+    held = [f.text for f in d.findings if f.kind == "held"]
+    assert held == ["this job was converted from your interactive session pt (started 60s ago, 2 GPUs on "
+                    "a100-node-2), which holds what this job needs: `ranks delete pt -p team-a` frees them."], held
+    assert "held by your interactive session pt" in d.summary, d.summary

@@ -334,7 +334,7 @@ async def offer_the_sessions_gpus(cfg: ClusterConfig, source: ConvertSource, new
     import time
 
     from monitors.diagnostics.holders import gpu_fit
-    from monitors.diagnostics.why import PodShape, usable_nodes
+    from monitors.diagnostics.why import PodShape, nodes_with_room
     from monitors.sanitize import clean
     from sessions import convert
     from sessions.shell import ranks_command
@@ -344,7 +344,7 @@ async def offer_the_sessions_gpus(cfg: ClusterConfig, source: ConvertSource, new
     now = time.time()
     demands = convert.gpu_demands(new)
     if not monitor.status.cluster_wide:  # (every project's pods on the nodes it could use: their free GPUs)
-        await monitor.read_pods_on(usable_nodes(monitor.model, [
+        await monitor.count_node_pods(nodes_with_room(monitor.model, [
             PodShape("", d.pods, d.gpus_per_pod, d.selector, d.tolerations) for d in demands]))
     fit = gpu_fit(monitor.model, wl.namespace, demands, me=cfg.impersonate_user or cfg.user, now=now, first=wl.key)
     for line in convert.waits_on(fit, wl.key, now, ranks_command(cfg) or "ranks"):

@@ -1,6 +1,8 @@
 """`ranks why WORKLOAD`: why a workload is pending, or what is wrong with it (#15).
 
-Lists the workload's project once (pods, jobs, quotas, events) and the nodes, then prints
+Lists the workload's project once (pods, jobs, quotas, events) and the nodes (for a pending job,
+also every project's pods on the nodes that could take one of its pods: `Monitor.count_node_pods`,
+so that what it says of free GPUs and of who holds them is what the nodes hold), then prints
 `monitors.diagnostics.why.explain`'s answer: one line, then one line per finding. Cluster text is
 sanitised (monitors.sanitize) and printed as plain text. Exit 0 with an answer, whatever it says;
 the documented codes otherwise (8: no such workload).
@@ -44,7 +46,7 @@ def why_command(ctx: click.Context, /, workload: str, project: str | None, outpu
 
 def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
-        from monitors.diagnostics.why import explain, nodes_it_could_use
+        from monitors.diagnostics.why import explain
 
         from .diagnose import located_with_tails, with_health
         from .idle import configured_threshold
@@ -54,13 +56,13 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             forbidden = sorted(n for n in monitor.status.forbidden if n.startswith(("nodes", "events")))
             for name in forbidden:
                 print(f"ranks: warning: forbidden to list {name}; the answer leaves them out", file=sys.stderr)
+            from monitors.diagnostics.why import nodes_to_count
             from sessions.shell import ranks_command
 
-            # (one project's pods were listed: a pending job's nodes are read whole, every project's
-            # pods on them, so that the free GPUs and who holds them are the cluster's; the lines it
-            # offers run as pasted)
-            counted = monitor.status.cluster_wide or await monitor.read_pods_on(
-                nodes_it_could_use(monitor.model, wl.key))
+            # one project's pods were listed: a pending job's nodes are read whole (other projects'
+            # GPUs there decide whether it fits, and whose it waits for); the lines it offers run as pasted
+            counted = (monitor.status.cluster_wide
+                       or await monitor.count_node_pods(nodes_to_count(monitor.model, wl.key)))
             d = explain(monitor.model, wl.key, cluster_pods=counted, command=ranks_command(cfg) or "ranks",
                         me=cfg.impersonate_user or cfg.user, idle_threshold=configured_threshold())
             d = with_health(d, diag.health)
