@@ -79,7 +79,9 @@ class Thresholds:
 
     def said(self) -> str:
         """`hung after 1m: hang_after_minutes of context ranks-sim`: the threshold and its source."""
-        return f"hung after {age(self.hang_after)}: {self.source or 'hang_after_minutes'}"
+        minutes = self.hang_after / 60  # (set in minutes: said in minutes, "1m" where `age` says "60s")
+        said = f"{minutes:g}m" if minutes >= 1 and minutes.is_integer() else age(self.hang_after)
+        return f"hung after {said}: {self.source or 'hang_after_minutes'}"
 
 
 DEFAULT = Thresholds()

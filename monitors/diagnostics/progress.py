@@ -59,6 +59,7 @@ __all__ = ["BUILTIN", "HISTORY", "MAX_LINE", "Pattern", "ProgressBoard", "RankPr
 MAX_LINE = 4096  # characters of a line looked at
 HISTORY = 120  # samples kept per rank
 RATE_WINDOW = 60.0  # seconds of step samples the rate is measured over (at least two samples)
+STALLED_STEPS, STALLED_MIN = 10.0, 60.0  # no step for 10 steps' time (and a minute at least): stopped moving
 USER_GROUPS = ("step", "total", "loss", "throughput")
 
 
@@ -489,7 +490,9 @@ class ProgressBoard:
     def eta(self, now: float) -> float | None:
         """Seconds until the slowest rank reaches the total: per rank with a step and a rate, what is
         left at its rate, counted from its latest step, less the time since. None without a total or
-        without any rank's rate, or when a rank short of the total stopped moving. A per-epoch bar's total makes it the epoch's ETA."""
+        without any rank's rate, or when a rank short of the total stopped moving (its rate 0, or no step
+        for `STALLED_STEPS` of its steps' time and at least `STALLED_MIN` s: a hung job has no ETA, where
+        its last rate would count down for days). A per-epoch bar's total makes it the epoch's ETA."""
         board_total = self.total()
         worst: float | None = None
         for r in self.ranks.values():
@@ -503,9 +506,10 @@ class ProgressBoard:
                 rate = r.rate()
                 if rate is None:  # not measurable (yet): the other ranks decide
                     continue
-                if rate <= 0:  # not moving: no finish in sight
-                    return None
-                secs = max(0.0, left / rate - max(0.0, now - r.last_step_t))
+                since = max(0.0, now - r.last_step_t)
+                if rate <= 0 or since > max(STALLED_MIN, STALLED_STEPS / rate):
+                    return None  # not moving (no step for many of its steps' time: hung): no finish in sight
+                secs = max(0.0, left / rate - since)
             worst = secs if worst is None else max(worst, secs)
         return worst
 

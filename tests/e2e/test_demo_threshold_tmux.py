@@ -21,7 +21,7 @@ from tests.e2e.test_demo_tmux import (
 )
 from tests.waiting import wait_for
 
-SAID = "hung after 60s: hang_after_minutes of context ranks-sim"
+SAID = "hung after 1m: hang_after_minutes of context ranks-sim"
 
 
 @pytest.mark.timeout(420)

@@ -69,7 +69,7 @@ def test_the_configuration_file_wins_then_the_context_then_the_default(tmp_path:
     file.write_text("hang_after_minutes = 5\n")
     assert hang_after(load_settings(file), cfg) == (5.0, f"hang_after_minutes in {file}")
     th = hang_thresholds(load_settings(None, home), cfg)
-    assert (th.hang_after, th.said()) == (60.0, "hung after 60s: hang_after_minutes of context ranks-sim")
+    assert (th.hang_after, th.said()) == (60.0, "hung after 1m: hang_after_minutes of context ranks-sim")
 
 
 @pytest.mark.parametrize("bad", [0, -1, "ten", True, None, [1]])

@@ -262,6 +262,16 @@ def test_eta_is_the_slowest_ranks() -> None:
     assert board.eta(30.0) == pytest.approx(70.0)
 
 
+def test_a_rank_that_stopped_stepping_leaves_no_eta() -> None:
+    """The demo's gpt-hung showed `ETA 2d7h` while hung: its last rate counted down from the last
+    step for ever. A rank without a step for 10 of its steps' time (a minute at least) stopped."""
+    board = ProgressBoard()
+    feed_steps(board, "worker-0", 0.0, 0.5, 11, total=100, every=2.0)  # a step every 2 s, the 10th at t=20: 180 s left
+    assert board.eta(20.0) == pytest.approx(180.0)
+    assert board.eta(79.0) == pytest.approx(121.0)  # a minute without a step: still counted down
+    assert board.eta(81.0) is None  # 61 s without a step (over 10 steps' time): hung, no ETA
+
+
 def test_eta_with_the_total_from_another_rank() -> None:
     board = ProgressBoard()
     board.feed("0", 0.0, "  0%|          | 0/100 [00:00<?, ?it/s]")
