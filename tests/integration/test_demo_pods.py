@@ -90,3 +90,18 @@ def test_no_path_of_the_simulator_in_a_sessions_shell(demo: ThreadedSimCluster) 
     err = by_rank(r.stderr)["master-0"]
     assert err[0] == "python: can't open file '/workspace/trian.py': [Errno 2] No such file or directory", r.stderr
     assert any("ChildFailedError" in ln for ln in err), r.stderr
+
+
+def test_bert_crashs_surviving_ranks_wait_in_allreduce_once_rank_2_died(demo: ThreadedSimCluster) -> None:
+    """A user of the demo saw bert-crash's other ranks go on printing steps while the job said
+    Failed; with a dead peer real DDP stops at its next collective (NCCL waits, the GPUs stay held):
+    their logs end at the step rank 2 died on, with the wait said once."""
+    def master_log() -> str:
+        r = ranks(demo, "logs", "bert-crash", "-p", "team-b", "--rank", "0")
+        return r.stdout if r.returncode == 0 else ""
+
+    wait_for(lambda: "waiting in allreduce" in master_log(), timeout=120, what="the master waiting on its dead peer")
+    steps = [int(m.group(1)) for m in re.finditer(r"\] step (\d+) ", master_log())]
+    assert steps and max(steps) == 8, steps  # (rank 2 failed at step 8: nothing after it)
+    last = master_log().rstrip().splitlines()[-1]
+    assert last.endswith("NCCL WARN rank 2 is gone; waiting in allreduce (step 9)"), last

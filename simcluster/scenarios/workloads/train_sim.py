@@ -1,7 +1,8 @@
 """A pretend distributed training process for simcluster's demo: realistic rank logs, tiny CPU.
 
 Reads the operator's env (RANK, WORLD_SIZE, MASTER_ADDR, TF_CONFIG, ...) and prints step / loss /
-throughput lines at a per-rank rate. Options make a rank a straggler, fail with a traceback, hang
+throughput lines at a per-rank rate. Options make a rank a straggler, fail with a traceback (the
+other ranks then wait in their next allreduce, silent, holding their GPUs, as NCCL does), hang
 (go silent), or finish.
 """
 
@@ -66,6 +67,11 @@ def main() -> int:
             print("    loss.backward()", file=sys.stderr, flush=True)
             print("RuntimeError: CUDA error: an illegal memory access was encountered", file=sys.stderr, flush=True)
             return 1
+        if 0 <= args.fail_rank != rank and step >= args.fail_at:  # (its peer died: the next allreduce never ends)
+            print(f"[rank {rank}] NCCL WARN rank {args.fail_rank} is gone; waiting in allreduce (step {step + 1})",
+                  flush=True)
+            while True:  # (as NCCL does until its watchdog; the GPUs stay held meanwhile)
+                time.sleep(3600)
         if args.hang_at >= 0 and step >= args.hang_at:
             print(f"[rank {rank}] waiting for allreduce...", flush=True)
             while True:
