@@ -166,7 +166,12 @@ def gpu_fit(model: LiveModel, namespace: str, demand: GpuDemand | Sequence[GpuDe
     usable = {n.name for ns in fits_on.values() for n in ns}
     free = {n.name: max(0.0, n.gpus - (model.nodes[n.name].gpus_allocated if n.name in model.nodes else 0.0))
             for n in nodes}
-    placed = _place(demands, dict(free), fits_on)
+    def placeable(free: dict[str, float]) -> int:
+        # (no node listed, none there or forbidden to the user: their room is not known, so only the
+        # quota is judged, and nothing is said of free GPUs; the SSH door's users may not list nodes)
+        return _place(demands, free, fits_on) if nodes else pods
+
+    placed = placeable(dict(free))
     asked = sum(d.gpus for d in demands)
     left = _quota_left(model, namespace)
     over_quota = left is not None and asked > left + 1e-9
@@ -196,7 +201,7 @@ def gpu_fit(model: LiveModel, namespace: str, demand: GpuDemand | Sequence[GpuDe
             freed[node] = freed.get(node, 0.0) + g
         if quota is not None and h.namespace == namespace:
             quota += h.gpus
-        if _place(demands, dict(freed), fits_on) >= pods and (quota is None or asked <= quota + 1e-9):
+        if placeable(dict(freed)) >= pods and (quota is None or asked <= quota + 1e-9):
             enough = True
             break
     return GpuFit(False, reason, pods, placed, tuple(chosen), enough)

@@ -49,6 +49,7 @@ PACKAGES = {
     ("batch", "v1"): "k8s.io.api.batch.v1",
     ("policy", "v1"): "k8s.io.api.policy.v1",
     ("rbac.authorization.k8s.io", "v1"): "k8s.io.api.rbac.v1",
+    ("authorization.k8s.io", "v1"): "k8s.io.api.authorization.v1",  # (kubectl auth can-i's reviews)
     ("coordination.k8s.io", "v1"): "k8s.io.api.coordination.v1",
     ("autoscaling", "v1"): "k8s.io.api.autoscaling.v1",
     ("meta.k8s.io", "v1"): META,

@@ -171,3 +171,21 @@ def test_bodies_it_cannot_decode_get_the_real_servers_answers(simcluster):
     # not the protobuf magic number
     code, status = post("/api/v1/namespaces/default/configmaps", "application/vnd.kubernetes.protobuf", b"{}")
     assert code == 400 and status["kind"] == "Status"
+
+
+def test_auth_can_i_answers_from_the_rbac(kubectl, simcluster):
+    """`kubectl auth can-i` sends its SelfSubjectAccessReview (and `--list`'s SelfSubjectRulesReview)
+    as protobuf: refused as 'an unknown format' before, so a demo user could not ask it. Alice may
+    act in team-a only; the admin anywhere."""
+    def can(*args: str, context: str | None = "ranks-sim-alice") -> tuple[int, str]:
+        r = kubectl.run("auth", "can-i", *args, check=False, context=context)
+        assert "unknown format" not in r.stderr, r.stderr
+        return r.returncode, r.stdout.strip()
+
+    assert can("get", "pods", "-n", "runai-team-a") == (0, "yes")
+    assert can("create", "pods/exec", "-n", "runai-team-a") == (0, "yes")
+    assert can("get", "pods", "-n", "runai-team-b") == (1, "no")
+    assert can("list", "pods", "-A") == (1, "no")
+    assert can("list", "pods", "-A", context=None) == (0, "yes")
+    rules = kubectl.run("auth", "can-i", "--list", "-n", "runai-team-b", context="ranks-sim-alice").stdout
+    assert "selfsubjectaccessreviews.authorization.k8s.io" in rules and "*.*" not in rules, rules

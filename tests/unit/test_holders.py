@@ -85,6 +85,25 @@ def test_the_project_s_quota_used_by_the_user_s_session() -> None:
     assert fit.reason == "gpus" and [h.name for h in fit.holders] == ["hvd"]
 
 
+def test_nodes_not_listed_say_nothing_of_free_gpus_only_the_quota() -> None:
+    """Over the SSH door a user may not list nodes: their room is not known, so a convert says
+    nothing of free GPUs (it said "the new job would wait: only 0 of its 2 pods fit"), and the
+    project's quota is still judged."""
+    clock = [T0]
+    m = small(clock)
+    m.apply_nodes([(name, None) for name in ("a100-node-1", "a100-node-2")])
+    m.flush()
+    assert not m.node_recs
+    fit = gpu_fit(m, A, GpuDemand(pods=2, gpus_per_pod=1), me="alice", now=T0 + 720)
+    assert (fit.fits, fit.reason, fit.placed) == (True, "", 2)
+    quota = {"metadata": {"name": "gpu-quota", "namespace": A}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}},
+             "status": {"used": {"requests.nvidia.com/gpu": "7"}}}
+    m.apply_quotas([((A, "gpu-quota"), parse_quota(quota))])
+    m.flush()
+    fit = gpu_fit(m, A, GpuDemand(pods=2, gpus_per_pod=1), me="alice", now=T0 + 720)
+    assert (fit.fits, fit.reason, fit.enough) == (False, "quota", True) and fit.holders[0].name == "hvd"
+
+
 def test_why_a_pending_job_waits_names_the_user_s_session() -> None:
     clock = [T0]
     m = small(clock)
