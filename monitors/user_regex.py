@@ -58,6 +58,11 @@ class UserRegex:
             m = self._rx.search(_mend(text))
         return m
 
+    @property
+    def plain(self) -> bool:
+        """A plain substring (no regex syntax): it never matches across a line break."""
+        return isinstance(self._rx, re.Pattern)
+
     def finditer(self, text: str) -> Iterator[Match]:
         try:
             found = list(self._rx.finditer(text))

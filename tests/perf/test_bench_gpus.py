@@ -262,16 +262,23 @@ async def test_the_gpus_tab_at_40000_gpus(fleet: list[dict[str, Any]]) -> None:
             keys.append(time.perf_counter() - t0)
         await pilot.pause()
         t0 = time.perf_counter()
-        screen.live_filter(screen.query_one("#filter"), "node-0123")  # type: ignore[arg-type]
-        for y in range(40):
-            table.render_line(y)
-        filter_s = time.perf_counter() - t0
+        screen.action_filter()  # `/`: the filter bar opens (and what it searches is joined)
+        slash_s = time.perf_counter() - t0
+        await pilot.pause()
+        typed = []  # the filter typed a character at a time, as a user types it
+        for i in range(1, len("node-0123") + 1):
+            t0 = time.perf_counter()
+            screen.live_filter(screen.query_one("#filter"), "node-0123"[:i])  # type: ignore[arg-type]
+            for y in range(40):
+                table.render_line(y)
+            typed.append(time.perf_counter() - t0)
         assert 0 < table.row_count < NODES * GPUS
+        filter_s = max(typed)
     p50, p99 = _pct(keys, 50), _pct(keys, 99)
     print(f"GPUs tab, {NODES * GPUS:,} GPUs: reading made on the data thread {data_s:.2f} s (again {data2_s:.2f} s); "
           f"first rows {first_s:.3f} s after it arrives, every row {complete_s:.2f} s; every figure moved: first "
           f"rows {again_s:.3f} s, every row {again_complete_s:.2f} s; key p50/p99 {p50 * 1000:.1f}/{p99 * 1000:.1f} ms; "
-          f"a filter keystroke {filter_s * 1000:.0f} ms")
+          f"/ {slash_s * 1000:.0f} ms, then node-0123 typed: {', '.join(f'{t * 1000:.0f}' for t in typed)} ms")
     record(f"GPUs tab: first rows after the reading arrives, {NODES * GPUS:,} GPUs", f"<= {FIRST_ROWS_GOAL_S:.0f} s",
            round(first_s, 3), "s", met=first_s <= FIRST_ROWS_GOAL_S, gpus=NODES * GPUS,
            note=f"the message handled and the 40 lines on screen rendered; every row made {complete_s:.2f} s after "
@@ -281,4 +288,11 @@ async def test_the_gpus_tab_at_40000_gpus(fleet: list[dict[str, Any]]) -> None:
     record(f"GPUs tab: key -> lines rendered, p99, {NODES * GPUS:,} GPUs", f"p99 <= {KEY_P99_GOAL_S * 1000:.0f} ms",
            round(p99 * 1000, 1), "ms", met=p99 <= KEY_P99_GOAL_S, gpus=NODES * GPUS,
            note=f"n=200 cursor moves (the handler and the 40 visible lines rendered), p50 {p50 * 1000:.1f} ms; "
-                f"a filter keystroke over every GPU {filter_s * 1000:.0f} ms")
+                f"/ (the filter bar opens) {slash_s * 1000:.0f} ms, then each filter keystroke over every GPU at most "
+                f"{filter_s * 1000:.0f} ms (node-0123 typed a character at a time)")
+    worst = max(slash_s, filter_s)
+    record(f"GPUs tab: / and each filter keystroke -> lines rendered, {NODES * GPUS:,} GPUs",
+           f"<= {KEY_P99_GOAL_S * 1000:.0f} ms (the dashboard's filter goal)", round(worst * 1000, 1), "ms",
+           met=worst <= KEY_P99_GOAL_S, gpus=NODES * GPUS,
+           note=f"/ {slash_s * 1000:.0f} ms (what the filter searches joined once), then node-0123 typed a character "
+                f"at a time: {', '.join(f'{t * 1000:.0f}' for t in typed)} ms")

@@ -404,6 +404,7 @@ class ClusterScreen(RanksScreen):
 
     # -- the GPUs tab's filter ------------------------------------------------------------------------
     def action_filter(self) -> None:
+        self.gpu_rows.prepare_search()
         self.query_one(FilterBar).open("/", self.gpu_filter.text)
 
     def live_filter(self, inp: Input, value: str) -> None:

@@ -25,7 +25,7 @@ from monitors.humanize import mib
 from monitors.sanitize import clean
 
 from ..cells import Cells, Look, plain, spark_cell, util_cell
-from ..filtering import RowFilter
+from ..filtering import RowFilter, SearchLines
 from ..widgets.keyed_table import Column, Fitted, KeyedTable
 
 if TYPE_CHECKING:
@@ -128,7 +128,7 @@ def search_texts(g: Gpu) -> list[str]:
     texts = [g.node, g.name, g.uuid, g.model, g.mig_profile, *g.flags]
     if o is not None:
         texts += [o.namespace, o.pod, o.workload, o.label, o.project, o.user]
-    return [" ".join(t for t in texts if t)]
+    return [" ".join(t.replace("\n", " ") for t in texts if t)]  # (one line: `RowFilter.matching_lines`)
 
 
 class GpuRows:
@@ -142,7 +142,11 @@ class GpuRows:
         self.cells: dict[GpuKey, Cells] = {}
         self.dirty: dict[GpuKey, None] = {}  # (ordered) GPUs whose cells are to be made again
         self._made: dict[GpuKey, tuple[Gpu, tuple[float, ...]]] = {}
-        self._texts: dict[GpuKey, list[str]] = {}
+        self._texts: dict[GpuKey, tuple[tuple[str, ...], Any, list[str]]] = {}  # (flags, owner, what `/` reads)
+        self._counts: tuple[int, dict[str, int]] | None = None  # (held, GPUs per mark) of the reading shown
+        self._lines: tuple[str | None, list[GpuKey], SearchLines] | None = None  # (node, keys, their texts)
+        # (the screen's order, the table's sort, the table's order) last shown: not shown again unchanged
+        self.synced: tuple[list[GpuKey], tuple[int | None, bool], object] | None = None
         self.memo: Memo | None = None
         self.narrow = False
         self.asked = False  # a reading is under way on the data thread
@@ -154,6 +158,7 @@ class GpuRows:
         if narrow != self.narrow or self.memo is None or self.memo.look is not look:
             self.narrow, self._made, self.cells, self.memo = narrow, {}, {}, Memo(look)
         self.shown = shown
+        self._counts = self._lines = None
         self.by_key = {g.key: g for g in shown.gpus}
         for g in shown.gpus:
             key = g.key
@@ -182,7 +187,7 @@ class GpuRows:
             hist = self.shown.history.get(key, ())
             self._made[key] = (g, hist)
             self.cells[key] = gpu_row(self.memo, g, hist, narrow=self.narrow)
-            self._texts.pop(key, None)
+            self.texts(g)  # (made with its cells, between frames: a `/` keystroke then only matches)
             made.append(key)
         return made
 
@@ -196,16 +201,50 @@ class GpuRows:
             return []
         if not row_filter.active:
             return [g.key for g in self.shown.gpus if node is None or g.node == node]
-        out = []
-        for g in self.shown.gpus:
-            if node is not None and g.node != node:
-                continue
-            texts = self._texts.get(g.key)
-            if texts is None:
-                texts = self._texts[g.key] = search_texts(g)
-            if row_filter.matches(texts, {}):
-                out.append(g.key)
-        return out
+        keys, lines = self._search_lines(node)
+        hits = row_filter.matching_lines(lines)
+        if hits is None:
+            return [k for k, line in zip(keys, lines.lines, strict=True) if row_filter.matches([line], {})]
+        return [k for k, hit in zip(keys, hits, strict=True) if hit]
+
+    def prepare_search(self) -> None:
+        """What `/` reads of every GPU joined now (the filter bar opening), not at its first key."""
+        if self.shown is not None:
+            self._search_lines(None)
+
+    def _search_lines(self, node: str | None) -> tuple[list[GpuKey], SearchLines]:
+        """The GPUs (of `node`) and what `/` reads of each, joined once until a text changes."""
+        if self._lines is not None and self._lines[0] == node:
+            return self._lines[1], self._lines[2]
+        assert self.shown is not None
+        kept = self._texts
+        gpus = [g for g in self.shown.gpus if node is None or g.node == node]
+        keys = [g.key for g in gpus]
+        texts = [kept[k][2][0] if k in kept else self.texts(g)[0] for k, g in zip(keys, gpus, strict=True)]
+        self._lines = (node, keys, SearchLines(texts))
+        return keys, self._lines[2]
+
+    def texts(self, g: Gpu) -> list[str]:
+        """What `/` matches `g` by, kept while its marks and owner stay (a reading moves figures)."""
+        flags = g.flags
+        kept = self._texts.get(g.key)
+        if kept is not None and kept[0] == flags and kept[1] == g.owner:
+            return kept[2]
+        texts = search_texts(g)
+        self._texts[g.key] = (flags, g.owner, texts)
+        self._lines = None
+        return texts
+
+    def counts(self) -> tuple[int, dict[str, int]]:
+        """(GPUs held, GPUs per mark) of the reading shown, counted once per reading."""
+        if self._counts is None:
+            held, marks = 0, dict.fromkeys(FLAG_STYLES, 0)
+            for g in self.shown.gpus if self.shown is not None else ():
+                held += g.allocated
+                for mark in g.flags:
+                    marks[mark] = marks.get(mark, 0) + 1
+            self._counts = (held, marks)
+        return self._counts
 
     def gpu(self, key: GpuKey) -> Gpu | None:
         return self.by_key.get(key)
@@ -220,10 +259,10 @@ class GpuRows:
         if self.problem and not s.gpus:
             return Text(f"GPU metrics unavailable: {clean(self.problem, limit=200)}", style="bold")
         total = len(s.gpus)
-        allocated = sum(1 for g in s.gpus if g.allocated)
+        allocated, marks = self.counts()
         t = Text(f"{total} GPUs  {allocated} held  ")
         for mark in ("idle", "unclaimed", "hot", "throttled", "erroring"):
-            n = sum(1 for g in s.gpus if mark in g.flags)
+            n = marks.get(mark, 0)
             if n:
                 t.append(f"{n} {mark}  ", style=look.status_style(FLAG_STYLES[mark]))
         if row_filter.active:
@@ -277,7 +316,11 @@ def fill(table: KeyedTable[Any], rows: GpuRows, order: list[GpuKey]) -> bool:
     top = int(table.scroll_y)
     view = order[max(0, top - 5): top + table.size.height + 5]
     made = rows.make(view, CHUNK)
-    table.sync([k for k in order if k in rows.cells], rows.cells, made)
+    state = (table.sort_column, table.sort_descending)
+    last = rows.synced
+    if made or last is None or last[1] != state or last[2] is not table.order or last[0] != order:
+        table.sync([k for k in order if k in rows.cells], rows.cells, made)  # (else: as shown, 40,000 rows)
+        rows.synced = (order, state, table.order)
     return bool(rows.dirty)
 
 
