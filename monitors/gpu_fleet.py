@@ -245,8 +245,10 @@ def _nodes_text(nodes: Iterable[str], most: int = 3) -> str:
 
 
 def node_of(labels: Mapping[str, str]) -> str:
-    """The GPU's node: ``Hostname``, ``hostname`` (`NODE_LABELS`), else ``node``."""
-    return labels.get("Hostname") or labels.get("hostname") or labels.get("node") or ""
+    """The GPU's node: ``Hostname``, ``hostname`` (`NODE_LABELS`), else ``node`` ("" for none, or a
+    value that is no string: a broken answer's)."""
+    node = labels.get("Hostname") or labels.get("hostname") or labels.get("node") or ""
+    return node if isinstance(node, str) else ""
 
 
 def gpu_key(labels: Mapping[str, str]) -> GpuKey | None:
@@ -261,23 +263,28 @@ def owner_labels(labels: Mapping[str, str], exclude: str = DEFAULT_EXCLUDE) -> t
     """(namespace, pod, container) of the series' owner, from whichever spelling it carries; None
     for an idle GPU, or one labelled with the exporter's own pod (a ServiceMonitor's target labels)."""
     for ns_l, pod_l, c_l in OWNER_LABELS:
-        ns, pod = labels.get(ns_l) or "", labels.get(pod_l) or ""
+        ns, pod = _text(labels.get(ns_l)), _text(labels.get(pod_l))
         if ns and pod:
             if exclude and exclude in pod:
                 return None
-            return ns, pod, labels.get(c_l) or ""
+            return ns, pod, _text(labels.get(c_l))
     return None
+
+
+def _text(v: object) -> str:
+    """A label's value as text: "" for none, or for one that is no string (a broken answer's)."""
+    return v if isinstance(v, str) else ""
 
 
 def _identify(b: _Build, labels: Mapping[str, str], exclude: str) -> None:
     """What a series says of its GPU (UUID, model, MIG profile, owner), until one with the UUID
     has been read."""
     if not b.uuid:
-        b.uuid = labels.get("UUID") or labels.get("uuid") or ""
-    if not b.model and labels.get("modelName"):
-        b.model = labels["modelName"]
-    if not b.mig_profile and labels.get("GPU_I_PROFILE"):
-        b.mig_profile = labels["GPU_I_PROFILE"]
+        b.uuid = _text(labels.get("UUID")) or _text(labels.get("uuid"))
+    if not b.model:
+        b.model = _text(labels.get("modelName"))
+    if not b.mig_profile:
+        b.mig_profile = _text(labels.get("GPU_I_PROFILE"))
     if b.owner is None:
         b.owner = owner_labels(labels, exclude)
     b.identified = bool(b.uuid) and ("UUID" in labels or "uuid" in labels)
@@ -335,11 +342,12 @@ def build_from(triples: Iterable[Triple], *, pod_labels: Mapping[str, bool] | No
                 i = index_of[idx] = int(idx) if idx.isascii() and idx.isdigit() and len(idx) <= 6 else -1
         else:
             i = -1
-        if not node or i < 0:
+        inst = get("GPU_I_ID", "")
+        if not node or i < 0 or node.__class__ is not str or inst.__class__ is not str:  # (JSON: any type)
             if sparse and f.group in SPARSE_GROUPS and (node := node_of(labels)):
                 seen_fields.setdefault(node, set()).add(f.key)
             continue
-        key = (node, i, get("GPU_I_ID", ""))
+        key = (node, i, inst)
         b = rows.get(key)
         if b is None:
             b = rows[key] = _Build(*key)

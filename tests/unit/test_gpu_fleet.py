@@ -7,6 +7,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from monitors import exposition
 from monitors.diagnostics.gpu_doctor import Direct, NodeGpus, diagnose, fields_in
 from monitors.gpu_fleet import (
@@ -278,3 +281,31 @@ def test_mig_devices_several_pods_report_by_profile_alone_are_said_not_guessed()
             fleet.gpus[("mig-node", 1, "2")])] == [None, None, "c", "d"]
     assert untold == [f"MIG devices 3g.40gb of mig-node's GPU {G0}: held by t/a, t/b; which instance is whose "
                       "their MIG UUIDs do not tell"]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+                     lambda c: st.lists(c, max_size=2) | st.dictionaries(st.text(max_size=3), c, max_size=2),
+                     max_leaves=4)
+_LABEL = st.sampled_from(["__name__", "Hostname", "hostname", "gpu", "UUID", "modelName", "GPU_I_ID", "GPU_I_PROFILE",
+                          "namespace", "pod", "container", "exported_pod", "exported_namespace"])
+_GPU = st.fixed_dictionaries({"__name__": st.sampled_from(["DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED",
+                                                          "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_GPU_TEMP"]),
+                              "Hostname": st.sampled_from(["n1", "n2"]), "gpu": st.sampled_from(["0", "1"])})
+_METRIC = st.one_of(st.dictionaries(_LABEL, _JSON, max_size=6),
+                    _GPU.flatmap(lambda g: st.dictionaries(_LABEL, _JSON, max_size=3).map(lambda d: {**g, **d})))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.fixed_dictionaries({"metric": _METRIC, "value": st.one_of(_JSON, st.tuples(_JSON, _JSON).map(list))}),
+                max_size=6))
+def test_a_prometheus_answer_of_any_shape_makes_rows_or_none_never_an_error(results: list[dict[str, Any]]) -> None:
+    """Labels are strings in Prometheus' answers, but an answer is outside input (#25, item 6): a
+    label of another JSON type (a list as the node: unhashable; a number as the UUID) leaves that
+    series out or the field empty, and the rows print."""
+    fleet = build_from(triples_of([Answer("vector", results)], "DCGM_FI_DEV_GPU_UTIL"), sparse=True)
+    gpus = list(fleet.gpus.values())
+    for key in ("", "util", "age", "temp", "mem", "power"):
+        gpus.sort(key=sort_key(key))
+    fleet_json(gpus, fleet, fleet.missing_notes(), "stand-in")
+    for g in gpus:
+        assert all(isinstance(c, str) for c in row_cells(g, wide=True))
