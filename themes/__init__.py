@@ -7,35 +7,53 @@
   colour-blind) and user themes (`<config dir>/themes/*.toml`) -> `ThemeSet`.
 - `themes.glyphs`: Unicode and ASCII glyph sets (`--ascii`), `bar`, `sparkline`.
 
-This package does not import Textual at import time except for `textual.color` (colour parsing).
+This package does not import Textual at import time except for `textual.color` (colour parsing),
+and its names are imported on first use (`config_files` alone needs neither).
 """
 
-from .glyphs import ASCII, UNICODE, GlyphSet, bar, glyphs_for, sparkline
-from .loader import (
-    DEFAULT_THEME,
-    ConfigFileError,
-    ConfigProblem,
-    ThemeError,
-    ThemeSet,
-    builtin_specs,
-    load_theme_file,
-    load_themes,
-    user_themes_dir,
-)
-from .model import (
-    PHASES,
-    ColourMode,
-    Theme,
-    ThemeSpec,
-    detect_colour_mode,
-    phase_colour,
-    phase_of,
-    phase_style,
-    rank_colour,
-    rich_colour,
-    util_colour,
-    variable_names,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # (the type checker sees every name; at run time each is imported on first use)
+    from .config_files import ConfigFileError, ConfigProblem, user_themes_dir
+    from .glyphs import ASCII, UNICODE, GlyphSet, bar, glyphs_for, sparkline
+    from .loader import DEFAULT_THEME, ThemeError, ThemeSet, builtin_specs, load_theme_file, load_themes
+    from .model import (
+        PHASES,
+        ColourMode,
+        Theme,
+        ThemeSpec,
+        detect_colour_mode,
+        phase_colour,
+        phase_of,
+        phase_style,
+        rank_colour,
+        rich_colour,
+        util_colour,
+        variable_names,
+    )
+
+# where each name lives: `from themes import ConfigFileError` (a command's settings) imports
+# `config_files` alone, not the models' pydantic classes and Textual's colours
+_HOMES = {
+    **dict.fromkeys(("ConfigFileError", "ConfigProblem", "user_themes_dir"), "config_files"),
+    **dict.fromkeys(("ASCII", "UNICODE", "GlyphSet", "bar", "glyphs_for", "sparkline"), "glyphs"),
+    **dict.fromkeys(("DEFAULT_THEME", "ThemeError", "ThemeSet", "builtin_specs", "load_theme_file", "load_themes"),
+                    "loader"),
+    **dict.fromkeys(("PHASES", "ColourMode", "Theme", "ThemeSpec", "detect_colour_mode", "phase_colour", "phase_of",
+                     "phase_style", "rank_colour", "rich_colour", "util_colour", "variable_names"), "model"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # (looked up once)
+    return value
+
 
 __all__ = [
     "ASCII",

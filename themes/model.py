@@ -37,10 +37,11 @@ from textual.color import (  # type: ignore[attr-defined]  # (textual.color re-e
     ColorParseError,
 )
 
+from .config_files import NAME_RE  # (a theme's name: there, for the settings' check without the models)
+
 PHASES: tuple[str, ...] = ("running", "pending", "succeeded", "failed", "degraded", "suspended", "unknown")
 """The phases a theme colours (lower case; `phase_colour` maps statuses onto them)."""
 
-NAME_RE = re.compile(r"[a-z0-9][a-z0-9_-]{0,39}")
 MIN_RANK_COLOURS = 8
 UTIL_VARIABLE_STOPS = (0, 25, 50, 75, 100)
 """Utilisation percentages exported as CSS variables ``ranks-util-0`` .. ``ranks-util-4``."""

@@ -54,7 +54,8 @@ from pydantic import (
 )
 
 from monitors.promql import DEFAULT_METRIC_NAMES
-from themes.loader import (
+from themes.config_files import (
+    NAME_RE,
     ConfigFileError,
     ConfigProblem,
     find_line,
@@ -62,13 +63,13 @@ from themes.loader import (
     read_toml,
     user_themes_dir,
 )
-from themes.model import NAME_RE
 
 from .config_file import CONFIG_ENV, config_path
-from .keymap import Keymap, KeymapError
 
 if TYPE_CHECKING:
     from monitors.diagnostics.hangs import Thresholds
+
+    from .keymap import Keymap
 
 MIN_REFRESH = 1.0
 
@@ -218,6 +219,8 @@ class Settings(_Strict):
 
     @property
     def key_map(self) -> Keymap:
+        from .keymap import Keymap  # (Textual's bindings: the dashboard's, not a command's settings)
+
         return Keymap(self.keymap)
 
     def problem(self, field: str, message: str) -> ConfigProblem:
@@ -253,8 +256,10 @@ def themes_dir(settings: Settings | None = None, environ: Mapping[str, str] | No
 
 
 def _keymap_problems(keymap: Any, path: str, text: str) -> list[ConfigProblem]:
-    if not isinstance(keymap, Mapping):
-        return []  # the model reports the type
+    if not isinstance(keymap, Mapping) or not keymap:
+        return []  # the model reports the type; an empty keymap changes nothing
+    from .keymap import Keymap, KeymapError
+
     try:
         checked = Keymap(keymap)
     except KeymapError as exc:

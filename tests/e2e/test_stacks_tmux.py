@@ -15,6 +15,9 @@ from tests.e2e.test_demo_tmux import crumbs, demo_in_tmux, quit_and_check_restor
 @pytest.mark.timeout(420)
 @pytest.mark.parametrize("width,height", [(80, 24), (120, 40)])
 def test_the_stacks_view(tmp_path: Path, width: int, height: int) -> None:
+    config = tmp_path / "config" / "ranks"  # (the demo's XDG_CONFIG_HOME: a file's value wins over the
+    config.mkdir(parents=True)              # context's minute; the view, not the threshold, is tested here)
+    (config / "config.toml").write_text("hang_after_minutes = 0.25\n")
     with demo_in_tmux(tmp_path, width, height) as demo:
         tmux = demo.tmux
         workloads_listed(demo)

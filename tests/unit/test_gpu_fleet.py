@@ -295,7 +295,7 @@ _METRIC = st.one_of(st.dictionaries(_LABEL, _JSON, max_size=6),
                     _GPU.flatmap(lambda g: st.dictionaries(_LABEL, _JSON, max_size=3).map(lambda d: {**g, **d})))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(st.fixed_dictionaries({"metric": _METRIC, "value": st.one_of(_JSON, st.tuples(_JSON, _JSON).map(list))}),
                 max_size=6))
 def test_a_prometheus_answer_of_any_shape_makes_rows_or_none_never_an_error(results: list[dict[str, Any]]) -> None:
