@@ -222,6 +222,8 @@ def test_every_read_only_command_is_served(served: Served) -> None:
                       (("idle", "-p", "team-a", "-o", "json"), '"sessions"')):
         r = served.run(*cmd)
         assert r.returncode == 0 and said in r.stdout, (cmd, r.returncode, r.stdout, r.stderr)
+        if cmd[0] == "why":  # (alice may not list nodes: said only where the answer would use them)
+            assert ("is Pending" in r.stdout) == ("forbidden to list nodes" in r.stderr), (r.stdout, r.stderr)
     r = served.run("delete", "llama-finetune", "-p", "team-a")
     assert r.returncode == 2, r.stderr
     assert "only these read-only commands run over ssh: get, gpus, idle, list, logs, projects, stacks, top, why" in r.stderr

@@ -53,7 +53,8 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
 
         monitor, wl, diag = await located_with_tails(cfg, opts, ref, project, events=True, nodes=True)
         try:
-            forbidden = sorted(n for n in monitor.status.forbidden if n.startswith(("nodes", "events")))
+            used = ("nodes", "events") if wl.status == "Pending" else ("events",)  # (nodes: a pending job's fit)
+            forbidden = sorted(n for n in monitor.status.forbidden if n.startswith(used))
             for name in forbidden:
                 print(f"ranks: warning: forbidden to list {name}; the answer leaves them out", file=sys.stderr)
             from monitors.diagnostics.why import nodes_to_count
