@@ -148,10 +148,16 @@ def test_one_projects_commands_count_the_gpus_other_projects_hold_on_its_nodes(s
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "notebook", "namespace": "other"},
         "spec": {"containers": [{"name": "main", "image": "python:3.12", "command": ["sleep", "infinity"],
                                  "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
+
+    def notebook_phase() -> str:
+        st = simcluster.call(lambda: sim.store.find(("", "pods"), "other", "notebook"))
+        return ((st.obj if st is not None else {}).get("status") or {}).get("phase", "")
+
+    wait_for(lambda: notebook_phase() == "Running", timeout=90, what="the other project's notebook on 2 GPUs")
     env = env_of(sim, tmp_path)
     assert ranks(env, "submit", "pt", "--framework", "pytorch", "-i", "pytorch:latest", "--workers", "1", "-g", "1",
                  "--interactive", "-p", "default").returncode == 0
-    wait_for(lambda: running(env, "pt", 2), timeout=90, what="the session running on 2 of the 4 GPUs")
+    wait_for(lambda: running(env, "pt", 2), timeout=90, what="the session running on the other 2 GPUs")
 
     r = ranks(env, "convert", "pt", "-p", "default", "--command", LINE, "--dry-run")
     assert r.returncode == 0, r.stderr
