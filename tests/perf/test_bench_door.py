@@ -201,7 +201,7 @@ def test_door_sessions(sim_process, tmp_path: Path) -> None:
             step = {"sessions": size, "requests": reqs, "idle_requests": idle_reqs, "watches": watches, "server_rss": rss,
                     "pss": pss, "uss": uss, "idle": idle, "serve_idle": serve_idle, "frames": frames}
             steps.append(step)
-            record(f"door: first frame with {size} sessions open", "figure", round(pct(frames, 50), 3), "s",
+            record(f"door: first frame with {size} session{'s' if size != 1 else ''} open", "figure", round(pct(frames, 50), 3), "s",
                    met=None, sessions=size, note=f"{PODS:,} pods, {size} of {planned} planned; first frame p50 of the last ten opened (max "
                    f"{max(frames):.2f} s); session PSS p50 {pct(pss, 50):.1f} MB (own pages {pct(uss, 50):.1f} MB), "
                    f"server RSS {rss:.0f} MB; idle per session p50 {pct(idle, 50):.2f} %, max {max(idle):.2f} %; "

@@ -216,6 +216,12 @@ def measure_size(sc: ScaleCluster, peaks: dict[int, float], tmp: Path) -> Figure
     return f
 
 
+def shown_argv(argv: list[str]) -> list[str]:
+    """The command as the report shows it: paths in the repository relative to it."""
+    root = RANKS.parents[2]
+    return [os.path.relpath(a, root) if a.startswith(f"{root}/") else a for a in argv]
+
+
 def typical_workload(listed: list[dict[str, Any]]) -> tuple[tuple[str, str], str]:
     """((workload, project), its description): the project with the median number of workloads,
     and in it the running workload whose ranks are nearest the median of every workload's."""
@@ -274,7 +280,7 @@ def record_size(f: Figures) -> list[str]:
            if f.table_repeated_s else f.notes.get(CURL, ""), pods=n,
            seconds=rnd(f.table_repeated_s))
     record(f"{PYTHON}, {n:,} pods", "figure", rnd(f.python_s), "s", met=None,
-           note=(f"{' '.join(python_argv())} -c pass, the interpreter of ranks' #! line started as ranks starts "
+           note=(f"{' '.join(shown_argv(python_argv()))} -c pass, the interpreter of ranks' #! line started as ranks starts "
                  f"it; median of {RUNS * PYTHON_RUNS}, interleaved with the commands")
            if f.python_s else f.notes.get(CURL, ""), pods=n, seconds=rnd(f.python_s))
     floor = floor_s(f)
