@@ -44,8 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 GOAL_KEYS = ("goal", "target", "measured", "unit", "baseline", "baseline_measured", "met")
 META_KEYS = {*GOAL_KEYS, "note", "at", "source"}
 FLOOR = "floor: Python start + Table LIST"
+GET = "ranks get W -p P"
+GET_GOAL_S = 0.5  # its goal at 100,000 pods (#31), drawn on the chart
 VS_FLOOR = 1.5  # the one-shot commands' goal against their floor (#31), drawn on the chart
-CHART_ORDER = ("ranks list -A -o json", "ranks projects", "ranks top nodes", "ranks get W -p P", FLOOR,
+CHART_ORDER = ("ranks list -A -o json", "ranks projects", "ranks top nodes", GET, FLOOR,
                "kubectl get pods -A -o json", "curl full pod LIST", "curl full pod LIST, repeated")
 
 MET, UNMET, UNMEASURED, FIGURE, MISSING = "met", "NOT MET", "not measured", "figure", "missing"
@@ -430,9 +432,10 @@ def draw_chart(goals: list[dict[str, Any]], path: Path) -> bool:
     names = [s for s in CHART_ORDER if s in points] + sorted(s for s in points if s not in CHART_ORDER)
     styles = {"kubectl get pods -A -o json": {"color": "#c0392b", "linestyle": "--", "marker": "s"},
               FLOOR: {"color": "#000000", "linestyle": "-.", "marker": "D"},
+              GET: {"color": "#ff7f0e", "linestyle": "-", "marker": "o"},
               "curl full pod LIST": {"color": "#555555", "linestyle": ":", "marker": "v"},
               "curl full pod LIST, repeated": {"color": "#aaaaaa", "linestyle": ":", "marker": "^"}}
-    ranks_colours = iter(["#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"])
+    ranks_colours = iter(["#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b"])
     sizes = sorted({p for s in points.values() for p in s})
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
     for name in names:
@@ -448,6 +451,9 @@ def draw_chart(goals: list[dict[str, Any]], path: Path) -> bool:
     if floor:  # #31's goal for the one-shot commands: within 1.5x their floor
         ax_t.plot([p for p, _ in floor], [VS_FLOOR * v for _, v in floor], label=f"goal: {VS_FLOOR}x the floor",
                   color="#000000", linestyle=":", linewidth=1.0)
+    if GET in points:  # #31's goal for ranks get at 100,000 pods
+        ax_t.axhline(GET_GOAL_S, label=f"goal: {GET} <= {GET_GOAL_S:g} s (at 100k)", color="#ff7f0e", linestyle=":",
+                     linewidth=1.0)
     for ax, title, unit in ((ax_t, "Time to exit", "seconds (log)"), (ax_m, "Peak memory (RSS)", "MB (log)")):
         ax.set_title(title)
         ax.set_xlabel("pods in the cluster")

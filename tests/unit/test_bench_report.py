@@ -140,8 +140,9 @@ def test_report_json_markdown_and_chart(bench_report: Any, tmp_path: Path, monke
 
     svg = chart.read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
-    for series in ("ranks list -A -o json", "ranks get W -p P", "floor: Python start + Table LIST", "goal: 1.5x the floor",
-                   "kubectl get pods -A -o json", "curl full pod LIST"):
+    for series in ("ranks list -A -o json", "ranks get W -p P", "floor: Python start + Table LIST",
+                   "goal: 1.5x the floor", "goal: ranks get W -p P &lt;= 0.5 s", "kubectl get pods -A -o json",
+                   "curl full pod LIST"):
         assert series in svg  # text kept as text (svg.fonttype none)
     assert "not measured at 100k" in svg
 
