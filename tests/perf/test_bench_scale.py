@@ -82,12 +82,6 @@ KUBECTL_GB_PER_1000_PODS = 0.19  # kubectl's peak, only to decide whether to run
 KUBECTL_MARGIN = 1.25
 RANKS = Path(sys.executable).with_name("ranks")
 
-
-def python_argv() -> list[str]:
-    """The interpreter `ranks` starts with, as its `#!` line starts it."""
-    first = RANKS.read_text().splitlines()[0]
-    return first[2:].split() if first.startswith("#!") else [sys.executable]
-
 # (group/version, plural) of the workload kinds the scale scenario (or anything) may hold
 WORKLOAD_LISTS = (("kubeflow.org/v1", "pytorchjobs"), ("kubeflow.org/v1", "tfjobs"),
                   ("kubeflow.org/v1", "xgboostjobs"), ("kubeflow.org/v2beta1", "mpijobs"), ("batch/v1", "jobs"))
@@ -128,6 +122,12 @@ def cluster_workloads(sc: ScaleCluster) -> int:
             items = [i for i in items if not i["metadata"].get("ownerReferences")]
         n += len(items)
     return n
+
+
+def python_argv() -> list[str]:
+    """The interpreter `ranks` starts with, as its `#!` line starts it."""
+    first = RANKS.read_text().splitlines()[0]
+    return first[2:].split() if first.startswith("#!") else [sys.executable]
 
 
 def env_for(home: Path) -> dict[str, str]:
