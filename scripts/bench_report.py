@@ -223,7 +223,9 @@ def build_report(records: list[dict[str, Any]], outcomes: list[dict[str, Any]], 
     files: dict[str, dict[str, Any]] = {}
     for o in outcomes:
         f = files.setdefault(bench_file(o["test"]), {"file": bench_file(o["test"]), "tests": 0, "passed": 0,
-                                                      "failed": 0, "skipped": 0, "seconds": 0.0})
+                                                      "failed": 0, "skipped": 0, "seconds": 0.0, "load1": None})
+        if isinstance(o.get("load1"), int | float):  # the machine's load as its tests ended: the most of them
+            f["load1"] = max(f["load1"] or 0.0, o["load1"])
         f["tests"] += 1
         f[o["outcome"] if o["outcome"] in ("passed", "failed", "skipped") else "failed"] += 1
         f["seconds"] = round(f["seconds"] + float(o.get("duration") or 0), 1)
@@ -381,14 +383,17 @@ def render_markdown(r: dict[str, Any], chart: str | None, limits: str = "") -> s
             out.append("- (every point was measured)")
     else:
         out.append("No figures against pod count in this run.")
-    out += ["", "## Benchmarks", "", "| File | Tests | Passed | Failed | Skipped | Time |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    out += ["", "## Benchmarks", "", "The load is the machine's load average (1 min) as each test of the file ended, "
+            f"the most of them ({num(r['machine'].get('cores'))} cores: above that, the benchmarks waited for a core).",
+            "", "| File | Tests | Passed | Failed | Skipped | Time | Load |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for f in r["files"]:
         out.append(f"| {f['file']} | {f['tests']} | {f['passed']} | {f['failed']} | {f['skipped']} | "
-                   f"{f['seconds'] / 60:.1f} min |")
+                   f"{f['seconds'] / 60:.1f} min | {num(f.get('load1'))} |")
     total = r["summary"]["seconds"]
+    loads = [f["load1"] for f in r["files"] if f.get("load1") is not None]
     out.append(f"| all | {sum(f['tests'] for f in r['files'])} | {sum(f['passed'] for f in r['files'])} | "
-               f"{sum(f['failed'] for f in r['files'])} | {sum(f['skipped'] for f in r['files'])} | {total / 60:.1f} min |")
+               f"{sum(f['failed'] for f in r['files'])} | {sum(f['skipped'] for f in r['files'])} | {total / 60:.1f} min | "
+               f"{num(max(loads)) if loads else '—'} |")
     failed = [o for o in r["benchmarks"] if o["outcome"] in ("failed", "skipped")]
     if failed:
         out += ["", "Failed or skipped:", ""]

@@ -69,7 +69,8 @@ def synthetic(tmp_path: Path) -> tuple[Path, Path]:
                       note="not run: 3.0 GB of memory available"))
     lines.append({"test": SCALE, "outcome": "failed", "duration": 300.5, "message": "AssertionError: slow",
                   "at": 1_767_226_000.0})
-    lines.append({"test": DASH, "outcome": "passed", "duration": 60.0, "message": "", "at": 1_767_226_100.0})
+    lines.append({"test": DASH, "outcome": "passed", "duration": 60.0, "message": "", "at": 1_767_226_100.0,
+                  "load1": 3.25})
     jsonl = tmp_path / "bench-results.jsonl"
     jsonl.write_text("".join(json.dumps(x) + "\n" for x in lines))
     previous = tmp_path / "bench-results.json"  # the last report: one goal this run lost, one dropped
@@ -119,8 +120,8 @@ def test_report_json_markdown_and_chart(bench_report: Any, tmp_path: Path, monke
         "goals": 18, "met": 4, "NOT MET": 1, "not measured": 3, "figure": 9, "missing": 1, "benchmark_tests": 2,
         "benchmarks_failed": 1, "benchmark_files_not_run": 1, "seconds": 0}
     assert report["not_run"] == ["tests/perf/test_bench_door.py"]
-    assert [(f["file"], f["failed"], f["seconds"]) for f in report["files"]] == [
-        ("tests/perf/test_bench_scale.py", 1, 300.5), ("tests/perf/test_bench_dashboard.py", 0, 60.0)]
+    assert [(f["file"], f["failed"], f["seconds"], f["load1"]) for f in report["files"]] == [
+        ("tests/perf/test_bench_scale.py", 1, 300.5, None), ("tests/perf/test_bench_dashboard.py", 0, 60.0, 3.25)]
 
     text = md.read_text()
     assert "| CPU | Test CPU |" in text and "| kubectl | v1.35.0 |" in text
@@ -134,7 +135,8 @@ def test_report_json_markdown_and_chart(bench_report: Any, tmp_path: Path, monke
     assert "**missing**" in rows["ranks top nodes, 20,000 pods, vs curl"]
     assert "![" in text and "(performance.svg)" in text
     assert "kubectl get pods -A -o json at 100,000 pods: kubectl not run at 100,000 pods" in text
-    assert "| tests/perf/test_bench_scale.py | 1 | 0 | 1 | 0 | 5.0 min |" in text
+    assert "| tests/perf/test_bench_scale.py | 1 | 0 | 1 | 0 | 5.0 min | — |" in text
+    assert "| tests/perf/test_bench_dashboard.py | 1 | 1 | 0 | 0 | 1.0 min | 3.25 |" in text
     assert "Not run (no outcome" in text and "- `tests/perf/test_bench_door.py`" in text
     assert "benchmark files not run: 1" in text
 
