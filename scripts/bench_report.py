@@ -12,7 +12,11 @@ from `record(...)`, one per benchmark test with its outcome and duration), and w
 - the goals as a table on the terminal;
 - `docs/performance.md`: the machine, the goals' tables, the chart and each benchmark file's time;
 - the chart (matplotlib, Agg): time and peak memory against pod count for ranks' read commands,
-  kubectl and curl's full LIST (records with `series`, `pods`, `seconds` and `rss_mb`).
+  their floor (Python's start + the cells-only Table LIST), kubectl and curl's full LIST (records
+  with `series`, `pods`, `seconds` and `rss_mb`).
+
+A benchmark file of tests/perf (`--benchmarks`) with no outcome in the jsonl did not run: the
+report names it (a partial run still renders, and says what it lacks).
 
 A goal's status: met, NOT MET, not measured (no figure, or no figure of its baseline: its note
 says why), figure (a figure without a verdict), or missing: a goal of the previous
@@ -39,8 +43,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 GOAL_KEYS = ("goal", "target", "measured", "unit", "baseline", "baseline_measured", "met")
 META_KEYS = {*GOAL_KEYS, "note", "at", "source"}
-CHART_ORDER = ("ranks list -A -o json", "ranks projects", "ranks top nodes", "kubectl get pods -A -o json",
-               "curl full pod LIST", "curl full pod LIST, repeated")
+FLOOR = "floor: Python start + Table LIST"
+GET = "ranks get W -p P"
+GET_GOAL_S = 0.5  # its goal at 100,000 pods (#31), drawn on the chart
+VS_FLOOR = 1.5  # the one-shot commands' goal against their floor (#31), drawn on the chart
+CHART_ORDER = ("ranks list -A -o json", "ranks projects", "ranks top nodes", GET, FLOOR,
+               "kubectl get pods -A -o json", "curl full pod LIST", "curl full pod LIST, repeated")
 
 MET, UNMET, UNMEASURED, FIGURE, MISSING = "met", "NOT MET", "not measured", "figure", "missing"
 
@@ -195,8 +203,17 @@ def missing_goals(previous: list[dict[str, Any]], recorded: set[str],
     return out
 
 
+def benchmark_files(directory: Path) -> list[str]:
+    """The benchmark files `make bench` runs (tests/perf/test_*.py), as the outcomes name them."""
+    try:
+        rel = directory.resolve().relative_to(ROOT).as_posix()
+    except ValueError:  # (a directory outside the repository names its files as tests/perf's)
+        rel = "tests/perf"
+    return sorted(f"{rel}/{p.name}" for p in directory.glob("test_*.py"))
+
+
 def build_report(records: list[dict[str, Any]], outcomes: list[dict[str, Any]], machine: dict[str, Any],
-                 previous: list[dict[str, Any]] = ()) -> dict[str, Any]:
+                 previous: list[dict[str, Any]] = (), expected: list[str] = ()) -> dict[str, Any]:
     by_test = {o["test"]: o for o in outcomes}
     goals = [goal_entry(r) for r in records]
     goals += missing_goals(list(previous), {g["goal"] for g in goals}, by_test)
@@ -206,16 +223,20 @@ def build_report(records: list[dict[str, Any]], outcomes: list[dict[str, Any]], 
     files: dict[str, dict[str, Any]] = {}
     for o in outcomes:
         f = files.setdefault(bench_file(o["test"]), {"file": bench_file(o["test"]), "tests": 0, "passed": 0,
-                                                      "failed": 0, "skipped": 0, "seconds": 0.0})
+                                                      "failed": 0, "skipped": 0, "seconds": 0.0, "load1": None})
+        if isinstance(o.get("load1"), int | float):  # the machine's load as its tests ended: the most of them
+            f["load1"] = max(f["load1"] or 0.0, o["load1"])
         f["tests"] += 1
         f[o["outcome"] if o["outcome"] in ("passed", "failed", "skipped") else "failed"] += 1
         f["seconds"] = round(f["seconds"] + float(o.get("duration") or 0), 1)
     counts = {s: sum(1 for g in goals if g["status"] == s) for s in (MET, UNMET, UNMEASURED, FIGURE, MISSING)}
+    not_run = [f for f in expected if f not in files]
     summary = {"goals": len(goals), **counts, "benchmark_tests": len(outcomes),
                "benchmarks_failed": sum(f["failed"] for f in files.values()),
+               "benchmark_files_not_run": len(not_run),
                "seconds": round(sum(f["seconds"] for f in files.values()), 1)}
     return {"machine": machine, "summary": summary, "goals": goals, "files": list(files.values()),
-            "benchmarks": outcomes}
+            "not_run": not_run, "benchmarks": outcomes}
 
 
 # -- formatting ------------------------------------------------------------------------------------------------
@@ -258,8 +279,9 @@ def summary_line(r: dict[str, Any]) -> str:
     s = r["summary"]
     return (f"{s['goals']} goals: {s[MET]} met, {s[UNMET]} not met, {s[UNMEASURED]} not measured, "
             f"{s[MISSING]} missing, {s[FIGURE]} figures without a verdict; "
-            f"benchmark tests failed: {s['benchmarks_failed']} of {s['benchmark_tests']}; the benchmarks ran "
-            f"{s['seconds'] / 60:.1f} min")
+            f"benchmark tests failed: {s['benchmarks_failed']} of {s['benchmark_tests']}"
+            + (f"; benchmark files not run: {s['benchmark_files_not_run']}" if s.get("benchmark_files_not_run") else "")
+            + f"; the benchmarks ran {s['seconds'] / 60:.1f} min")
 
 
 def print_terminal(r: dict[str, Any]) -> None:
@@ -291,6 +313,8 @@ def print_terminal(r: dict[str, Any]) -> None:
         if o["outcome"] == "failed":
             console.print(f"  [bold red]failed[/]: {o['test']} ({o['duration']:.0f} s): "
                           f"{escape(first_line(o.get('message') or ''))}")
+    for f in r.get("not_run", []):
+        console.print(f"  [bold red]not run[/]: {escape(f)} (no outcome in this run's records)")
     console.print(summary_line(r))
 
 
@@ -339,12 +363,15 @@ def render_markdown(r: dict[str, Any], chart: str | None, limits: str = "") -> s
         out.append("")
     out += ["## Time and memory against pod count", ""]
     if chart:
-        out += [f"![Time and peak memory against pod count: ranks list, projects and top nodes, kubectl, curl]({chart})",
+        out += [f"![Time and peak memory against pod count: ranks list, projects, top nodes and get, their floor, "
+                f"kubectl, curl]({chart})",
                 "", "Time to exit (log scale) and peak RSS of each command at each size, ranks' commands the median "
-                "of their runs. curl's full pod LIST (`GET /api/v1/pods` to its last byte, the first on the fresh "
-                "cluster: the server encodes every pod, as kube-apiserver does on every LIST) is the floor no "
-                "client can beat; the repeated LIST is simcluster sending the encodings it kept. A missing point "
-                "was not measured:", ""]
+                "of their runs. The commands' floor (#31) is Python's start plus the cells-only Table LIST of every "
+                "pod (`GET /api/v1/pods?includeObject=None` as a `meta.k8s.io/v1` Table, to its last byte): what a "
+                "one-shot command must at least spend. curl's full pod LIST (`GET /api/v1/pods` to its last byte, "
+                "the first on the fresh cluster: the server encodes every pod, as kube-apiserver does on every LIST) "
+                "is the floor of a client that reads every pod whole (#16); the repeated LIST is simcluster sending "
+                "the encodings it kept. A missing point was not measured:", ""]
         unmeasured = [g for g in r["goals"] if g["extra"].get("series") and g["extra"].get("seconds") is None]
         seen: set[tuple[str, Any]] = set()
         for g in unmeasured:
@@ -356,18 +383,25 @@ def render_markdown(r: dict[str, Any], chart: str | None, limits: str = "") -> s
             out.append("- (every point was measured)")
     else:
         out.append("No figures against pod count in this run.")
-    out += ["", "## Benchmarks", "", "| File | Tests | Passed | Failed | Skipped | Time |",
-            "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    out += ["", "## Benchmarks", "", "The load is the machine's load average (1 min) as each test of the file ended, "
+            f"the most of them ({num(r['machine'].get('cores'))} cores: above that, the benchmarks waited for a core).",
+            "", "| File | Tests | Passed | Failed | Skipped | Time | Load |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for f in r["files"]:
         out.append(f"| {f['file']} | {f['tests']} | {f['passed']} | {f['failed']} | {f['skipped']} | "
-                   f"{f['seconds'] / 60:.1f} min |")
+                   f"{f['seconds'] / 60:.1f} min | {num(f.get('load1'))} |")
     total = r["summary"]["seconds"]
+    loads = [f["load1"] for f in r["files"] if f.get("load1") is not None]
     out.append(f"| all | {sum(f['tests'] for f in r['files'])} | {sum(f['passed'] for f in r['files'])} | "
-               f"{sum(f['failed'] for f in r['files'])} | {sum(f['skipped'] for f in r['files'])} | {total / 60:.1f} min |")
+               f"{sum(f['failed'] for f in r['files'])} | {sum(f['skipped'] for f in r['files'])} | {total / 60:.1f} min | "
+               f"{num(max(loads)) if loads else '—'} |")
     failed = [o for o in r["benchmarks"] if o["outcome"] in ("failed", "skipped")]
     if failed:
         out += ["", "Failed or skipped:", ""]
         out += [f"- `{o['test']}` {o['outcome']}: {md_cell(first_line(o.get('message') or '', 300))}" for o in failed]
+    if r.get("not_run"):
+        out += ["", "Not run (no outcome in this run's records: its goals are missing or absent from the tables):",
+                ""]
+        out += [f"- `{f}`" for f in r["not_run"]]
     if limits.strip():  # written by hand (docs/performance-limits.md): why a goal is missed, what would lift it
         out += ["", limits.strip()]
     return "\n".join(out) + "\n"
@@ -402,9 +436,11 @@ def draw_chart(goals: list[dict[str, Any]], path: Path) -> bool:
     plt.rcParams.update({"svg.fonttype": "none", "svg.hashsalt": "ranks-bench", "font.size": 9})
     names = [s for s in CHART_ORDER if s in points] + sorted(s for s in points if s not in CHART_ORDER)
     styles = {"kubectl get pods -A -o json": {"color": "#c0392b", "linestyle": "--", "marker": "s"},
+              FLOOR: {"color": "#000000", "linestyle": "-.", "marker": "D"},
+              GET: {"color": "#ff7f0e", "linestyle": "-", "marker": "o"},
               "curl full pod LIST": {"color": "#555555", "linestyle": ":", "marker": "v"},
               "curl full pod LIST, repeated": {"color": "#aaaaaa", "linestyle": ":", "marker": "^"}}
-    ranks_colours = iter(["#1f77b4", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"])
+    ranks_colours = iter(["#1f77b4", "#2ca02c", "#9467bd", "#17becf", "#8c564b"])
     sizes = sorted({p for s in points.values() for p in s})
     fig, (ax_t, ax_m) = plt.subplots(1, 2, figsize=(11, 4.4), layout="constrained")
     for name in names:
@@ -416,6 +452,13 @@ def draw_chart(goals: list[dict[str, Any]], path: Path) -> bool:
             xy = [(p, v[i]) for p, v in pts if v[i] is not None]
             if xy:
                 ax.plot([p for p, _ in xy], [v for _, v in xy], label=label, linewidth=1.6, markersize=5, **style)
+    floor = sorted((p, v[0]) for p, v in points.get(FLOOR, {}).items() if v[0] is not None)
+    if floor:  # #31's goal for the one-shot commands: within 1.5x their floor
+        ax_t.plot([p for p, _ in floor], [VS_FLOOR * v for _, v in floor], label=f"goal: {VS_FLOOR}x the floor",
+                  color="#000000", linestyle=":", linewidth=1.0)
+    if GET in points:  # #31's goal for ranks get at 100,000 pods
+        ax_t.axhline(GET_GOAL_S, label=f"goal: {GET} <= {GET_GOAL_S:g} s (at 100k)", color="#ff7f0e", linestyle=":",
+                     linewidth=1.0)
     for ax, title, unit in ((ax_t, "Time to exit", "seconds (log)"), (ax_m, "Peak memory (RSS)", "MB (log)")):
         ax.set_title(title)
         ax.set_xlabel("pods in the cluster")
@@ -443,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chart", type=Path, default=ROOT / "docs" / "performance.svg")
     ap.add_argument("--limits", type=Path, default=ROOT / "docs" / "performance-limits.md",
                     help="hand-written design limits, appended to the page as they are")
+    ap.add_argument("--benchmarks", type=Path, default=ROOT / "tests" / "perf",
+                    help="the benchmark files' directory: a file with no outcome is reported as not run")
     args = ap.parse_args(argv)
     if not args.jsonl.exists():
         print(f"bench_report: no {args.jsonl}: run `make bench` first", file=sys.stderr)
@@ -451,7 +496,9 @@ def main(argv: list[str] | None = None) -> int:
     if not records and not outcomes:
         print(f"bench_report: {args.jsonl} holds no records", file=sys.stderr)
         return 2
-    report = build_report(records, outcomes, machine_info([*records, *outcomes]), previous_goals(args.json))
+    report = build_report(records, outcomes, machine_info([*records, *outcomes]), previous_goals(args.json),
+                          benchmark_files(args.benchmarks))
+    args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     drawn = draw_chart(report["goals"], args.chart)
     chart_link = os.path.relpath(args.chart, args.markdown.parent) if drawn else None

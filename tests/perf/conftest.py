@@ -210,6 +210,9 @@ class CurlList:
     repeated: tuple[float, ...] = ()
 
 
+TABLE_ACCEPT = "application/json;as=Table;v=v1;g=meta.k8s.io"
+
+
 @dataclass
 class ScaleCluster:
     """`ranks sim --scenario scale --nodes 1000 --pods N` in its own process, and the baselines
@@ -219,12 +222,15 @@ class ScaleCluster:
     sim: SimProcess
     tmp: Path
     _curl: CurlList | None = None
+    _table: CurlList | None = None
     _kubectl: Run | None = None
 
-    def _curl_once(self) -> tuple[float, int]:
+    def _curl_once(self, table: bool = False) -> tuple[float, int]:
+        accept = ["-H", f"Accept: {TABLE_ACCEPT}"] if table else []
+        query = "?includeObject=None" if table else ""
         r = subprocess.run(
             ["curl", "-sS", "--fail", "--cacert", str(self.sim.ca), "-H", f"Authorization: Bearer {self.sim.token}",
-             "-o", "/dev/null", "-w", "%{time_total} %{size_download}", f"{self.sim.url}/api/v1/pods"],
+             *accept, "-o", "/dev/null", "-w", "%{time_total} %{size_download}", f"{self.sim.url}/api/v1/pods{query}"],
             capture_output=True, text=True, check=True, timeout=900,
         )
         seconds, size = r.stdout.split()
@@ -239,6 +245,17 @@ class ScaleCluster:
         while len(self._curl.repeated) < repeat:
             self._curl.repeated += (self._curl_once()[0],)
         return self._curl
+
+    def table_list(self, repeat: int = 0) -> CurlList:
+        """The cells-only Table LIST of every pod with curl (`GET /api/v1/pods?includeObject=None`,
+        `Accept: application/json;as=Table;v=v1;g=meta.k8s.io`) to its last byte: what ranks' one-shot
+        commands fetch of the pods. The first is measured when the cluster starts, right after the
+        first full LIST; `repeat` more once asked for (simcluster builds every Table anew)."""
+        if self._table is None:
+            self._table = CurlList(*self._curl_once(table=True))
+        while len(self._table.repeated) < repeat:
+            self._table.repeated += (self._curl_once(table=True)[0],)
+        return self._table
 
     def kubectl_get_pods(self) -> Run:
         """`kubectl get pods -A -o json > /dev/null`: wall time and kubectl's peak RSS (run once)."""
@@ -294,6 +311,7 @@ class ScaleClusters:
                         timeout=max(180.0, pods / 100000 * 600))
         self.current = ScaleCluster(pods, sim, tmp)
         self.current.curl_list()  # the first LIST of pods: before anything else asks for them
+        self.current.table_list()  # the first Table LIST of pods, before any command's
         return self.current
 
     def close(self) -> None:

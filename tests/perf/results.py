@@ -53,8 +53,8 @@ def record(goal: str, target: str, measured: float | None, unit: str, *, met: bo
 
 def record_outcome(test: str, outcome: str, duration: float, message: str = "") -> dict[str, Any]:
     """A benchmark test's outcome (passed, failed, skipped; `phase` setup/call/teardown failures
-    count as failed) and its wall time in seconds."""
+    count as failed), its wall time in seconds and the machine's load average (1 min) as it ended."""
     rec = {"test": test, "outcome": outcome, "duration": round(duration, 2), "message": message,
-           "at": time.time()}
+           "at": time.time(), "load1": round(os.getloadavg()[0], 2)}
     _append(rec)
     return rec

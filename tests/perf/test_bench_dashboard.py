@@ -8,7 +8,9 @@ This process only orchestrates and reads /proc. Figures and goals (#16):
 
 1. start: constructing the app -> the last frame of the first complete "all projects" table
    (every workload a row with its ranks, GPUs and status: the store synced, every pod listed)
-                                                          20,000 pods <= 2 s; 100,000 pods <= 6 s
+                                                        20,000 pods <= 1.5 s; 100,000 pods <= 6 s
+   and, at 100,000 pods, to the first frame with a screenful of workload rows (30: the first rows,
+   their pod columns may still be filling in)                                             <= 1 s
 2. a pod's status changes in the cluster (PUT .../status) -> the first frame whose row differs,
    100 times on the workloads list and 40 times on a workload's rank table     p99 <= 150 ms
 3. a key (down, pagedown/pageup, "/" then typing a filter), ~200 each -> the last frame of the
@@ -17,9 +19,12 @@ This process only orchestrates and reads /proc. Figures and goals (#16):
 4. idle CPU of the app process, nothing changing in the cluster, over 30 s: the ages of the list
    still tick (each age cell is repainted when its text changes: ~1,000 workloads created at
    random seconds, so some every second), which the window samples evenly
-                                                                             <= 0.5 % of a core
+                                                                             <= 0.3 % of a core
 5. RSS of the app process after the sync (and after the idle window)
-                                                          20,000 pods <= 200 MB; 100,000 <= 400 MB
+                                                          20,000 pods <= 200 MB; 100,000 <= 300 MB
+
+(#31 made the start at 20,000 pods 1.5 s, the idle CPU 0.3 % and the RSS at 100,000 pods 300 MB,
+from #16's 2 s, 0.5 % and 400 MB; the figures are the same.)
 
 Every goal is recorded (tests/perf/results.py) before the test that checks it asserts it. At
 100,000 pods only the start and the RSS are measured (the probe is stopped once it has synced),
@@ -53,12 +58,13 @@ from tests.perf.results import record
 pytestmark = pytest.mark.timeout(900)
 
 BIG = 100000  # pods of the second cluster: the start and the RSS
-START_GOAL_S = {20000: 2.0, BIG: 6.0}
-RSS_GOAL_MB = {20000: 200.0, BIG: 400.0}
+START_GOAL_S = {20000: 1.5, BIG: 6.0}
+FIRST_ROWS_GOAL_S = 1.0  # at 100,000 pods
+RSS_GOAL_MB = {20000: 200.0, BIG: 300.0}
 EVENT_P99_S = 0.150
 KEY_P99_S = 0.050
 TYPE_COMPLETE_P99_S = 0.100
-IDLE_GOAL = 0.005  # of a core
+IDLE_GOAL = 0.003  # of a core
 IDLE_WARMUP = 3.0  # after the sync: the first metrics round, GC
 IDLE_WINDOW = 30.0
 TICK = os.sysconf("SC_CLK_TCK")
@@ -243,8 +249,8 @@ def big_start(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         stop(sim)
     f = {**synced, "launch_s": launch_s, "rss_now": rss_now, "hwm": hwm, "load": load}
     print(f"\n[bench dashboard] scale scenario: {f['pods']:,} pods, {f['workloads']:,} workloads ({f['rows']:,} rows): "
-          f"complete table {f['complete_s']:.2f} s after the app was constructed (goal <= {START_GOAL_S[BIG]:.0f} s; "
-          f"all rows {f['all_rows_s']:.2f} s, data synced {f['data_synced_s']:.2f} s, process launch -> complete "
+          f"complete table {f['complete_s']:.2f} s after the app was constructed (goal <= {START_GOAL_S[BIG]:g} s; "
+          f"first rows {f['first_rows_s']:.2f} s (goal <= {FIRST_ROWS_GOAL_S:g} s), 1,000 rows {f['all_rows_s']:.2f} s, data synced {f['data_synced_s']:.2f} s, process launch -> complete "
           f"{launch_s:.2f} s); RSS {f['rss_mb']:.0f} MB (goal <= {RSS_GOAL_MB[BIG]:.0f}), peak {hwm:.0f} MB; "
           f"load: app {load['app']:.2f} / sim {load['sim']:.2f} / others {load['others']:.2f} cores")
     return f
@@ -258,7 +264,7 @@ def print_table(f: dict[str, Any]) -> None:
     rows: list[tuple[str, str, str]] = []
     rows.append(("start: app constructed -> all 1,000 workloads on screen (s)", f"{f['all_rows_s']:.2f}", ""))
     rows.append(("start: app constructed -> complete table, every pod listed (s)", f"{f['complete_s']:.2f}",
-                 f"<= {START_GOAL_S[20000]:.0f}"))
+                 f"<= {START_GOAL_S[20000]:g}"))
     rows.append(("   of which: monitor LIST+parse done (s)", f"{f['data_synced_s']:.2f}", ""))
     rows.append(("   of which: rows in the table, first frame (s)", f"{f['rows_s']:.2f}", ""))
     rows.append((f"   process launch -> complete (s), imports {f['imports_s']:.2f} s", f"{f['launch_s']:.2f}", ""))
@@ -325,7 +331,7 @@ def load_note(f: dict[str, Any], phase: str) -> str:
 
 def test_first_complete_screen(figures: dict[str, Any]) -> None:
     f, goal = figures, START_GOAL_S[20000]
-    record(f"dashboard start, {f['pods']:,} pods: complete picture", f"<= {goal:.0f} s", round(f["complete_s"], 3),
+    record(f"dashboard start, {f['pods']:,} pods: complete picture", f"<= {goal:g} s", round(f["complete_s"], 3),
            "s", met=f["complete_s"] <= goal and f["rows"] == f["workloads"],
            note=f"app constructed -> the last frame of the complete table: {f['rows']:,} rows for "
                 f"{f['workloads']:,} workloads, every rank's pod listed (all rows {f['all_rows_s']:.2f} s, data "
@@ -339,23 +345,32 @@ def test_first_complete_screen_100000_pods(big_start: dict[str, Any]) -> None:
     goal, rss_goal = START_GOAL_S[BIG], RSS_GOAL_MB[BIG]
     if "skipped" in big_start:
         why = big_start["skipped"]
-        record(f"dashboard start, {BIG:,} pods: complete picture", f"<= {goal:.0f} s", None, "s", met=None,
+        record(f"dashboard start, {BIG:,} pods: complete picture", f"<= {goal:g} s", None, "s", met=None,
+               note=why, pods=BIG)
+        record(f"dashboard start, {BIG:,} pods: first rows", f"<= {FIRST_ROWS_GOAL_S:g} s", None, "s", met=None,
                note=why, pods=BIG)
         record(f"dashboard RSS, {BIG:,} pods", f"<= {rss_goal:.0f} MB", None, "MB", met=None, note=why, pods=BIG)
         pytest.skip(why)
     f = big_start
     load = f["load"]
-    record(f"dashboard start, {BIG:,} pods: complete picture", f"<= {goal:.0f} s", round(f["complete_s"], 3), "s",
+    record(f"dashboard start, {BIG:,} pods: complete picture", f"<= {goal:g} s", round(f["complete_s"], 3), "s",
            met=f["complete_s"] <= goal and f["rows"] == f["workloads"],
            note=f"{f['rows']:,} rows for {f['workloads']:,} workloads ({f['pods']:,} pods; all rows "
                 f"{f['all_rows_s']:.2f} s, data synced {f['data_synced_s']:.2f} s; process launch -> complete "
                 f"{f['launch_s']:.2f} s); load: app {load['app']:.2f}, sim {load['sim']:.2f}, other processes "
                 f"{load['others']:.2f} cores", pods=BIG)
+    record(f"dashboard start, {BIG:,} pods: first rows", f"<= {FIRST_ROWS_GOAL_S:g} s", round(f["first_rows_s"], 3),
+           "s", met=f["first_rows_s"] <= FIRST_ROWS_GOAL_S,
+           note=f"app constructed -> the first frame with a screenful of workload rows ({f['first_rows']} of "
+                f"{f['workloads']:,}; their pod columns may still be filling in); 1,000 rows {f['all_rows_s']:.2f} s, "
+                f"every workload's row with the store synced {f['rows_s']:.2f} s, complete {f['complete_s']:.2f} s",
+           pods=BIG)
     rss = max(f["rss_mb"], f["rss_now"])
     record(f"dashboard RSS, {BIG:,} pods", f"<= {rss_goal:.0f} MB", round(rss, 1), "MB", met=rss <= rss_goal,
            note=f"after the sync; peak {f['hwm']:.0f} MB", pods=BIG)
     assert f["pods"] >= BIG * 0.99 and f["rows"] == f["workloads"]
     assert f["complete_s"] <= goal
+    assert f["first_rows_s"] <= FIRST_ROWS_GOAL_S
     assert rss <= rss_goal
 
 

@@ -18,8 +18,12 @@ step, once settled:
 4. idle CPU per session over 20 s                                       goal: <= 0.3 % of a core
 
 `RANKS_BENCH_DOOR_SESSIONS=1,20` and `RANKS_BENCH_DOOR_PODS=N` run a smaller version (the figures
-say which). A step whose sessions would not fit in the memory available (each as the last step's,
-+25 %) is not run, and the figures say so (200 dashboards of 20,000 pods take about 16 GB)."""
+say which). Each step opens only the sessions that fit in the memory available then: each costs
+what a session cost at the last step (its PSS p50 or its share of everything, whichever is more),
++10 %, and 1 GB is left to the machine (`RANKS_BENCH_DOOR_RESERVE_GB`; 200 dashboards of 20,000 pods take about 16 GB: a quiet
+24 GB machine runs them all; a busy one runs fewer). The records say how many ran and why; a goal
+measured at fewer sessions than its own (the first frame at 200) is judged NOT MET where the fewer
+already miss it, and left without a verdict (not measured) where they meet it."""
 
 from __future__ import annotations
 
@@ -45,6 +49,20 @@ SIZES = tuple(int(x) for x in os.environ.get("RANKS_BENCH_DOOR_SESSIONS", "1,20,
 PODS = int(os.environ.get("RANKS_BENCH_DOOR_PODS", "20000"))
 IDLE = 20.0
 RBAC = "rbac.authorization.k8s.io"
+GOAL_SESSIONS = 200
+MARGIN = 1.10  # on a session's memory, for the sessions still to open
+RESERVE_MB = float(os.environ.get("RANKS_BENCH_DOOR_RESERVE_GB", "1")) * 1024  # left to the machine
+FRAME_GOAL_S = 0.5
+SESSION_MB_GOAL = 30.0
+IDLE_GOAL = 0.3  # % of a core
+
+
+def sessions_that_fit(step: dict[str, Any], base_rss: float, free_mb: float) -> tuple[int, float]:
+    """(sessions more that fit in `free_mb`, the MB each is counted at) after a step."""
+    n = step["sessions"]
+    share = (sum(step["pss"]) + step["server_rss"] - base_rss) / n
+    each = max(pct(step["pss"], 50), share, 1.0) * MARGIN
+    return max(0, int((free_mb - RESERVE_MB) // each)), each
 
 
 def admin(sim: SimProcess, action: str, **params: Any) -> Any:
@@ -134,16 +152,20 @@ def test_door_sessions(sim_process, tmp_path: Path) -> None:
     steps: list[dict[str, Any]] = []
     skipped = ""
     try:
-        for size in SIZES:
-            if steps:  # (more sessions only if they fit in the memory free now, with a margin)
-                each = max(pct(steps[-1]["pss"], 50), 1.0)
-                need = (size - len(clients)) * each * 1.25
+        for planned in SIZES:
+            size = planned
+            if steps:  # (more sessions only as many as fit in the memory free now, with a margin)
                 free = available_mb()
-                if need > free:
-                    skipped = (f"{size} sessions not run: {size - len(clients)} more would need ~{need / 1024:.1f} GB "
-                               f"({each:.0f} MB each, +25 %), {free / 1024:.1f} GB available")
+                fit, each = sessions_that_fit(steps[-1], base_rss, free)
+                if len(clients) + fit < size:
+                    size = len(clients) + fit
+                    skipped = (f"{size} of the {planned} sessions planned ran: {planned - len(clients)} more than "
+                               f"{len(clients)} would need ~{(planned - len(clients)) * each / 1024:.1f} GB ({each:.0f} "
+                               f"MB each: a session's at {len(clients)}, +{MARGIN - 1:.0%}) and {RESERVE_MB / 1024:.1f} "
+                               f"GB left to the machine, {free / 1024:.1f} GB were available (the machine is shared)")
                     print(f"\n[bench door] {skipped}")
-                    break
+                    if size <= len(clients):
+                        break
             t0 = time.time()
             while len(clients) < size:
                 i = len(clients)
@@ -179,6 +201,11 @@ def test_door_sessions(sim_process, tmp_path: Path) -> None:
             step = {"sessions": size, "requests": reqs, "idle_requests": idle_reqs, "watches": watches, "server_rss": rss,
                     "pss": pss, "uss": uss, "idle": idle, "serve_idle": serve_idle, "frames": frames}
             steps.append(step)
+            record(f"door: first frame with {size} session{'s' if size != 1 else ''} open", "figure", round(pct(frames, 50), 3), "s",
+                   met=None, sessions=size, note=f"{PODS:,} pods, {size} of {planned} planned; first frame p50 of the last ten opened (max "
+                   f"{max(frames):.2f} s); session PSS p50 {pct(pss, 50):.1f} MB (own pages {pct(uss, 50):.1f} MB), "
+                   f"server RSS {rss:.0f} MB; idle per session p50 {pct(idle, 50):.2f} %, max {max(idle):.2f} %; "
+                   f"watches open {watches}; requests while logging in {reqs}, then in {IDLE:.0f} s {idle_reqs}")
             print(f"\n[bench door] {size} sessions ({PODS:,} pods): requests while they logged in {reqs}, "
                   f"then in {IDLE:.0f} s logged in {idle_reqs}; "
                   f"watches open {watches}; server RSS {rss:.0f} MB (at ready {base_rss:.0f}); session PSS "
@@ -198,6 +225,7 @@ def test_door_sessions(sim_process, tmp_path: Path) -> None:
             serve.kill()
     first, last = steps[0], steps[-1]
     n = last["sessions"]
+    ran = skipped or f"{n} session{'s' if n != 1 else ''} ran, as planned"
     user_lw = {s["sessions"]: sum(v for k, v in s["requests"].items() if k in ("users list", "users watch"))
                for s in steps}
     door_lw = {s["sessions"]: sum(v for k, v in s["requests"].items() if k in ("door list", "door watch"))
@@ -209,29 +237,32 @@ def test_door_sessions(sim_process, tmp_path: Path) -> None:
     constant = all(v == 0 for v in user_lw.values()) and len({s["watches"] for s in steps}) == 1 \
         and len(set(logged_in.values())) == 1
     sizes = ", ".join(str(s["sessions"]) for s in steps)
-    record(f"door: API LISTs and WATCHes as sessions log in ({sizes} sessions)", "constant in sessions",
-           float(max(user_lw.values())), "requests of the users'", met=constant,
-           note=f"{PODS:,} pods; once logged in, every request but the door's reviews in {IDLE:.0f} s per step "
-                f"{logged_in}, its SubjectAccessReviews (each user's answers asked again every 45 s) {reviews}; "
-                f"while logging in, the users' LISTs+WATCHes per step {user_lw}, the door's {door_lw} (its own at "
-                f"start: {start_reqs}); watches open {[s['watches'] for s in steps]}; every request per step: "
-                + "; ".join(f"{s['sessions']}: {s['requests']}" for s in steps))
+    record("door: API LISTs and WATCHes as sessions log in", "constant in sessions",
+           float(max(user_lw.values())), "requests of the users'", met=constant if len(steps) > 1 else None,
+           sessions=n, note=f"{PODS:,} pods, steps of {sizes} sessions; {ran}; once logged in, every request but the "
+                f"door's reviews in {IDLE:.0f} s per step {logged_in}, its SubjectAccessReviews (each user's answers "
+                f"asked again every 45 s) {reviews}; while logging in, the users' LISTs+WATCHes per step {user_lw}, "
+                f"the door's {door_lw} (its own at start: {start_reqs}); watches open {[s['watches'] for s in steps]}; "
+                "every request per step: " + "; ".join(f"{s['sessions']}: {s['requests']}" for s in steps))
     per_session = (sum(last["pss"]) + last["server_rss"] - base_rss) / n  # (the template's pages shared out)
-    total = base_rss + per_session * 200
-    record(f"door: memory per session, {n} sessions", "<= 30 MB", round(per_session, 1), "MB",
-           met=per_session <= 30, note=f"{PODS:,} pods: sessions' PSS p50 {pct(last['pss'], 50):.1f} MB (own pages "
-                                       f"p50 {pct(last['uss'], 50):.1f} MB) and the "
-                                       f"server's growth {last['server_rss'] - base_rss:.0f} MB over {n} sessions; "
-                                       f"the server {base_rss:.0f} MB at ready ({ready_s:.1f} s to ready)")
-    record("door: 200 sessions' memory", "<= 24 GB", round(total / 1024, 2), "GB", met=total <= 24 * 1024,
-           note=f"the server at ready plus 200 x the per-session figure at {n} sessions"
-                + (f"; {skipped}" if skipped else ""))
-    record(f"door: first frame with {n} sessions open", "<= 0.5 s", round(pct(last["frames"], 50), 3), "s",
-           met=pct(last["frames"], 50) <= 0.5 if n >= 200 else None,
-           note=f"p50 of the last ten opened (max {max(last['frames']):.2f} s); with 1 session: "
-                f"{first['frames'][0]:.2f} s" + ("" if n >= 200 else f"; measured at {n} sessions, not 200")
-                + (f"; {skipped}" if skipped else ""))
-    record(f"door: idle CPU per session, {n} sessions", "<= 0.3 % of a core", round(max(last["idle"]), 3),
-           "% of a core", met=max(last["idle"]) <= 0.3,
-           note=f"the most of {len(last['idle'])} over {IDLE:.0f} s (p50 {pct(last['idle'], 50):.2f} %); the server "
-                f"{last['serve_idle']:.2f} %")
+    total = base_rss + per_session * GOAL_SESSIONS
+    record("door: memory per session", f"<= {SESSION_MB_GOAL:g} MB", round(per_session, 1), "MB",
+           met=per_session <= SESSION_MB_GOAL, sessions=n,
+           note=f"{PODS:,} pods, at {n} sessions ({ran}); sessions' PSS p50 {pct(last['pss'], 50):.1f} MB (own pages "
+                f"p50 {pct(last['uss'], 50):.1f} MB) and the server's growth {last['server_rss'] - base_rss:.0f} MB "
+                f"over {n} sessions; the server {base_rss:.0f} MB at ready ({ready_s:.1f} s to ready)")
+    record(f"door: {GOAL_SESSIONS} sessions' memory", "<= 24 GB", round(total / 1024, 2), "GB",
+           met=total <= 24 * 1024, sessions=n,
+           note=(f"{GOAL_SESSIONS} sessions measured" if n >= GOAL_SESSIONS else
+                 f"the server at ready plus {GOAL_SESSIONS} x the per-session figure at {n} sessions") + f"; {ran}")
+    frame = pct(last["frames"], 50)
+    record(f"door: first frame at {GOAL_SESSIONS} sessions", f"<= {FRAME_GOAL_S:g} s", round(frame, 3), "s",
+           met=frame <= FRAME_GOAL_S if n >= GOAL_SESSIONS else (False if frame > FRAME_GOAL_S else None),
+           sessions=n, note=f"p50 of the last ten opened with {n} open (max {max(last['frames']):.2f} s); with 1 "
+                f"session: {first['frames'][0]:.2f} s; " + (ran if n >= GOAL_SESSIONS else
+                f"{ran}: measured at {n}, not {GOAL_SESSIONS}" + (", already over the goal there" if frame > FRAME_GOAL_S
+                                                                  else ", no verdict for 200")))
+    record("door: idle CPU per session", f"<= {IDLE_GOAL:g} % of a core", round(max(last["idle"]), 3),
+           "% of a core", met=max(last["idle"]) <= IDLE_GOAL, sessions=n,
+           note=f"the most of {len(last['idle'])} sessions over {IDLE:.0f} s (p50 {pct(last['idle'], 50):.2f} %); "
+                f"the server {last['serve_idle']:.2f} %; {ran}")

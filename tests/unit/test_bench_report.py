@@ -1,6 +1,7 @@
-"""scripts/bench_report.py (#16) on a small synthetic bench-results.jsonl: the JSON's shape, the
-markdown's tables (a met, an unmet, an unmeasured and a missing goal each visible as such) and
-the chart file."""
+"""scripts/bench_report.py (#16, #31) on a small synthetic bench-results.jsonl: the JSON's shape, the
+markdown's tables (a met, an unmet, an unmeasured and a missing goal each visible as such), the
+chart file (the commands beside their floor and curl's full LIST) and a partial run (a benchmark
+file that did not run is named)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,12 @@ def synthetic(tmp_path: Path) -> tuple[Path, Path]:
         lines.append(goal(f"kubectl get pods -A -o json, {pods:,} pods (baseline)", "baseline (figure)", ks, "s", None,
                           SCALE, pods=pods, series="kubectl get pods -A -o json", seconds=ks, rss_mb=krss,
                           note="" if ks else "kubectl not run at 100,000 pods: it would need ~24 GB"))
+        lines.append(goal(f"floor: Python start + Table LIST, {pods:,} pods (baseline)", "the commands' floor (figure)",
+                          curl[pods] / 10, "s", None, SCALE, pods=pods, series="floor: Python start + Table LIST",
+                          seconds=curl[pods] / 10))
+        if pods != 50000:
+            lines.append(goal(f"ranks get W -p P, {pods:,} pods", "<= 0.5 s", 0.3, "s", True, SCALE, pods=pods,
+                              series="ranks get W -p P", seconds=0.3, rss_mb=80.0))
         s = round(curl[pods] * 0.4, 3)
         lines.append(goal(f"ranks list -A -o json, {pods:,} pods, vs curl", "<= 0.5x curl full pod LIST", s, "s",
                           True if pods != 50000 else None, SCALE, baseline="curl full pod LIST",
@@ -62,7 +69,8 @@ def synthetic(tmp_path: Path) -> tuple[Path, Path]:
                       note="not run: 3.0 GB of memory available"))
     lines.append({"test": SCALE, "outcome": "failed", "duration": 300.5, "message": "AssertionError: slow",
                   "at": 1_767_226_000.0})
-    lines.append({"test": DASH, "outcome": "passed", "duration": 60.0, "message": "", "at": 1_767_226_100.0})
+    lines.append({"test": DASH, "outcome": "passed", "duration": 60.0, "message": "", "at": 1_767_226_100.0,
+                  "load1": 3.25})
     jsonl = tmp_path / "bench-results.jsonl"
     jsonl.write_text("".join(json.dumps(x) + "\n" for x in lines))
     previous = tmp_path / "bench-results.json"  # the last report: one goal this run lost, one dropped
@@ -82,8 +90,12 @@ def test_report_json_markdown_and_chart(bench_report: Any, tmp_path: Path, monke
     md, chart = tmp_path / "docs" / "performance.md", tmp_path / "docs" / "performance.svg"
     limits = tmp_path / "limits.md"
     limits.write_text("## Design limits\n\nPython's start-up.\n")
+    perf = tmp_path / "perf"  # the benchmark files: the door's did not run
+    perf.mkdir()
+    for name in ("test_bench_scale.py", "test_bench_dashboard.py", "test_bench_door.py", "conftest.py"):
+        (perf / name).write_text("")
     assert bench_report.main(["--jsonl", str(jsonl), "--json", str(out_json), "--markdown", str(md),
-                              "--chart", str(chart), "--limits", str(limits)]) == 0
+                              "--chart", str(chart), "--limits", str(limits), "--benchmarks", str(perf)]) == 0
     assert md.read_text().rstrip().endswith("## Design limits\n\nPython's start-up.")
 
     report = json.loads(out_json.read_text())
@@ -105,10 +117,11 @@ def test_report_json_markdown_and_chart(bench_report: Any, tmp_path: Path, monke
     assert missing["status"] == "missing" and missing["measured"] is None and "AssertionError: slow" in missing["note"]
     assert "an old dashboard goal" not in by_name  # its benchmark passed without it: dropped
     assert report["summary"] | {"seconds": 0} == {
-        "goals": 13, "met": 2, "NOT MET": 1, "not measured": 3, "figure": 6, "missing": 1, "benchmark_tests": 2,
-        "benchmarks_failed": 1, "seconds": 0}
-    assert [(f["file"], f["failed"], f["seconds"]) for f in report["files"]] == [
-        ("tests/perf/test_bench_scale.py", 1, 300.5), ("tests/perf/test_bench_dashboard.py", 0, 60.0)]
+        "goals": 18, "met": 4, "NOT MET": 1, "not measured": 3, "figure": 9, "missing": 1, "benchmark_tests": 2,
+        "benchmarks_failed": 1, "benchmark_files_not_run": 1, "seconds": 0}
+    assert report["not_run"] == ["tests/perf/test_bench_door.py"]
+    assert [(f["file"], f["failed"], f["seconds"], f["load1"]) for f in report["files"]] == [
+        ("tests/perf/test_bench_scale.py", 1, 300.5, None), ("tests/perf/test_bench_dashboard.py", 0, 60.0, 3.25)]
 
     text = md.read_text()
     assert "| CPU | Test CPU |" in text and "| kubectl | v1.35.0 |" in text
@@ -122,16 +135,22 @@ def test_report_json_markdown_and_chart(bench_report: Any, tmp_path: Path, monke
     assert "**missing**" in rows["ranks top nodes, 20,000 pods, vs curl"]
     assert "![" in text and "(performance.svg)" in text
     assert "kubectl get pods -A -o json at 100,000 pods: kubectl not run at 100,000 pods" in text
-    assert "| tests/perf/test_bench_scale.py | 1 | 0 | 1 | 0 | 5.0 min |" in text
+    assert "| tests/perf/test_bench_scale.py | 1 | 0 | 1 | 0 | 5.0 min | — |" in text
+    assert "| tests/perf/test_bench_dashboard.py | 1 | 1 | 0 | 0 | 1.0 min | 3.25 |" in text
+    assert "Not run (no outcome" in text and "- `tests/perf/test_bench_door.py`" in text
+    assert "benchmark files not run: 1" in text
 
     svg = chart.read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
-    for series in ("ranks list -A -o json", "kubectl get pods -A -o json", "curl full pod LIST"):
+    for series in ("ranks list -A -o json", "ranks get W -p P", "floor: Python start + Table LIST",
+                   "goal: 1.5x the floor", "goal: ranks get W -p P &lt;= 0.5 s", "kubectl get pods -A -o json",
+                   "curl full pod LIST"):
         assert series in svg  # text kept as text (svg.fonttype none)
     assert "not measured at 100k" in svg
 
     shown = capsys.readouterr().out
     assert "ranks projects, 20,000 pods, vs kubectl" in shown and "NOT MET" in shown and "missing" in shown
+    assert "not run: tests/perf/test_bench_door.py" in shown
 
 
 def test_nothing_to_report(bench_report: Any, tmp_path: Path) -> None:
