@@ -29,7 +29,7 @@ from monitors.sanitize import clean
 from .exec_bridge import ExecError, ExecOutcome, ExecSession
 from .history import HISTORY_NAME
 from .manifests import debug_seed
-from .own_command import ranks_command
+from .own_command import ranks_command as ranks_command  # (re-exported: the shell's users import it here)
 from .session_history import instance, mirror_history, read_histories
 from .ssh import SSH_PORT_ENV, SSH_SESSION_ENV, door_host
 

@@ -196,3 +196,24 @@ def test_the_narrow_read_builds_what_the_namespace_s_read_builds(cluster: Thread
     assert alone[0] == whole[0]
     assert alone[1] == whole[1]
     assert alone[2] is narrow and whole[2] is False
+
+
+def test_get_imports_neither_the_shell_nor_the_log_engine_nor_the_gpu_fleet(cluster: ThreadedSimCluster,
+                                                                            tmp_path: Path) -> None:
+    """What `get` does not use is not imported on its path: the shell (for the line a hint offers
+    to paste), the engine that follows logs (the tails are read once), every GPU's fleet reading."""
+    from tests.unit.test_lazy_imports import PROBE, loaded
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_"))}
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"), NO_COLOR="1")
+    proc = subprocess.run([sys.executable, "-c", PROBE, "get", "llama-finetune", "-p", "team-a", "--kubeconfig",
+                           str(cluster.sim.kubeconfig_path)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert "--modules--" in proc.stdout, proc.stderr
+    found = json.loads(proc.stdout.rsplit("--modules--", 1)[1])
+    assert found["code"] == 0 and "llama-finetune-worker-2" in proc.stdout, proc.stderr
+    modules = set(found["modules"])
+    assert "monitors.one_workload" in modules and "monitors.logs.tails" in modules
+    assert loaded(modules, ("sessions.shell", "sessions.exec_bridge", "monitors.logs.engine", "monitors.logs.stream",
+                            "monitors.logs.buffer", "monitors.gpu_fleet_source", "monitors.diagnostics.gpu_doctor",
+                            "textual", "kubernetes")) == []
