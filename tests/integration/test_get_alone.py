@@ -217,3 +217,25 @@ def test_get_imports_neither_the_shell_nor_the_log_engine_nor_the_gpu_fleet(clus
     assert loaded(modules, ("sessions.shell", "sessions.exec_bridge", "monitors.logs.engine", "monitors.logs.stream",
                             "monitors.logs.buffer", "monitors.gpu_fleet_source", "monitors.diagnostics.gpu_doctor",
                             "textual", "kubernetes")) == []
+
+
+def test_a_refused_narrow_read_falls_back_to_the_project_s_read(cluster: ThreadedSimCluster) -> None:
+    """One of the narrow reads refused (403 on a label-selected pods LIST): the project is listed as
+    before, and the answer is the one the narrow read gives when nothing is refused."""
+    sim = cluster.sim
+    kc = sim.kubeconfig_path
+
+    def shown(r: subprocess.CompletedProcess[str]) -> tuple[Any, ...]:
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        return (doc["workload"]["status"], [(x["pod"], x["phase"], x["reason"]) for x in doc["ranks"]],
+                [(e["reason"], e["message"]) for e in doc["events"]], doc["first_failure"], doc["what_happened"])
+
+    narrow = shown(ranks("get", "bert-crash", "-p", "team-b", "-o", "json", kubeconfig=kc))
+    t0 = time.time()
+    cluster.call(sim.faults.fail_next, rf"^/api/v1/namespaces/{B}/pods$", 403, 1)
+    assert shown(ranks("get", "bert-crash", "-p", "team-b", "-o", "json", kubeconfig=kc)) == narrow
+    refused = [q for q in sim.requests.since(t0) if q.status == 403]  # (an injected answer has no verb)
+    assert len(refused) == 1 and refused[0].label_selector, [(q.path, q.query) for q in refused]
+    pods = [q for q in sim.requests.since(t0) if q.resource == "pods" and q.verb == "list"]
+    assert [q for q in pods if not q.label_selector and q.status == 200], "the project's pods were not listed"
