@@ -144,6 +144,12 @@ def _no_workloads(where: str, status: str | None, mine: bool) -> str:
 
 
 def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:
+    import gc
+
+    # one workload read once: what the command builds lives until it exits, and the cyclic GC's
+    # passes over what its imports allocate cost more than they would free (~150 passes)
+    gc.disable()
+
     async def body(cfg: ClusterConfig) -> int:
         from .diagnose import located_with_tails
 
