@@ -242,3 +242,30 @@ def test_a_refused_narrow_read_falls_back_to_the_project_s_read(cluster: Threade
     assert len(refused) == 1 and refused[0].label_selector, [(q.path, q.query) for q in refused]
     pods = [q for q in sim.requests.since(t0) if q.resource == "pods" and q.verb == "list"]
     assert [q for q in pods if not q.label_selector and q.status == 200], "the project's pods were not listed"
+
+
+GC_PROBE = """
+import gc, json, sys
+passes = []
+gc.callbacks.append(lambda phase, info: phase == "stop" and passes.append(info["generation"]))
+from tui.cli.group import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print("\\n--gc--", json.dumps({"code": code, "passes": passes, "enabled": gc.isenabled()}))
+"""
+
+
+def test_get_runs_without_the_cyclic_gc(cluster: ThreadedSimCluster, tmp_path: Path) -> None:
+    """What `get` builds lives until it exits: no pass of the cyclic GC over its imports once the
+    command runs (there were ~150, a full one among them)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_"))}
+    env.update(HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"), NO_COLOR="1")
+    proc = subprocess.run([sys.executable, "-c", GC_PROBE, "get", "llama-finetune", "-p", "team-a", "--kubeconfig",
+                           str(cluster.sim.kubeconfig_path)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120, stdin=subprocess.DEVNULL)
+    assert "--gc--" in proc.stdout, proc.stderr
+    found = json.loads(proc.stdout.rsplit("--gc--", 1)[1])
+    assert found["code"] == 0 and not found["enabled"], found
+    assert 2 not in found["passes"] and len(found["passes"]) < 60, found  # (those before the command ran)
