@@ -104,6 +104,9 @@ def more_objects() -> list[dict[str, Any]]:
     for kind in ("PyTorchJob", "TFJob"):
         out.append(kf_job(kind, "twin", B, {"Worker": (1, 0, TRAIN)}, user="bob", created=600, conditions=[]))
         out[-1]["metadata"]["uid"] = uid(f"{B}/twin/{kind}")
+    for ns in (A, R):  # one name in two projects
+        out.append(kf_job("PyTorchJob", "shared-name", ns, {"Worker": (1, 0, TRAIN)}, user="erin", created=600,
+                          conditions=[]))
     out.append(event(B, "PyTorchJob", "bert-crash", "SuccessfulDeletePod", "Deleted pod: bert-crash-worker-7", 11 * 60,
                      api_version="kubeflow.org/v1"))
     out.append(event(B, "Pod", "bert-crash-worker-7", "Killing", "Stopping container pytorch", 11 * 60))
@@ -158,6 +161,11 @@ def test_answers_that_are_no_workload_keep_their_words_and_codes(cluster: Thread
                                      for kinds in ("pytorchjob/twin, tfjob/twin", "tfjob/twin, pytorchjob/twin")), r.stderr
     r = ranks("get", "tfjob/twin", "-p", "team-b", "-o", "json", kubeconfig=kc)
     assert r.returncode == 0 and json.loads(r.stdout)["workload"]["kind"] == "TFJob", r.stderr
+    r = ranks("get", "shared-name", kubeconfig=kc)  # (not in the context's namespace: looked for everywhere)
+    assert (r.returncode, r.stderr.strip()) == (2, 'ranks: error: workload "shared-name" exists in several projects '
+                                                   f'({R}, {A}); choose one with -p PROJECT'), r.stderr
+    r = ranks("get", "shared-name", "-p", "research", "-o", "json", kubeconfig=kc)
+    assert r.returncode == 0 and json.loads(r.stdout)["workload"]["namespace"] == R, r.stderr
     r = ranks("get", "llama-finetune", "-p", "no-such-team", kubeconfig=kc)
     assert r.returncode == 8 and 'project "no-such-team" not found' in r.stderr, r.stderr
 
@@ -169,12 +177,13 @@ CASES = [("team-a", "llama-finetune", True), ("team-a", "hvd-interactive", True)
          ("research", "xgb-churn", True), ("team-a", "filler-07", True), ("research", "prep-data", True),
          ("research", "js-train", True), ("team-b", "tfjob/twin", True), ("team-b", "pytorchjob/twin", True),
          ("research", "etl-nightly-29000", False), ("team-a", "hvd-interactive-launcher", False),
-         ("team-b", "twin", False), ("team-a", "nope", False), ("research", "job/js-train", False)]
+         ("team-b", "twin", False), ("team-a", "nope", False), ("research", "job/js-train", False),
+         ("research", "shared-name", True), (None, "shared-name", False), (None, "llama-finetune", False)]
 
 
-@pytest.mark.parametrize(("project", "ref", "narrow"), CASES, ids=[c[1] for c in CASES])
-def test_the_narrow_read_builds_what_the_namespace_s_read_builds(cluster: ThreadedSimCluster, project: str, ref: str,
-                                                                 narrow: bool) -> None:
+@pytest.mark.parametrize(("project", "ref", "narrow"), CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def test_the_narrow_read_builds_what_the_namespace_s_read_builds(cluster: ThreadedSimCluster, project: str | None,
+                                                                 ref: str, narrow: bool) -> None:
     from tui.cli.loading import locate
 
     cfg = load_cluster_config(str(cluster.sim.kubeconfig_path))
