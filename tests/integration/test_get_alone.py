@@ -278,3 +278,14 @@ def test_get_runs_without_the_cyclic_gc(cluster: ThreadedSimCluster, tmp_path: P
     found = json.loads(proc.stdout.rsplit("--gc--", 1)[1])
     assert found["code"] == 0 and not found["enabled"], found
     assert 2 not in found["passes"] and len(found["passes"]) < 60, found  # (those before the command ran)
+
+
+def test_logs_reads_its_workload_alone_too(cluster: ThreadedSimCluster) -> None:
+    """`ranks logs W -p P` finds its workload by the same narrow read (its first failure from it)."""
+    sim = cluster.sim
+    t0 = time.time()
+    r = ranks("logs", "bert-crash", "-p", "team-b", "--first-failure", kubeconfig=sim.kubeconfig_path)
+    assert r.returncode == 0, r.stderr
+    assert "First failure: worker-1" in r.stdout and "illegal memory access" in r.stdout, r.stdout
+    pods = [q for q in sim.requests.since(t0) if q.resource == "pods" and q.verb == "list"]
+    assert pods and all(q.label_selector for q in pods), [(q.path, q.query) for q in pods]

@@ -251,7 +251,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
 
     async def body(cfg: ClusterConfig) -> int:
         # the workload: in -p's project, else the context's namespace, else the one project that has it
-        monitor, wl = await locate(cfg, opts, ref, project, events=first_failure and not follow)
+        monitor, wl = await locate(cfg, opts, ref, project, events=first_failure and not follow, alone=True)
         if follow:  # the follow needs watches: the same namespace, listed and watched
             await monitor.stop()
             monitor = Monitor(cfg, events=False, nodes=False, scope=(wl.namespace,))
