@@ -63,12 +63,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import requests
 
 from . import promql
-from .gpu_fleet_source import FleetRead, read_fleet
 from .gpu_samples import (
     GpuSample,
     MetricsSnapshot,
@@ -83,6 +82,9 @@ from .gpu_states import GpuStates
 from .model_views import GpuXid
 from .prom_discovery import ApiEndpoint
 from .promql import Answer, PodKey, PromError, Reading
+
+if TYPE_CHECKING:
+    from .gpu_fleet_source import FleetRead
 
 log = logging.getLogger("ranks.monitors.metrics")
 
@@ -259,6 +261,8 @@ class GpuMetrics:
         if self._source is None or self._should_rediscover(self.clock()):
             await self._resolve()
         assert self._source is not None
+        from .gpu_fleet_source import read_fleet  # (`ranks gpus` and the GPUs tab only)
+
         return await read_fleet(self._source, self._client, self._session, self.api, self._call, self.timeout,
                                 direct=direct, workers=self._workers)
 

@@ -436,6 +436,12 @@ class LabelSelector:
         """True when the selector does not restrict anything (Nothing() is not empty)."""
         return not self.requirements and not self.match_nothing
 
+    def equalities(self) -> list[tuple[str, str]]:
+        """The (label, value) pairs every object it matches carries (its single-valued `=`, `==`
+        and `in` requirements): where an index may find the candidates."""
+        return [(r.key, r.values[0]) for r in self.requirements
+                if r.operator in (EQUALS, DOUBLE_EQUALS, IN) and len(r.values) == 1]
+
     def matches(self, labels: Mapping[str, str] | None) -> bool:
         compiled = self._compiled
         if not compiled:

@@ -355,10 +355,14 @@ class ApiServer:
                 self.store.compact()
         list_rv = self.store.rv
         keys = self.store.sorted_keys(rt.key)
-        start = 0
+        if accept is not None:  # (an equality label selector: the objects carrying that label alone)
+            labelled = self.store.labelled(rt.key, LabelSelector.parse(q.get("labelSelector")).equalities())
+            keys = keys if labelled is None else labelled
+        # (the keys are sorted by namespace, then name: a namespace's objects are one run of them)
+        start = bisect.bisect_left(keys, (namespace,)) if namespace else 0
         if token:
             list_rv, after = self.store.decode_continue(token)
-            start = bisect.bisect_right(keys, after)
+            start = max(start, bisect.bisect_right(keys, after))
         bucket = self.store.bucket(rt.key)
         items: list[Stored] = []
         last_key: tuple[str, str] | None = None
@@ -367,8 +371,10 @@ class ApiServer:
         for i in range(start, len(keys)):
             key = keys[i]
             if namespace and key[0] != namespace:
+                break
+            st = bucket.get(key)
+            if st is None:
                 continue
-            st = bucket[key]
             if accept is not None and not accept(st.obj):
                 continue
             if limit and len(items) >= limit:

@@ -189,6 +189,10 @@ class ObjectStore:
         self._listeners: list[Callable[[Event], None]] = []
         self._rng = random.Random()
         self._owned: dict[str, set[tuple[TypeKey, ObjKey]]] = {}
+        # per type, (label, value) -> the objects carrying it: a LIST with an equality label selector
+        # looks at those alone, not at every object of the type (the sim's Python is far slower per
+        # object than kube-apiserver's watch cache, and it answers one request at a time)
+        self._labelled: dict[TypeKey, dict[tuple[str, str], set[ObjKey]]] = {}
 
     # -- reading -----------------------------------------------------------------------------
     def bucket(self, tkey: TypeKey) -> dict[ObjKey, Stored]:
@@ -209,6 +213,17 @@ class ObjectStore:
             keys = sorted(self.bucket(tkey))
             self._sorted[tkey] = keys
         return keys
+
+    def labelled(self, tkey: TypeKey, pairs: Iterable[tuple[str, str]]) -> list[ObjKey] | None:
+        """The keys (sorted) of the objects of `tkey` that may carry every one of these (label,
+        value) pairs: those carrying the rarest of them (a superset when several are given: the
+        selector is still applied to each); None when no pair is given (every object may match)."""
+        index = self._labelled.get(tkey, {})
+        found: list[set[ObjKey]] = [index.get(pair, set()) for pair in pairs]
+        if not found:
+            return None
+        rarest = min(found, key=len)
+        return sorted(rarest)
 
     def items(
         self, tkey: TypeKey, namespace: str | None = None, accept: Filter | None = None
@@ -238,6 +253,7 @@ class ObjectStore:
         bucket = self.bucket(rt.key)
         prev = bucket.get(key)
         self._index_owners(rt.key, key, prev.obj if prev else None, None if etype == "DELETED" else obj)
+        self._index_labels(rt.key, key, prev.obj if prev else None, None if etype == "DELETED" else obj)
         st = Stored(obj, None, rv)  # encoded when first needed
         if etype == "DELETED":
             bucket.pop(key, None)
@@ -276,6 +292,23 @@ class ObjectStore:
         for uid in after - before:
             self._owned.setdefault(uid, set()).add((tkey, key))
 
+    def _index_labels(
+        self, tkey: TypeKey, key: ObjKey, old: dict[str, Any] | None, new: dict[str, Any] | None
+    ) -> None:
+        before = _labels_of(old)
+        after = _labels_of(new)
+        if before == after:
+            return
+        index = self._labelled.setdefault(tkey, {})
+        for pair in before.items() - after.items():
+            keys = index.get(pair)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del index[pair]
+        for pair in after.items() - before.items():
+            index.setdefault(pair, set()).add(key)
+
     def dependents(self, owner_uid: str) -> list[tuple[TypeKey, ObjKey]]:
         return sorted(self._owned.get(owner_uid, ()))
 
@@ -293,6 +326,7 @@ class ObjectStore:
                 if rt is None:
                     self._data.pop(tkey, None)
                     self._sorted.pop(tkey, None)
+                    self._labelled.pop(tkey, None)
                     break
                 self.remove(rt, st.obj["metadata"].get("namespace", ""), st.obj["metadata"]["name"])
 
@@ -556,6 +590,14 @@ class ObjectStore:
                 "token in this response to retrieve the remainder of the results."
             )
         return rv, (ns, name)
+
+
+def _labels_of(obj: dict[str, Any] | None) -> dict[str, str]:
+    """An object's labels that a selector can match (string values)."""
+    labels = obj["metadata"].get("labels") if obj is not None else None
+    if not isinstance(labels, dict):
+        return {}
+    return {k: v for k, v in labels.items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _new_version(obj: dict[str, Any]) -> dict[str, Any]:

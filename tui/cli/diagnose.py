@@ -111,10 +111,11 @@ def judge(monitor: Monitor, wl: WorkloadView, diag: RankDiagnostics) -> RankDiag
 
 
 async def located_with_tails(cfg: Any, opts: dict[str, Any], ref: str, project: str | None, *,
-                             events: bool = False, nodes: bool = False
+                             events: bool = False, nodes: bool = False, alone: bool = False
                              ) -> tuple[Monitor, WorkloadView, RankDiagnostics]:
-    """`loading.locate` (with GPU metrics), the workload's rank tails read alongside the metrics,
-    then judged: one round trip more than listing alone, none more than `ranks get` always took."""
+    """`loading.locate` (with GPU metrics; `alone`: the workload read alone where that is
+    conclusive), the workload's rank tails read alongside the metrics, then judged: one round trip
+    more than listing alone, none more than `ranks get` always took."""
     from sessions.locate import pick_workload
 
     from .loading import locate
@@ -129,7 +130,7 @@ async def located_with_tails(cfg: Any, opts: dict[str, Any], ref: str, project: 
         found[wl.name] = await read_tails(monitor, wl)
 
     monitor, wl = await locate(cfg, opts, ref, project, events=events, nodes=nodes, metrics=True,
-                               alongside=alongside, failures=True)
+                               alongside=alongside, failures=True, alone=alone)
     diag = found.get(wl.name) or await read_tails(monitor, wl)
     return monitor, wl, judge(monitor, wl, diag)
 

@@ -219,13 +219,22 @@ def _created(w: Any) -> float | None:
 async def locate(cfg: ClusterConfig, opts: dict[str, Any], ref: str, project: str | None, *,
                  events: bool = False, metrics: bool = False, nodes: bool = False,
                  alongside: Callable[[Monitor], Awaitable[None]] | None = None,
-                 failures: bool = False) -> tuple[Monitor, WorkloadView]:
+                 failures: bool = False, alone: bool = False) -> tuple[Monitor, WorkloadView]:
     """The workload `ref` and a monitor that listed its namespace (and the nodes, `nodes`). With -p,
     in that project; without, in the context's namespace, else in the one project (among those the
-    user may read) that has a workload of that name; several such projects are listed (exit 2)."""
+    user may read) that has a workload of that name; several such projects are listed (exit 2).
+    `alone` (no `nodes`): the monitor holds the workload alone where that read is conclusive
+    (`one_workload.load_one`), else it lists the namespace."""
     from monitors.names import LookupProblem
     from sessions.locate import pick_workload, search_namespace
 
+    if alone and not nodes and (project or cfg.namespace):
+        from .one_workload import load_one
+
+        found = await load_one(cfg, opts, project, cfg.namespace, ref, events=events, metrics=metrics,
+                               failures=failures, alongside=alongside)
+        if found is not None:
+            return found
     kinds = None
     try:
         monitor = await load_monitor(cfg, opts, project or (cfg.namespace,), nodes=nodes, events=events,

@@ -251,7 +251,7 @@ def run_logs(opts: dict[str, Any], ref: str, project: str | None, *, follow: boo
 
     async def body(cfg: ClusterConfig) -> int:
         # the workload: in -p's project, else the context's namespace, else the one project that has it
-        monitor, wl = await locate(cfg, opts, ref, project, events=first_failure and not follow)
+        monitor, wl = await locate(cfg, opts, ref, project, events=first_failure and not follow, alone=True)
         if follow:  # the follow needs watches: the same namespace, listed and watched
             await monitor.stop()
             monitor = Monitor(cfg, events=False, nodes=False, scope=(wl.namespace,))
@@ -352,7 +352,7 @@ def _gone_note(engine: LogEngine, started: WorkloadView, flt: LineFilter, cfg: C
     note = (f"{gone} of {wl.ranks_total} ranks of {what} ({wl.status.lower()}) had no pod left: "
             "deleted before their logs could be read")
     if wl.status == "Failed":
-        from sessions.shell import ranks_command
+        from sessions.own_command import ranks_command
 
         note += (f"; what is known of the failure: {ranks_command(cfg) or 'ranks'} logs "
                  f"{shlex.quote(clean(wl.name))} -p {shlex.quote(clean(wl.project or wl.namespace))} --first-failure")

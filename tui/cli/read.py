@@ -144,17 +144,23 @@ def _no_workloads(where: str, status: str | None, mine: bool) -> str:
 
 
 def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:
+    import gc
+
+    # one workload read once: what the command builds lives until it exits, and the cyclic GC's
+    # passes over what its imports allocate cost more than they would free (~150 passes)
+    gc.disable()
+
     async def body(cfg: ClusterConfig) -> int:
         from .diagnose import located_with_tails
 
-        monitor, wl, diag = await located_with_tails(cfg, opts, ref, project, events=True)
+        monitor, wl, diag = await located_with_tails(cfg, opts, ref, project, events=True, alone=True)
         try:
             _note_forbidden(monitor)
             all_events = monitor.model.events_for(wl, 10_000)
             events = sorted(all_events, key=event_order)[-20:]  # the newest 20
             failure, story = await postmortem(cfg, monitor, wl, all_events, diag=diag)
             from monitors.diagnostics.leftovers import still_held
-            from sessions.shell import ranks_command
+            from sessions.own_command import ranks_command
 
             held = still_held(wl)
             command = ranks_command(cfg) or "ranks"

@@ -58,7 +58,7 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
             for name in forbidden:
                 print(f"ranks: warning: forbidden to list {name}; the answer leaves them out", file=sys.stderr)
             from monitors.diagnostics.why import nodes_to_count
-            from sessions.shell import ranks_command
+            from sessions.own_command import ranks_command
 
             # one project's pods were listed: a pending job's nodes are read whole (other projects'
             # GPUs there decide whether it fits, and whose it waits for); the lines it offers run as pasted
@@ -111,7 +111,7 @@ def autopsy_text(autopsy: tuple[float, tuple[str, ...]], wl: WorkloadView, cfg: 
 
     at, lines = autopsy
     if not lines:
-        from sessions.shell import ranks_command
+        from sessions.own_command import ranks_command
 
         return (f"  stacks: {ranks_command(cfg) or 'ranks'} stacks {clean(wl.name)} -p {clean(wl.project)} "
                 "shows where each rank is")
