@@ -42,8 +42,10 @@ test: $(TEST_STAMP) system-deps
 
 # every benchmark (fresh records in bench-results.jsonl), then the report even if one failed:
 # bench-results.json, docs/performance.md and its chart; the exit status is non-zero if either failed
+# (the project's modules compiled first, as an installed ranks has them, whatever PYTHONDONTWRITEBYTECODE says)
 bench: $(TEST_STAMP) system-deps
 	rm -f bench-results.jsonl
+	$(BIN)/python -m compileall -q monitors sessions tui themes simcluster tests
 	status=0; $(BIN)/python -m pytest -q -s -m perf tests/perf || status=$$?; \
 	$(BIN)/python scripts/bench_report.py || { [ $$status -ne 0 ] || status=1; }; \
 	exit $$status
