@@ -133,8 +133,12 @@ class LiveModel:
         self.busy_at: dict[PodKey, float] = {}
         self.status_changed = False
         # a one-shot command's model: every workload arrives before its pods and none changes after,
-        # so no pod is ever regrouped (no hints kept) and no rank view is rebuilt (none cached)
+        # so no pod is ever regrouped (no hints kept); its rank views are cached all the same, as the
+        # pods read whole after the first picture (`Monitor.explain_pending`) rebuild their workloads
         self.one_shot = False
+        # False: a one-shot command that shows no workload (`ranks top nodes`): a flush builds the
+        # projects and nodes from the pods alone, no workload or rank view
+        self.workload_views = True
         self._events_touched: set[tuple[str, str]] = set()
         self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
         self._children: dict[str, set[WorkloadKey]] = {}  # owner uid -> the jobs it owns
@@ -356,6 +360,8 @@ class LiveModel:
         # only the workloads marked dirty can differ: compared alone (comparing every view of a
         # large cluster after each metrics refresh was most of an idle dashboard's data thread)
         wdiff: KeyedDiff[WorkloadKey, WorkloadView] = KeyedDiff()
+        if not self.workload_views:
+            self._dirty.clear()
         if self._dirty:
             old_wl, new_wl = self.workloads, dict(self.workloads)
             for key in self._dirty:
@@ -487,8 +493,7 @@ class LiveModel:
             stopped=(last_exit := _last_exit(p)) is not None and stopped_by_deletion(p, last_exit, succeeded_at),
             deleting=p.deleting,
         )
-        if not self.one_shot:
-            self._rank_cache[p.key] = (p, job, g, last, pl, rv)
+        self._rank_cache[p.key] = (p, job, g, last, pl, rv)
         return pl, rv, p
 
     def _build_projects(self, only: set[str] | None) -> dict[str, ProjectView]:

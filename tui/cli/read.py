@@ -237,7 +237,7 @@ def _iso(t: float | None) -> str | None:
 def run_top(opts: dict[str, Any], what: str, output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
         monitor = await load_monitor(cfg, opts, None, nodes=(what == "nodes"), metrics_for=what,
-                                     pod_rows=True)
+                                     pod_rows=True, workloads=(what != "nodes"))
         try:
             if what == "nodes":
                 forbidden = [m for n, m in monitor.status.forbidden.items() if n.startswith("nodes")]
