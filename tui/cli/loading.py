@@ -19,6 +19,7 @@ from .errors import UserError
 
 if TYPE_CHECKING:
     from monitors.kube import KubeClient
+    from monitors.model import WorkloadViews
     from monitors.model_views import WorkloadView
     from monitors.monitor import Monitor
 
@@ -40,7 +41,7 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
                        metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None,
                        pod_rows: bool = False, pending_reasons: bool = False, widen: bool = False,
                        failures: bool = False, pods_to: Callable[[Any], Callable[..., None]] | None = None,
-                       workloads: bool = True) -> Monitor:
+                       workloads: WorkloadViews = "full") -> Monitor:
     """List everything needed once, then read GPU metrics once.
 
     `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
@@ -52,8 +53,9 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
     source with the LISTs; a namespace whose pods may not be listed is exit 7, not an empty list.
     `pod_rows`: pods as Table rows (views of workloads, projects and nodes; no pod specs), and with
     `pending_reasons` the scheduler's message of each pending workload (one pod read whole each).
-    `pods_to`: where the pods go instead of the model (`Monitor`). `workloads=False`: the model
-    builds no workload view (`LiveModel.workload_views`: `top nodes`)."""
+    `pods_to`: where the pods go instead of the model (`Monitor`). `workloads`: what the model builds
+    of the workloads (`LiveModel.workload_views`: their status alone for `projects`, nothing for
+    `top nodes`)."""
     import asyncio
 
     from monitors.connection import DEFAULT_REQUEST_TIMEOUT
@@ -180,7 +182,7 @@ async def read_metrics(gm: Any, monitor: Monitor, what: str = "pods",
     from monitors.gpu_feed import apply_snapshot
 
     model = monitor.model
-    if model.workload_views:
+    if model.workload_views == "full":
         pods = sorted({(r.namespace, r.pod) for w in model.workloads.values() if only is None or only(w)
                        for r in w.ranks if r.gpus > 0 and r.node and r.phase == "Running"})
     else:  # the same pods, from the model's grouping (no rank views)
