@@ -109,9 +109,15 @@ def infer(pod: PodRec, jobs_named: Callable[[str], Iterable[JobRec]]) -> PodRec:
     its name against the workloads of its namespace (`jobs_named(name)`): the longest prefix that
     names a workload whose spec has that replica type and index wins. Unknown: no labels. A pod
     claimed alike already (the SSH door claims the rows it serves) is returned as it is."""
-    for prefix in name_prefixes(pod.name):
-        rest = pod.name[len(prefix) + 1:].split("-")
-        for job in jobs_named(prefix):
+    name = pod.name
+    # `name_prefixes(name)`, each made only when the longer ones named no workload
+    end = len(name) if len(name) <= 253 else 0
+    while (end := name.rfind("-", 0, end)) > 0:
+        jobs = jobs_named(name[:end])
+        if not jobs:
+            continue
+        rest = name[end + 1:].split("-")
+        for job in jobs:
             found = _match(job, rest)
             if found is not None:
                 labels, gpus = found
