@@ -501,14 +501,16 @@ class LiveModel:
               ) -> tuple[Placement, RankView, PodRec]:
         """A rank's view, cached until its pod, job, GPU reading or last-log time changes."""
         # a rank whose container is not running uses no GPU, whatever the exporter last said
-        g = self.gpu.get(p.key) if p.phase == "Running" and p.reason in ("", "Running") else None
-        last = self.last_log.get(p.key)
-        hit = self._rank_cache.get(p.key)
-        xid = self.gpu_xid.get(p.key)
+        key = (p.namespace, p.name)
+        g = self.gpu.get(key) if p.phase == "Running" and p.reason in ("", "Running") else None
+        last = self.last_log.get(key)
+        hit = self._rank_cache.get(key)
+        xid = self.gpu_xid.get(key)
         if hit is not None and hit[0] is p and hit[1] is job and hit[2] == g and hit[3] == last and (
                 hit[5].gpu_xid_at == (xid[1] if xid else None)):
             return hit[4], hit[5], p
         pl = placement(kind, p, job)
+        last_exit = _last_exit(p)
         rv = RankView(
             namespace=p.namespace, pod=p.name, role=pl.role, rank=pl.rank, replica_index=pl.replica_index,
             label=pl.label, phase=p.phase, reason=p.reason, message=p.message or p.unschedulable,
@@ -516,13 +518,14 @@ class LiveModel:
             node=p.node, pod_ip=p.pod_ip, gpus=p.gpus, lead=False, created=p.created,
             gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
             gpu_mem_total_mib=g.mem_total_mib if g else None,
-            gpu_state=g.state if g else "unknown", last_log=last, exit_code=_exit_code(p),
+            gpu_state=g.state if g else "unknown", last_log=last,
+            exit_code=last_exit.exit_code if last_exit is not None else None,
             gpu_xid=xid[0] if xid else None, gpu_xid_at=xid[1] if xid else None,
             gpu_throttle=throttle_names(g.throttle) if g and g.throttle else (),
-            stopped=(last_exit := _last_exit(p)) is not None and stopped_by_deletion(p, last_exit, succeeded_at),
+            stopped=last_exit is not None and stopped_by_deletion(p, last_exit, succeeded_at),
             deleting=p.deleting,
         )
-        self._rank_cache[p.key] = (p, job, g, last, pl, rv)
+        self._rank_cache[key] = (p, job, g, last, pl, rv)
         return pl, rv, p
 
     def _build_projects(self, only: set[str] | None) -> dict[str, ProjectView]:
@@ -596,12 +599,6 @@ def _last_exit(p: PodRec) -> Exit | None:
                                          "ContainerCannotRun")):
         return None
     return max(p.exits, key=lambda e: e.finished_at or 0.0, default=None)
-
-
-def _exit_code(p: PodRec) -> int | None:
-    """The exit code of the pod's latest terminated container, when that is its state now."""
-    last = _last_exit(p)
-    return None if last is None else last.exit_code
 
 
 def succeeded_time(job: JobRec | None) -> float | None:
