@@ -354,20 +354,17 @@ class ApiServer:
                     rule.before()
                 self.store.compact()
         list_rv = self.store.rv
-        keys = self.store.sorted_keys(rt.key)
-        start = 0
+        keys, start, end = self.store.key_range(rt.key, namespace)
         if token:
             list_rv, after = self.store.decode_continue(token)
-            start = bisect.bisect_right(keys, after)
+            start = max(start, bisect.bisect_right(keys, after))
         bucket = self.store.bucket(rt.key)
         items: list[Stored] = []
         last_key: tuple[str, str] | None = None
         next_token = ""
         remaining = None
-        for i in range(start, len(keys)):
+        for i in range(start, end):
             key = keys[i]
-            if namespace and key[0] != namespace:
-                continue
             st = bucket[key]
             if accept is not None and not accept(st.obj):
                 continue
@@ -375,7 +372,7 @@ class ApiServer:
                 assert last_key is not None
                 next_token = self.store.encode_continue(list_rv, last_key)
                 if accept is None:
-                    remaining = sum(1 for k in keys[i:] if not namespace or k[0] == namespace)
+                    remaining = end - i
                 break
             items.append(st)
             last_key = key
