@@ -14,8 +14,9 @@ import functools
 import shlex
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from .gpu_fleet import throttle_names
 from .model_views import (
@@ -31,6 +32,7 @@ from .model_views import (
     diff,
 )
 from .pod_rows import infer, name_prefixes
+from .rank_brief import RankBrief, RankLike
 from .records import (
     EventRec,
     Exit,
@@ -45,6 +47,7 @@ from .records import (
 from .workloads import ROLE_ORDER, Placement, WorkloadKey, framework_of, lead_order, placement, workload_of
 
 PodKey = tuple[str, str]
+WorkloadViews = Literal["full", "status", "none"]
 SYSTEM_NAMESPACES = frozenset({"kube-system", "kube-public", "kube-node-lease"})
 USER_KEYS = ("ranks/user", "user", "runai/user", "run.ai/user", "createdBy", "app.kubernetes.io/created-by")
 
@@ -133,8 +136,14 @@ class LiveModel:
         self.busy_at: dict[PodKey, float] = {}
         self.status_changed = False
         # a one-shot command's model: every workload arrives before its pods and none changes after,
-        # so no pod is ever regrouped (no hints kept) and no rank view is rebuilt (none cached)
+        # so no pod is ever regrouped (no hints kept); its rank views are cached all the same, as the
+        # pods read whole after the first picture (`Monitor.explain_pending`) rebuild their workloads
         self.one_shot = False
+        # what a flush builds of the workloads: "full" views; "status" their status alone, in
+        # `statuses` (a one-shot command that counts them by status and shows none: `ranks
+        # projects`); "none" (one that shows no workload: `ranks top nodes`)
+        self.workload_views: WorkloadViews = "full"
+        self.statuses: dict[WorkloadKey, str] = {}
         self._events_touched: set[tuple[str, str]] = set()
         self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
         self._children: dict[str, set[WorkloadKey]] = {}  # owner uid -> the jobs it owns
@@ -356,6 +365,8 @@ class LiveModel:
         # only the workloads marked dirty can differ: compared alone (comparing every view of a
         # large cluster after each metrics refresh was most of an idle dashboard's data thread)
         wdiff: KeyedDiff[WorkloadKey, WorkloadView] = KeyedDiff()
+        if self.workload_views != "full":
+            self._flush_statuses()
         if self._dirty:
             old_wl, new_wl = self.workloads, dict(self.workloads)
             for key in self._dirty:
@@ -395,7 +406,23 @@ class LiveModel:
         events, self._events_touched = frozenset(self._events_touched), set()
         return ModelDiff(wdiff, pdiff, ndiff, status, events)
 
-    def _build_workload(self, key: WorkloadKey) -> WorkloadView | None:
+    def _flush_statuses(self) -> None:
+        """The dirty workloads' statuses alone (`workload_views` "status"), or nothing ("none")."""
+        if self.workload_views == "status":
+            for key in self._dirty:
+                members = self._members(key)
+                if members is None:
+                    if self.statuses.pop(key, None) is not None:
+                        self._ns_workloads_stale = True
+                else:
+                    job, pods = members
+                    self._ns_workloads_stale |= key not in self.statuses
+                    self.statuses[key] = derive_status(job, [RankBrief(key[1], p, job) for p in pods])[0]
+                self._dirty_ns.add(key[0])
+        self._dirty.clear()
+
+    def _members(self, key: WorkloadKey) -> tuple[JobRec | None, list[PodRec]] | None:
+        """The workload's object and pods; None when there is no such workload (or it is part of another)."""
         ns, kind, name = key
         job = self.jobs.get(key)
         pods = [self.pods[pk] for pk in self.workload_pods.get(key, ()) if pk in self.pods]
@@ -407,6 +434,14 @@ class LiveModel:
             return None  # a child Job (MPI launcher, JobSet child) is part of its owner's workload
         if job is None and any(j for j in self.job_names.get((ns, name), ()) if j == "DistributedWorkload"):
             job = self.jobs.get((ns, "DistributedWorkload", name))
+        return job, pods
+
+    def _build_workload(self, key: WorkloadKey) -> WorkloadView | None:
+        members = self._members(key)
+        if members is None:
+            return None
+        ns, kind, name = key
+        job, pods = members
         succeeded_at = succeeded_time(job)
         built = [self._rank(kind, p, job, succeeded_at) for p in pods]
         built.sort(key=lambda b: (lead_order(b[0]), b[1].pod))
@@ -466,14 +501,16 @@ class LiveModel:
               ) -> tuple[Placement, RankView, PodRec]:
         """A rank's view, cached until its pod, job, GPU reading or last-log time changes."""
         # a rank whose container is not running uses no GPU, whatever the exporter last said
-        g = self.gpu.get(p.key) if p.phase == "Running" and p.reason in ("", "Running") else None
-        last = self.last_log.get(p.key)
-        hit = self._rank_cache.get(p.key)
-        xid = self.gpu_xid.get(p.key)
+        key = (p.namespace, p.name)
+        g = self.gpu.get(key) if p.phase == "Running" and p.reason in ("", "Running") else None
+        last = self.last_log.get(key)
+        hit = self._rank_cache.get(key)
+        xid = self.gpu_xid.get(key)
         if hit is not None and hit[0] is p and hit[1] is job and hit[2] == g and hit[3] == last and (
                 hit[5].gpu_xid_at == (xid[1] if xid else None)):
             return hit[4], hit[5], p
         pl = placement(kind, p, job)
+        last_exit = _last_exit(p)
         rv = RankView(
             namespace=p.namespace, pod=p.name, role=pl.role, rank=pl.rank, replica_index=pl.replica_index,
             label=pl.label, phase=p.phase, reason=p.reason, message=p.message or p.unschedulable,
@@ -481,21 +518,23 @@ class LiveModel:
             node=p.node, pod_ip=p.pod_ip, gpus=p.gpus, lead=False, created=p.created,
             gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
             gpu_mem_total_mib=g.mem_total_mib if g else None,
-            gpu_state=g.state if g else "unknown", last_log=last, exit_code=_exit_code(p),
+            gpu_state=g.state if g else "unknown", last_log=last,
+            exit_code=last_exit.exit_code if last_exit is not None else None,
             gpu_xid=xid[0] if xid else None, gpu_xid_at=xid[1] if xid else None,
             gpu_throttle=throttle_names(g.throttle) if g and g.throttle else (),
-            stopped=(last_exit := _last_exit(p)) is not None and stopped_by_deletion(p, last_exit, succeeded_at),
+            stopped=last_exit is not None and stopped_by_deletion(p, last_exit, succeeded_at),
             deleting=p.deleting,
         )
-        if not self.one_shot:
-            self._rank_cache[p.key] = (p, job, g, last, pl, rv)
+        self._rank_cache[key] = (p, job, g, last, pl, rv)
         return pl, rv, p
 
     def _build_projects(self, only: set[str] | None) -> dict[str, ProjectView]:
         """Rebuild the projects of `only` namespaces (None: all)."""
+        statuses: Mapping[WorkloadKey, WorkloadView | str] = self.workloads if self.workload_views == "full" \
+            else self.statuses
         if only is None or self._ns_workloads_stale:
             self._ns_workloads = {}
-            for key in self.workloads:
+            for key in statuses:
                 self._ns_workloads.setdefault(key[0], []).append(key)
             self._ns_workloads_stale = False
             only = None
@@ -511,15 +550,16 @@ class LiveModel:
                 continue
             name, runai = project_of(self.namespaces.get(ns), ns)
             quotas = [q.gpu_hard for (qns, _), q in self.quotas.items() if qns == ns and q.gpu_hard is not None]
-            wls = [self.workloads[k] for k in self._ns_workloads.get(ns, ()) if k in self.workloads]
+            wls = [st if isinstance(st := statuses[k], str) else st.status
+                   for k in self._ns_workloads.get(ns, ()) if k in statuses]
             if not runai and runai_any and not wls and not quotas:
                 continue
             out[ns] = ProjectView(
                 name=name, namespace=ns, gpu_quota=sum(quotas) if quotas else None,
                 gpus_allocated=round(self._ns_alloc.get(ns, 0.0), 6),
                 gpu_util=self._ns_util.get(ns),
-                running=sum(1 for w in wls if w.status in ("Running", "Degraded", "Restarting")),
-                pending=sum(1 for w in wls if w.status == "Pending"),
+                running=sum(1 for st in wls if st in ("Running", "Degraded", "Restarting")),
+                pending=sum(1 for st in wls if st == "Pending"),
                 runai=runai,
             )
         return out
@@ -559,12 +599,6 @@ def _last_exit(p: PodRec) -> Exit | None:
                                          "ContainerCannotRun")):
         return None
     return max(p.exits, key=lambda e: e.finished_at or 0.0, default=None)
-
-
-def _exit_code(p: PodRec) -> int | None:
-    """The exit code of the pod's latest terminated container, when that is its state now."""
-    last = _last_exit(p)
-    return None if last is None else last.exit_code
 
 
 def succeeded_time(job: JobRec | None) -> float | None:
@@ -619,7 +653,7 @@ TERMINAL_CONDITIONS = {"Succeeded": "Succeeded", "Complete": "Succeeded", "Compl
                        "Failed": "Failed"}
 
 
-def derive_status(job: JobRec | None, ranks: list[RankView]) -> tuple[str, str]:
+def derive_status(job: JobRec | None, ranks: Sequence[RankLike]) -> tuple[str, str]:
     """Status as the operators mean it (the last True condition; a terminal one, Failed or
     Succeeded, wins over Running, Created and Suspended whatever their order), plus Degraded and
     Pending reasons."""

@@ -68,8 +68,11 @@ def pods_from_table(doc: Mapping[str, Any], namespace: str) -> list[PodRec]:
     width = 1 + max(i for i in (name_i, ready_i, status_i, restarts_i, ip_i, node_i) if i is not None)
     rows = doc.get("rows")
     out: list[PodRec] = []
+    # what a READY or RESTARTS text reads as, once per text (a cluster has a few dozen of them)
+    counts: dict[str, tuple[int, int]] = {}
+    restarts: dict[str, int] = {}
     for row in rows if isinstance(rows, list) else ():
-        cells = row.get("cells") if isinstance(row, Mapping) else None
+        cells = row.get("cells") if type(row) is dict or isinstance(row, Mapping) else None
         if not isinstance(cells, list) or len(cells) < width:
             continue
         name = cells[name_i]
@@ -84,13 +87,22 @@ def pods_from_table(doc: Mapping[str, Any], namespace: str) -> list[PodRec]:
         if not phase:
             phase = ("Pending" if status in _PENDING_WORDS or status.startswith("Init:")
                      else "Unknown" if status == "Unknown" else "Running")
-        ready, _, total = (_none(cells[ready_i]) if ready_i is not None else "").partition("/")
+        text = _none(cells[ready_i]) if ready_i is not None else ""
+        ready_total = counts.get(text)
+        if ready_total is None:
+            ready, _, total = text.partition("/")
+            ready_total = counts[text] = (decimal(ready) or 0, decimal(total) or 0)
+        restarted = 0
+        if restarts_i is not None:
+            text = _none(cells[restarts_i])
+            restarted = restarts.get(text, -1)
+            if restarted < 0:
+                restarted = restarts[text] = _int_prefix(text)
         out.append(PodRec(
             ns, name, "", (), None, _intern(_none(cells[node_i])) if node_i is not None else "",
             _intern(phase), _intern("" if status in ("Running", "Pending") else status), "",
-            _int_prefix(cells[restarts_i]) if restarts_i is not None else 0, decimal(ready) or 0,
-            decimal(total) or 0, _none(cells[ip_i]) if ip_i is not None else "", 0.0, None, None,
-            status == "Terminating", "", (), (), (), (), (), (), True,
+            restarted, ready_total[0], ready_total[1], _none(cells[ip_i]) if ip_i is not None else "", 0.0, None,
+            None, status == "Terminating", "", (), (), (), (), (), (), True,
         ))
     return out
 
@@ -109,9 +121,15 @@ def infer(pod: PodRec, jobs_named: Callable[[str], Iterable[JobRec]]) -> PodRec:
     its name against the workloads of its namespace (`jobs_named(name)`): the longest prefix that
     names a workload whose spec has that replica type and index wins. Unknown: no labels. A pod
     claimed alike already (the SSH door claims the rows it serves) is returned as it is."""
-    for prefix in name_prefixes(pod.name):
-        rest = pod.name[len(prefix) + 1:].split("-")
-        for job in jobs_named(prefix):
+    name = pod.name
+    # `name_prefixes(name)`, each made only when the longer ones named no workload
+    end = len(name) if len(name) <= 253 else 0
+    while (end := name.rfind("-", 0, end)) > 0:
+        jobs = jobs_named(name[:end])
+        if not jobs:
+            continue
+        rest = name[end + 1:].split("-")
+        for job in jobs:
             found = _match(job, rest)
             if found is not None:
                 labels, gpus = found

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .records import JobRec, PodRec, decimal
+from .records import JobRec, PodRec, ReplicaSpec, decimal
 
 TK = "training.kubeflow.org/"
 OPERATOR_KINDS = {
@@ -144,7 +144,6 @@ def placement(kind: str, pod: PodRec, job: JobRec | None) -> Placement:
 
 def _placement(kind: str, pod: PodRec, job: JobRec | None) -> Placement:
     idx = _index(pod)
-    rtypes = {r.rtype.lower(): r for r in job.replicas} if job else {}
     if kind == "MPIJob" or (kind == "DistributedWorkload" and pod.label(TK + "operator-name") == "mpi-operator"):
         role = pod.label(TK + "job-role") or pod.label(TK + "replica-type") or pod.label("mpi-job-role")
         if not role and pod.owner and pod.owner.kind == "Job":
@@ -159,13 +158,15 @@ def _placement(kind: str, pod: PodRec, job: JobRec | None) -> Placement:
         role = (pod.label(TK + "replica-type") or pod.label("replica-type") or "worker").lower()
         i = idx if idx is not None else 0
         if kind == "PyTorchJob" or kind == "PaddleJob":
-            masters = rtypes["master"].replicas if "master" in rtypes else (1 if role == "master" else 0)
-            return Placement(role, idx, i + (masters if role == "worker" else 0))
+            if role != "worker":
+                return Placement(role, idx, i)
+            master = _replica(job, "master")
+            return Placement(role, idx, i + (master.replicas if master is not None else 0))
         if kind == "XGBoostJob":
-            masters = rtypes["master"].replicas if "master" in rtypes else 0
-            return Placement(role, idx, i + (masters if role == "worker" else 0))
+            master = _replica(job, "master")
+            return Placement(role, idx, i + (master.replicas if master is not None and role == "worker" else 0))
         if kind == "TFJob":
-            lead = 1 if ("chief" in rtypes or "master" in rtypes) else 0
+            lead = 1 if _replica(job, "chief") is not None or _replica(job, "master") is not None else 0
             if role in ("chief", "master"):
                 return Placement(role, idx, i)
             if role == "worker":
@@ -187,6 +188,15 @@ def _placement(kind: str, pod: PodRec, job: JobRec | None) -> Placement:
             return Placement(role, completion, None)
         return Placement(role, rank, rank)
     return Placement(pod.owner.kind.lower() if pod.owner else "pod", idx, idx)
+
+
+def _replica(job: JobRec | None, rtype: str) -> ReplicaSpec | None:
+    """The job's replica spec of that type (lower case), the last of its name as a dict of them keeps."""
+    found = None
+    for r in job.replicas if job is not None else ():
+        if r.rtype.lower() == rtype:
+            found = r
+    return found
 
 
 def lead_order(p: Placement) -> tuple[int, int]:

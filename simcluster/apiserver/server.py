@@ -354,12 +354,11 @@ class ApiServer:
                     rule.before()
                 self.store.compact()
         list_rv = self.store.rv
-        keys = self.store.sorted_keys(rt.key)
+        keys, start, end = self.store.key_range(rt.key, namespace)
         if accept is not None:  # (an equality label selector: the objects carrying that label alone)
             labelled = self.store.labelled(rt.key, LabelSelector.parse(q.get("labelSelector")).equalities())
-            keys = keys if labelled is None else labelled
-        # (the keys are sorted by namespace, then name: a namespace's objects are one run of them)
-        start = bisect.bisect_left(keys, (namespace,)) if namespace else 0
+            if labelled is not None:
+                keys, start, end = labelled, *self.store.namespace_bounds(labelled, namespace)
         if token:
             list_rv, after = self.store.decode_continue(token)
             start = max(start, bisect.bisect_right(keys, after))
@@ -368,10 +367,8 @@ class ApiServer:
         last_key: tuple[str, str] | None = None
         next_token = ""
         remaining = None
-        for i in range(start, len(keys)):
+        for i in range(start, end):
             key = keys[i]
-            if namespace and key[0] != namespace:
-                break
             st = bucket.get(key)
             if st is None:
                 continue
@@ -381,7 +378,7 @@ class ApiServer:
                 assert last_key is not None
                 next_token = self.store.encode_continue(list_rv, last_key)
                 if accept is None:
-                    remaining = sum(1 for k in keys[i:] if not namespace or k[0] == namespace)
+                    remaining = end - i
                 break
             items.append(st)
             last_key = key

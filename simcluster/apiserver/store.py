@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import bisect
 import copy
 import random
 import time
@@ -225,14 +226,28 @@ class ObjectStore:
         rarest = min(found, key=len)
         return sorted(rarest)
 
+    def key_range(self, tkey: TypeKey, namespace: str | None) -> tuple[list[ObjKey], int, int]:
+        """The sorted keys of a type and where a namespace's lie in them ([lo, hi): all of them
+        without one), as kube-apiserver's watch cache finds a namespace's objects by its index, not
+        by reading every object of the type."""
+        keys = self.sorted_keys(tkey)
+        return keys, *self.namespace_bounds(keys, namespace)
+
+    @staticmethod
+    def namespace_bounds(keys: list[ObjKey], namespace: str | None) -> tuple[int, int]:
+        """Where a namespace's keys lie in sorted keys ([lo, hi): all of them without one)."""
+        if not namespace:
+            return 0, len(keys)
+        # (namespace + NUL: after every name of the namespace, before any longer namespace's)
+        return bisect.bisect_left(keys, (namespace, "")), bisect.bisect_left(keys, (namespace + "\0", ""))
+
     def items(
         self, tkey: TypeKey, namespace: str | None = None, accept: Filter | None = None
     ) -> Iterable[Stored]:
         bucket = self.bucket(tkey)
-        for key in self.sorted_keys(tkey):
-            if namespace and key[0] != namespace:
-                continue
-            st = bucket.get(key)
+        keys, lo, hi = self.key_range(tkey, namespace)
+        for i in range(lo, hi):
+            st = bucket.get(keys[i])
             if st is not None and (accept is None or accept(st.obj)):
                 yield st
 

@@ -128,3 +128,23 @@ def test_filtered_events_follow_the_selection() -> None:
     assert filtered_event(Event("ADDED", key, Stored(old, None, 9)), running) is None
     ev = Event("ADDED", key, Stored(old, None, 9))
     assert filtered_event(ev, None) is ev
+
+
+def test_a_namespace_s_objects_are_found_by_their_range_of_the_keys() -> None:
+    """A namespaced LIST reads its namespace's keys alone (the sorted keys' range of that namespace,
+    as kube-apiserver's watch cache indexes them), not every object of the type: 52 namespace LISTs
+    of 100,000 pods read 100,000 keys, not 5.2 million (#31, item 4)."""
+    reg = Registry.with_builtins()
+    store = ObjectStore(reg)
+    rt = reg.get("", "v1", "pods")
+    assert rt is not None
+    spaces = ("a", "team", "team-a", "team0", "zeta")
+    for ns in spaces:
+        for i in range(3):
+            store.create(rt, {**_pod(f"p{i}"), "metadata": {"name": f"p{i}", "namespace": ns}})
+    keys, lo, hi = store.key_range(rt.key, None)
+    assert (lo, hi) == (0, len(keys)) and len(keys) == len(spaces) * 3
+    for ns in (*spaces, "b", "team-", "zz", "0"):
+        keys, lo, hi = store.key_range(rt.key, ns)
+        assert keys[lo:hi] == [k for k in keys if k[0] == ns], ns
+        assert [st.obj["metadata"]["namespace"] for st in store.items(rt.key, ns)] == [ns] * (3 if ns in spaces else 0)

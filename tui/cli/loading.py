@@ -19,6 +19,7 @@ from .errors import UserError
 
 if TYPE_CHECKING:
     from monitors.kube import KubeClient
+    from monitors.model import WorkloadViews
     from monitors.model_views import WorkloadView
     from monitors.monitor import Monitor
 
@@ -39,7 +40,8 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
                        *, nodes: bool = True, events: bool = False, metrics_for: str = "pods",
                        metrics: bool = True, alongside: Callable[[Monitor], Awaitable[None]] | None = None,
                        pod_rows: bool = False, pending_reasons: bool = False, widen: bool = False,
-                       failures: bool = False, pods_to: Callable[[Any], Callable[..., None]] | None = None) -> Monitor:
+                       failures: bool = False, pods_to: Callable[[Any], Callable[..., None]] | None = None,
+                       workloads: WorkloadViews = "full") -> Monitor:
     """List everything needed once, then read GPU metrics once.
 
     `where`: a project name to resolve (str), namespaces (tuple), or None for every project.
@@ -51,7 +53,9 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
     source with the LISTs; a namespace whose pods may not be listed is exit 7, not an empty list.
     `pod_rows`: pods as Table rows (views of workloads, projects and nodes; no pod specs), and with
     `pending_reasons` the scheduler's message of each pending workload (one pod read whole each).
-    `pods_to`: where the pods go instead of the model (`Monitor`)."""
+    `pods_to`: where the pods go instead of the model (`Monitor`). `workloads`: what the model builds
+    of the workloads (`LiveModel.workload_views`: their status alone for `projects`, nothing for
+    `top nodes`)."""
     import asyncio
 
     from monitors.connection import DEFAULT_REQUEST_TIMEOUT
@@ -61,6 +65,7 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
     scope = () if isinstance(where, str) else where  # (a project's namespace: once it is resolved)
     monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=scope, pod_rows=pod_rows, unsettled=False,
                       pods_to=pods_to)
+    monitor.model.workload_views = workloads
     gm = None
     try:
         monitor.prefetch()
@@ -86,6 +91,7 @@ async def load_monitor(cfg: ClusterConfig, opts: dict[str, Any], where: str | tu
                 await monitor.stop()
                 monitor = Monitor(cfg, once=True, events=events, nodes=nodes, scope=None, pod_rows=pod_rows,
                                   unsettled=False, pods_to=pods_to)
+                monitor.model.workload_views = workloads
                 await monitor.start()
                 await monitor.wait_synced()
                 if refused is not None and not monitor.status.cluster_wide and not monitor.status.namespaces:
@@ -176,8 +182,12 @@ async def read_metrics(gm: Any, monitor: Monitor, what: str = "pods",
     from monitors.gpu_feed import apply_snapshot
 
     model = monitor.model
-    pods = sorted({(r.namespace, r.pod) for w in model.workloads.values() if only is None or only(w)
-                   for r in w.ranks if r.gpus > 0 and r.node and r.phase == "Running"})
+    if model.workload_views == "full":
+        pods = sorted({(r.namespace, r.pod) for w in model.workloads.values() if only is None or only(w)
+                       for r in w.ranks if r.gpus > 0 and r.node and r.phase == "Running"})
+    else:  # the same pods, from the model's grouping (no rank views)
+        pods = sorted(pk for pk in model.pod_workload if (p := model.pods.get(pk)) is not None
+                      and p.gpus > 0 and p.node and p.phase == "Running")
     if not pods and only is not None:
         return
     gm.set_shown(pods, namespaces={ns for ns, _ in pods}, all_nodes=(what == "nodes"))

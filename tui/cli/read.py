@@ -96,7 +96,7 @@ def _note_forbidden(monitor: Monitor) -> None:
 
 def run_projects(opts: dict[str, Any], output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
-        monitor = await load_monitor(cfg, opts, None, nodes=False, pod_rows=True)
+        monitor = await load_monitor(cfg, opts, None, nodes=False, pod_rows=True, workloads="status")
         try:
             _note_forbidden(monitor)
             print_projects(list(monitor.model.projects.values()), output)
@@ -243,7 +243,7 @@ def _iso(t: float | None) -> str | None:
 def run_top(opts: dict[str, Any], what: str, output: str) -> int:
     async def body(cfg: ClusterConfig) -> int:
         monitor = await load_monitor(cfg, opts, None, nodes=(what == "nodes"), metrics_for=what,
-                                     pod_rows=True)
+                                     pod_rows=True, workloads="none" if what == "nodes" else "status")
         try:
             if what == "nodes":
                 forbidden = [m for n, m in monitor.status.forbidden.items() if n.startswith("nodes")]
