@@ -24,6 +24,7 @@ import orjson
 
 from . import api_paths
 from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem
+from .held_pods import HeldPods
 from .informer import Change, Informer, InformerState
 from .kube import ApiProblem, BadAnswer, Kind, KubeClient, parse_object
 from .model import LiveModel
@@ -126,6 +127,7 @@ class Monitor:
         self._early: dict[str, asyncio.Task[Any]] = {}  # requests started before start() needs them
         self._gc_paused = False
         self._listed: list[tuple[int, Callable[[], None]]] = []  # once: each LIST's changes (their order), to apply
+        self._held: HeldPods | None = None  # watching Table rows: the pods wait for the workloads' first LISTs
 
     # -- lifecycle -----------------------------------------------------------------------------
     def prefetch(self) -> None:
@@ -202,6 +204,9 @@ class Monitor:
                 if kind is not None:
                     self._add(kind, ns, parse_job(kind_name, group, kind.version), lambda r: r.key,
                               self.model.apply_jobs)
+        if self.pod_rows and not self.once and self.pods_to is None:
+            workload_kinds = {(g, p) for g, p, _ in WORKLOAD_KINDS}
+            self._held = HeldPods(i for i in self.informers if (i.kind.group, i.kind.plural) in workload_kinds)
         for inf in self.informers:
             inf.start()
         if "scope" in self._early:
@@ -263,7 +268,12 @@ class Monitor:
             if self.once:  # applied together once every LIST is in, workloads before their pods
                 self._listed.append((self._apply_order(apply), functools.partial(apply, batch)))
                 return
+            held = self._held
+            if held is not None and inf.kind.plural == "pods" and not inf.kind.group and held.hold(apply, batch):
+                return
             apply(batch)
+            if held is not None:
+                held.release()  # (after a workload kind's first LIST: the pods held till then)
             self._schedule_flush()
 
         inf = factory(
@@ -379,6 +389,8 @@ class Monitor:
             self.status.retrying[name] = why
         else:
             changed = changed or self.status.retrying.pop(name, None) is not None
+        if self._held is not None and self._held.release():  # a workload kind that will not list soon
+            self._schedule_flush()
         if changed:
             self.model.status_changed = True
             self._schedule_flush()
@@ -389,6 +401,7 @@ class Monitor:
         tasks = {i.task for i in self.informers if i.task is not None}
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
+        listed = False
         try:
             while waits:
                 left = None if deadline is None else max(0.0, deadline - loop.time())
@@ -401,13 +414,18 @@ class Monitor:
                     if failure is not None:
                         raise failure
                 waits -= done
+            listed = True
         finally:
             for w in waits:
                 w.cancel()
-            if not self.once:
+            if not self.once and not listed:
                 self._resume_gc()
+        if self._held is not None:
+            self._held.release(force=True)
         self._apply_listed()
         self.flush()
+        if not self.once:  # (after the first flush: its views, 100,000 ranks at 100,000 pods, are
+            self._resume_gc()  # built without the collector scanning the heap again and again)
         if self.pod_rows and not self.once:  # the first picture says why each pending job waits
             # (and what GPUs the others hold; a failure here leaves the rows as they are: the
             # informers notice a lost connection themselves)

@@ -1,0 +1,71 @@
+"""The dashboard's pods wait for the workloads' first LISTs (#31): with the PyTorchJobs' LIST held back
+by simcluster, the pods' rows (listed first) are not grouped against no workload and shown so; once
+the PyTorchJobs are in, every row is grouped as a one-shot command groups it."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+import pytest
+
+from monitors.connection import load_cluster_config
+from monitors.model_views import ModelDiff
+from monitors.monitor import Monitor
+
+pytestmark = pytest.mark.simcluster(scenario="scale", nodes=40, pods=1500)
+
+
+def _grouping(m: Monitor) -> dict[tuple[str, str, str], tuple[str, ...]]:
+    return {k: tuple(r.pod for r in w.ranks) for k, w in m.model.workloads.items()}
+
+
+async def test_pods_listed_before_their_workloads_wait_for_them(simcluster):
+    sim = simcluster.sim
+    cfg = load_cluster_config(str(sim.kubeconfig_path))
+    once = Monitor(cfg, once=True, events=False, pod_rows=True, unsettled=False)
+    await once.start()
+    await once.wait_synced()
+    await once.stop()
+    want = _grouping(once)
+    assert sum(k[1] == "PyTorchJob" for k in want) >= 10
+
+    simcluster.call(sim.faults.delay_next, r"/pytorchjobs$", 2.0)  # the pods' rows come in first
+    m = Monitor(cfg, events=False, pod_rows=True, unsettled=False, coalesce=0.01)
+    seen: list[tuple[int, bool]] = []  # at each diff the UI would get: (pods in the model, PyTorchJobs listed)
+
+    def on_diff(d: ModelDiff) -> None:
+        seen.append((len(m.model.pods), any(k[1] == "PyTorchJob" for k in m.model.jobs)))
+
+    m.subscribe(on_diff)
+    await m.start()
+    try:
+        pods = next(i for i in m.informers if i.kind.plural == "pods")
+        await asyncio.wait_for(pods.synced.wait(), 30)
+        assert not any(k[1] == "PyTorchJob" for k in m.model.jobs)  # (the delay held them back)
+        assert not m.model.pods  # listed, and held
+        await m.wait_synced()
+        assert seen and all(jobs for n, jobs in seen if n)  # no picture had rows without their workloads
+        assert _grouping(m) == want
+    finally:
+        await m.stop()
+
+
+async def test_the_first_picture_is_built_without_the_cyclic_collector(simcluster):
+    """Its views (at 100,000 pods, 100,000 rank views) are built before the collector resumes: with it
+    on, each young collection rescans what the LISTs left (0.75 s more at 100,000 pods)."""
+    cfg = load_cluster_config(str(simcluster.sim.kubeconfig_path))
+    m = Monitor(cfg, events=False, pod_rows=True, unsettled=False, coalesce=30.0)  # (the first flush: wait_synced's)
+    collector: list[bool] = []
+    m.subscribe(lambda d: collector.append(gc.isenabled()))
+    was = gc.isenabled()
+    gc.enable()
+    await m.start()
+    try:
+        await m.wait_synced()
+        assert len(m.model.workloads) >= 10 and collector and collector[0] is False
+        assert gc.isenabled()  # (and on again after it)
+    finally:
+        await m.stop()
+        if not was:
+            gc.disable()
