@@ -30,7 +30,7 @@ from .model_views import (
     WorkloadView,
     diff,
 )
-from .pod_rows import infer, name_prefixes
+from .pod_rows import infer
 from .records import (
     EventRec,
     Exit,
@@ -42,6 +42,7 @@ from .records import (
     pairs,
     stopped_by_deletion,
 )
+from .row_names import RowNames
 from .workloads import ROLE_ORDER, Placement, WorkloadKey, framework_of, lead_order, placement, workload_of
 
 PodKey = tuple[str, str]
@@ -137,6 +138,7 @@ class LiveModel:
         self.one_shot = False
         self._events_touched: set[tuple[str, str]] = set()
         self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
+        self._row_names = RowNames()  # the Table rows' names: which a workload may claim by its name
         self._children: dict[str, set[WorkloadKey]] = {}  # owner uid -> the jobs it owns
         self._rank_cache: dict[PodKey, tuple[PodRec, JobRec | None, GpuReading | None, float | None,
                                              Placement, RankView]] = {}
@@ -170,6 +172,8 @@ class LiveModel:
                         members.discard(pk)
                         if not members:
                             del self._by_hint[h]
+                if prev.partial:
+                    self._row_names.discard(*pk)
             if rec is None:
                 self.pods.pop(pk, None)
                 self._rank_cache.pop(pk, None)
@@ -181,6 +185,8 @@ class LiveModel:
                 if not self.one_shot:
                     for h in _hints(rec):
                         self._by_hint.setdefault(h, set()).add(pk)
+                    if rec.partial:
+                        self._row_names.add(*pk)
             self._regroup(pk, old_wl, inferred=True)
             if rec is not None and rec.exits and self.exit_listeners and (prev is None or prev.exits != rec.exits):
                 for listener in self.exit_listeners:
@@ -245,6 +251,7 @@ class LiveModel:
                 if j is not None and (prev is None or rec is None or prev.uid != rec.uid or prev.owner != rec.owner):
                     for h in ((j.namespace, j.name), (j.namespace, j.uid)):
                         affected |= self._by_hint.get(h, set())
+                    affected.update(self._row_names.claimable(j.namespace, j.name))
             if prev is not None and prev.owner is not None:
                 kids = self._children.get(prev.owner.uid)
                 if kids is not None:
@@ -584,7 +591,11 @@ def counts_as_failure(p: PodRec, ex: Exit, succeeded_at: float | None = None) ->
 
 
 def _hints(p: PodRec) -> list[tuple[str, str]]:
-    """Names and uids a pod's grouping depends on: a job with one of these may regroup it."""
+    """Names and uids a pod's grouping depends on: a job with one of these may regroup it. None for
+    a Table row: its labels and owner are those of the workload that claimed it by its name, found
+    by that name (`RowNames`) as any other workload that may claim it."""
+    if p.partial:
+        return []
     out = []
     for key in ("training.kubeflow.org/job-name", "job-name", "jobset.sigs.k8s.io/jobset-name"):
         v = p.label(key)
@@ -592,8 +603,6 @@ def _hints(p: PodRec) -> list[tuple[str, str]]:
             out.append((p.namespace, v))
     if p.owner is not None:
         out.append((p.namespace, p.owner.uid))
-    if p.partial:  # grouped by its name: any workload named like the start of it may claim it
-        out += [(p.namespace, prefix) for prefix in name_prefixes(p.name)]
     return out
 
 
