@@ -90,6 +90,7 @@ class Monitor:
         unsettled: bool = True,
         shared: SharedView | None = None,
         pods_to: Callable[[LiveModel], Callable[[Iterable[tuple[tuple[str, str], PodRec | None]]], None]] | None = None,
+        collect_listed: bool = True,
     ) -> None:
         """`pod_rows`: list pods as the rows `kubectl get pods` prints (`row_informer`), for views
         that show workloads, projects and nodes but no pod's spec; the watch stays full objects.
@@ -97,7 +98,8 @@ class Monitor:
         (exit codes); watching, each pending workload's scheduler message is read before the first
         picture (`explain_pending`, which one-shot commands call when they show it). `shared`:
         the SSH door's one watch (`shared_view`): every kind from there, as this user may see it,
-        no LIST or WATCH of this monitor's own. `pods_to`: given the model, where the pods' changes go
+        no LIST or WATCH of this monitor's own. `collect_listed`: after the first picture, collect
+        what the LISTs left here (False: the caller does, as the dashboard's `tui.app.settle_heap`). `pods_to`: given the model, where the pods' changes go
         instead of it (`ranks gpus`, which needs of each pod only its owner: `gpu_owners`)."""
         self.cfg = cfg
         self.shared = shared
@@ -109,6 +111,7 @@ class Monitor:
         self.want_events = events
         self.want_nodes = nodes
         self.pods_to = pods_to
+        self.collect_listed = collect_listed
         self.read_timeout = read_timeout
         self.backoff = backoff
         self.extra_namespaces = tuple(dict.fromkeys(n for n in namespaces if n))
@@ -440,7 +443,7 @@ class Monitor:
         else:  # (not frozen: a long-lived process would keep cyclic garbage of the moment forever)
             # (from the SSH door's view nothing was parsed: no garbage to collect here; the
             # dashboard's first picture collects once, `tui.app.settle_heap`)
-            release_memory(collect=self.shared is None)
+            release_memory(collect=self.shared is None and self.collect_listed)
 
     def _resume_gc(self) -> None:
         if self._gc_paused:

@@ -69,3 +69,28 @@ async def test_the_first_picture_is_built_without_the_cyclic_collector(simcluste
         await m.stop()
         if not was:
             gc.disable()
+
+
+async def test_the_dashboards_monitor_leaves_the_full_collection_to_the_app(simcluster):
+    """Once: `tui.app.settle_heap` collects after the first picture (0.4 s at 100,000 pods); the data
+    loop's monitor does not collect the whole heap as well just before (`collect_listed=False`), a
+    command's monitor does (`ranks shell`: nothing collects after it)."""
+    cfg = load_cluster_config(str(simcluster.sim.kubeconfig_path))
+    full: list[int] = []
+
+    def count(phase: str, info: dict[str, int]) -> None:
+        if phase == "start" and info["generation"] == 2:
+            full.append(1)
+
+    for collect, want in ((False, 0), (True, 1)):
+        m = Monitor(cfg, events=False, pod_rows=True, unsettled=False, collect_listed=collect)
+        gc.collect()
+        full.clear()
+        gc.callbacks.append(count)
+        try:
+            await m.start()
+            await m.wait_synced()
+            assert len(full) == want, (collect, full)
+        finally:
+            gc.callbacks.remove(count)
+            await m.stop()
