@@ -98,9 +98,10 @@ class Monitor:
         (exit codes); watching, each pending workload's scheduler message is read before the first
         picture (`explain_pending`, which one-shot commands call when they show it). `shared`:
         the SSH door's one watch (`shared_view`): every kind from there, as this user may see it,
-        no LIST or WATCH of this monitor's own. `collect_listed`: after the first picture, collect
-        what the LISTs left here (False: the caller does, as the dashboard's `tui.app.settle_heap`). `pods_to`: given the model, where the pods' changes go
-        instead of it (`ranks gpus`, which needs of each pod only its owner: `gpu_owners`)."""
+        no LIST or WATCH of this monitor's own. `pods_to`: given the model, where the pods' changes go
+        instead of it (`ranks gpus`, which needs of each pod only its owner: `gpu_owners`).
+        `collect_listed`: after the first picture, collect what the LISTs left here (False: the
+        caller does, as the dashboard's `tui.app.settle_heap`)."""
         self.cfg = cfg
         self.shared = shared
         self.client = client or KubeClient(cfg)
@@ -271,10 +272,13 @@ class Monitor:
             if self.once:  # applied together once every LIST is in, workloads before their pods
                 self._listed.append((self._apply_order(apply), functools.partial(apply, batch)))
                 return
+            run = apply
+            if isinstance(inf, PodRowsInformer) and self.pods_to is None:  # (one record a row: the model's)
+                run = functools.partial(inf.applied, apply, self.model.pods)
             held = self._held
-            if held is not None and inf.kind.plural == "pods" and not inf.kind.group and held.hold(apply, batch):
+            if held is not None and inf.kind.plural == "pods" and not inf.kind.group and held.hold(run, batch):
                 return
-            apply(batch)
+            run(batch)
             if held is not None:
                 held.release()  # (after a workload kind's first LIST: the pods held till then)
             self._schedule_flush()

@@ -47,6 +47,8 @@ async def test_pods_listed_before_their_workloads_wait_for_them(simcluster):
         await m.wait_synced()
         assert seen and all(jobs for n, jobs in seen if n)  # no picture had rows without their workloads
         assert _grouping(m) == want
+        # each row one record: the informer's cache holds the model's (claimed by its workload)
+        assert all(pods.cache[k] is p for k, p in m.model.pods.items())
     finally:
         await m.stop()
 

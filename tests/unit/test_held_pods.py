@@ -87,3 +87,39 @@ def test_rows_after_their_workloads_build_the_model_rows_before_them_build():
     assert len(got[0][("team", "PyTorchJob", "llama")].ranks) == 7  # (worker-9 is beyond the spec: no rank)
     assert got == want
     assert held_order.pods == as_came.pods and held_order.pod_workload == as_came.pod_workload
+
+
+def test_a_row_is_one_record_the_models_and_listed_again_it_is_no_change():
+    """The rows informer's cache keeps the live model's record of each row (claimed by its workload),
+    not a second one; a relist of the same rows tells no change, a row that changed is one."""
+    from monitors.kube import Kind as ApiKind
+    from monitors.parse import parse_pod
+    from monitors.row_informer import PodRowsInformer
+
+    told: list[Any] = []
+
+    async def no_namespaces() -> None:
+        return None
+
+    inf = PodRowsInformer(None, ApiKind("", "v1", "pods"), parse_pod, lambda r: r.key,  # type: ignore[arg-type]
+                          lambda _i, changes: told.append(changes), namespaces=no_namespaces)
+
+    def listed(status: str) -> dict[tuple[str, str], Any]:
+        rows = [row("llama-worker-0", "1/1", "Running"), row("llama-worker-1", "1/1", status),
+                row("stray", "1/1", "Running")]
+        return {p.key: p for p in pods_from_table({"kind": "Table", "columnDefinitions": COLUMNS, "rows": rows}, "team")}
+
+    m = LiveModel(now=lambda: 1000.0)
+    pt = job("PyTorchJob", "llama", ("Worker", 2, 8))
+    m.apply_jobs([(pt.key, pt)])
+    inf._install(listed("Running"), "1")
+    inf.applied(m.apply_pods, m.pods, [(c.key, c.new) for c in told[-1]])
+    claimed = ("team", "llama-worker-0")
+    assert m.pods[claimed].owner is not None and inf.cache[claimed] is m.pods[claimed]
+    assert inf.cache[("team", "stray")] is m.pods[("team", "stray")]  # (claimed by none: the row itself)
+
+    inf._install(listed("Running"), "2")  # listed again (a relist after 410): the same rows
+    assert len(told) == 1  # (no change: nothing told)
+    inf._install(listed("Error"), "3")
+    assert [(c.type, c.key) for c in told[-1]] == [("changed", ("team", "llama-worker-1"))]
+    assert told[-1][0].new.reason == "Error"
