@@ -405,7 +405,8 @@ class LiveModel:
     def _build_workload(self, key: WorkloadKey) -> WorkloadView | None:
         ns, kind, name = key
         job = self.jobs.get(key)
-        pods = [self.pods[pk] for pk in self.workload_pods.get(key, ()) if pk in self.pods]
+        keys = [pk for pk in self.workload_pods.get(key, ()) if pk in self.pods]
+        pods = [self.pods[pk] for pk in keys]
         if job is None and not pods:
             return None
         if job is None and kind in ("Job",) and not pods:
@@ -415,7 +416,7 @@ class LiveModel:
         if job is None and any(j for j in self.job_names.get((ns, name), ()) if j == "DistributedWorkload"):
             job = self.jobs.get((ns, "DistributedWorkload", name))
         succeeded_at = succeeded_time(job)
-        built = [self._rank(kind, p, job, succeeded_at) for p in pods]
+        built = [self._rank(kind, p, job, succeeded_at, pk) for pk, p in zip(keys, pods, strict=True)]
         built.sort(key=lambda b: (lead_order(b[0]), b[1].pod))
         placed = [(pl, p) for pl, _, p in built]
         lead_pod = placed[0][1] if placed else None  # launcher, else master, else chief, else worker 0
@@ -469,14 +470,17 @@ class LiveModel:
             api_version=f"{job.group}/{job.version}" if job and job.group else (job.version if job else ""),
         )
 
-    def _rank(self, kind: str, p: PodRec, job: JobRec | None, succeeded_at: float | None = None
-              ) -> tuple[Placement, RankView, PodRec]:
-        """A rank's view, cached until its pod, job, GPU reading or last-log time changes."""
+    def _rank(self, kind: str, p: PodRec, job: JobRec | None, succeeded_at: float | None = None,
+              pk: PodKey | None = None) -> tuple[Placement, RankView, PodRec]:
+        """A rank's view, cached until its pod, job, GPU reading or last-log time changes. `pk`: the
+        pod's key as the model holds it (the cache's key then shares it: no tuple a rank)."""
+        if pk is None:
+            pk = p.key
         # a rank whose container is not running uses no GPU, whatever the exporter last said
-        g = self.gpu.get(p.key) if p.phase == "Running" and p.reason in ("", "Running") else None
-        last = self.last_log.get(p.key)
-        hit = self._rank_cache.get(p.key)
-        xid = self.gpu_xid.get(p.key)
+        g = self.gpu.get(pk) if p.phase == "Running" and p.reason in ("", "Running") else None
+        last = self.last_log.get(pk)
+        hit = self._rank_cache.get(pk)
+        xid = self.gpu_xid.get(pk)
         if hit is not None and hit[0] is p and hit[1] is job and hit[2] == g and hit[3] == last and (
                 hit[5].gpu_xid_at == (xid[1] if xid else None)):
             return hit[4], hit[5], p
@@ -495,7 +499,7 @@ class LiveModel:
             deleting=p.deleting,
         )
         if not self.one_shot:
-            self._rank_cache[p.key] = (p, job, g, last, pl, rv)
+            self._rank_cache[pk] = (p, job, g, last, pl, rv)
         return pl, rv, p
 
     def _build_projects(self, only: set[str] | None) -> dict[str, ProjectView]:
