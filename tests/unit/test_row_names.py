@@ -69,3 +69,10 @@ def test_the_model_keeps_no_hint_per_name_prefix_of_a_row():
     late.flush()
     m.flush()
     assert late.workloads == m.workloads and len(m.workloads) == 100
+
+
+@settings(max_examples=300, deadline=None)
+@given(NAME)
+def test_name_prefixes_made_one_at_a_time_are_every_prefix_before_a_dash_longest_first(name):
+    parts = name.split("-")
+    assert name_prefixes(name) == tuple("-".join(parts[:i]) for i in range(len(parts) - 1, 0, -1))
