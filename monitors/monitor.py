@@ -100,8 +100,9 @@ class Monitor:
         the SSH door's one watch (`shared_view`): every kind from there, as this user may see it,
         no LIST or WATCH of this monitor's own. `pods_to`: given the model, where the pods' changes go
         instead of it (`ranks gpus`, which needs of each pod only its owner: `gpu_owners`).
-        `collect_listed`: after the first picture, collect what the LISTs left here (False: the
-        caller does, as the dashboard's `tui.app.settle_heap`)."""
+        `collect_listed`: after the first picture, collect what the LISTs left here and resume the
+        cyclic collector, off since `start` (False: the caller does both, once, as the dashboard's
+        `tui.app.settle_heap`; resumed at the latest by `stop`)."""
         self.cfg = cfg
         self.shared = shared
         self.client = client or KubeClient(cfg)
@@ -431,8 +432,8 @@ class Monitor:
             self._held.release(force=True)
         self._apply_listed()
         self.flush()
-        if not self.once:  # (after the first flush: its views, 100,000 ranks at 100,000 pods, are
-            self._resume_gc()  # built without the collector scanning the heap again and again)
+        if not self.once and self.collect_listed:  # (after the first flush: its views, 100,000 ranks
+            self._resume_gc()  # at 100,000 pods, are built without the collector rescanning the heap)
         if self.pod_rows and not self.once:  # the first picture says why each pending job waits
             # (and what GPUs the others hold; a failure here leaves the rows as they are: the
             # informers notice a lost connection themselves)

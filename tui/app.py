@@ -90,11 +90,13 @@ def settle_heap() -> None:
     """After the first complete picture: what exists now (the model, the views, the app) lives as
     long as the app, so the collector stops scanning it (`gc.freeze`), and young collections run
     less often; without this a full collection over ~300k objects stalls the UI for 0.2-0.8 s. The
-    data loop's monitor leaves this collection to here (one, not two), and the heap the first LISTs
-    freed goes back to the OS after it (`release_memory`)."""
+    data loop's first monitor leaves this collection to here, and the collector off until it (one
+    full collection, not three or four of all that was listed), and the heap the first LISTs freed
+    goes back to the OS after it (`release_memory`)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(700, 10, 10)
+    gc.enable()  # (off since the data loop's first LISTs: `Monitor(collect_listed=False)`)
     release_memory(collect=False)
 
 

@@ -75,8 +75,10 @@ async def test_the_first_picture_is_built_without_the_cyclic_collector(simcluste
 
 async def test_the_dashboards_monitor_leaves_the_full_collection_to_the_app(simcluster):
     """Once: `tui.app.settle_heap` collects after the first picture (0.4 s at 100,000 pods); the data
-    loop's monitor does not collect the whole heap as well just before (`collect_listed=False`), a
-    command's monitor does (`ranks shell`: nothing collects after it)."""
+    loop's first monitor does not collect the whole heap as well just before, and leaves the
+    collector off for it (`collect_listed=False`: else, at 100,000 pods, a young, a middle and a
+    full collection of all that was listed ran in between, 0.9 s); a command's monitor collects
+    and resumes it itself (`ranks shell`: nothing collects after it)."""
     cfg = load_cluster_config(str(simcluster.sim.kubeconfig_path))
     full: list[int] = []
 
@@ -93,6 +95,25 @@ async def test_the_dashboards_monitor_leaves_the_full_collection_to_the_app(simc
             await m.start()
             await m.wait_synced()
             assert len(full) == want, (collect, full)
+            assert gc.isenabled() is collect
         finally:
             gc.callbacks.remove(count)
             await m.stop()
+        assert gc.isenabled()  # (at the latest when the monitor stops)
+
+
+@pytest.mark.simcluster(scenario="scale", nodes=10, pods=200)
+async def test_the_app_resumes_the_collector_once_its_first_picture_is_in(simcluster):
+    """What the data loop's first monitor left off, the dashboard turns on again after its one full
+    collection (`tui.app.settle_heap`: what was listed frozen out of later collections); the app
+    never runs on without it."""
+    from tests import dashboard_kit as kit
+    from tests.waiting import pilot_wait
+
+    frozen = gc.get_freeze_count()
+    app = kit.make_app(simcluster, metrics=False)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot_wait(pilot, lambda: app.store.synced, timeout=60, what="the first picture")
+        await pilot_wait(pilot, gc.isenabled, timeout=10, what="the collector on")
+        assert gc.get_freeze_count() > frozen
+        assert not app.data.monitor.collect_listed  # (the first connection's: the app collected)
