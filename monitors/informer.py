@@ -282,6 +282,10 @@ class Informer(Generic[R, K]):
                     continue
         return out
 
+    def _differs(self, prev: R, rec: R) -> bool:
+        """Whether `rec` is a change of `prev` (the same key's record before)."""
+        return prev != rec
+
     def _install(self, fresh: dict[K, R], rv: str) -> None:
         """A complete LIST's records as the cache, told to the sink as changes against the old one
         (a relist after 410 shows no ghost and no duplicate)."""
@@ -291,7 +295,7 @@ class Informer(Generic[R, K]):
             prev = old.get(k)
             if prev is None:
                 changes.append(Change("added", k, None, rec))
-            elif prev != rec:
+            elif self._differs(prev, rec):
                 changes.append(Change("changed", k, prev, rec))
         for k, prev in old.items():
             if k not in fresh:
@@ -349,7 +353,7 @@ class Informer(Generic[R, K]):
             prev = self.cache.get(k)
             change: Change[R, K] | None = None
             if etype in ("ADDED", "MODIFIED"):
-                if prev != rec:
+                if prev is None or self._differs(prev, rec):
                     self.cache[k] = rec
                     change = Change("added" if prev is None else "changed", k, prev, rec)
             elif etype == "DELETED" and prev is not None:

@@ -31,7 +31,7 @@ from .model_views import (
     WorkloadView,
     diff,
 )
-from .pod_rows import infer, name_prefixes
+from .pod_rows import infer
 from .rank_brief import RankBrief, RankLike
 from .records import (
     EventRec,
@@ -44,6 +44,7 @@ from .records import (
     pairs,
     stopped_by_deletion,
 )
+from .row_names import RowNames
 from .workloads import ROLE_ORDER, Placement, WorkloadKey, framework_of, lead_order, placement, workload_of
 
 PodKey = tuple[str, str]
@@ -146,6 +147,7 @@ class LiveModel:
         self.statuses: dict[WorkloadKey, str] = {}
         self._events_touched: set[tuple[str, str]] = set()
         self._by_hint: dict[tuple[str, str], set[PodKey]] = {}
+        self._row_names = RowNames()  # the Table rows' names: which a workload may claim by its name
         self._children: dict[str, set[WorkloadKey]] = {}  # owner uid -> the jobs it owns
         self._rank_cache: dict[PodKey, tuple[PodRec, JobRec | None, GpuReading | None, float | None,
                                              Placement, RankView]] = {}
@@ -179,6 +181,8 @@ class LiveModel:
                         members.discard(pk)
                         if not members:
                             del self._by_hint[h]
+                if prev.partial:
+                    self._row_names.discard(*pk)
             if rec is None:
                 self.pods.pop(pk, None)
                 self._rank_cache.pop(pk, None)
@@ -190,6 +194,8 @@ class LiveModel:
                 if not self.one_shot:
                     for h in _hints(rec):
                         self._by_hint.setdefault(h, set()).add(pk)
+                    if rec.partial:
+                        self._row_names.add(*pk)
             self._regroup(pk, old_wl, inferred=True)
             if rec is not None and rec.exits and self.exit_listeners and (prev is None or prev.exits != rec.exits):
                 for listener in self.exit_listeners:
@@ -254,6 +260,7 @@ class LiveModel:
                 if j is not None and (prev is None or rec is None or prev.uid != rec.uid or prev.owner != rec.owner):
                     for h in ((j.namespace, j.name), (j.namespace, j.uid)):
                         affected |= self._by_hint.get(h, set())
+                    affected.update(self._row_names.claimable(j.namespace, j.name))
             if prev is not None and prev.owner is not None:
                 kids = self._children.get(prev.owner.uid)
                 if kids is not None:
@@ -425,7 +432,8 @@ class LiveModel:
         """The workload's object and pods; None when there is no such workload (or it is part of another)."""
         ns, kind, name = key
         job = self.jobs.get(key)
-        pods = [self.pods[pk] for pk in self.workload_pods.get(key, ()) if pk in self.pods]
+        keys = [pk for pk in self.workload_pods.get(key, ()) if pk in self.pods]
+        pods = [self.pods[pk] for pk in keys]
         if job is None and not pods:
             return None
         if job is None and kind in ("Job",) and not pods:
@@ -443,7 +451,7 @@ class LiveModel:
         ns, kind, name = key
         job, pods = members
         succeeded_at = succeeded_time(job)
-        built = [self._rank(kind, p, job, succeeded_at) for p in pods]
+        built = [self._rank(kind, p, job, succeeded_at, pk) for pk, p in zip(keys, pods, strict=True)]
         built.sort(key=lambda b: (lead_order(b[0]), b[1].pod))
         placed = [(pl, p) for pl, _, p in built]
         lead_pod = placed[0][1] if placed else None  # launcher, else master, else chief, else worker 0
@@ -497,15 +505,17 @@ class LiveModel:
             api_version=f"{job.group}/{job.version}" if job and job.group else (job.version if job else ""),
         )
 
-    def _rank(self, kind: str, p: PodRec, job: JobRec | None, succeeded_at: float | None = None
-              ) -> tuple[Placement, RankView, PodRec]:
-        """A rank's view, cached until its pod, job, GPU reading or last-log time changes."""
+    def _rank(self, kind: str, p: PodRec, job: JobRec | None, succeeded_at: float | None = None,
+              pk: PodKey | None = None) -> tuple[Placement, RankView, PodRec]:
+        """A rank's view, cached until its pod, job, GPU reading or last-log time changes. `pk`: the
+        pod's key as the model holds it (the cache's key then shares it: no tuple a rank)."""
+        if pk is None:
+            pk = p.key
         # a rank whose container is not running uses no GPU, whatever the exporter last said
-        key = (p.namespace, p.name)
-        g = self.gpu.get(key) if p.phase == "Running" and p.reason in ("", "Running") else None
-        last = self.last_log.get(key)
-        hit = self._rank_cache.get(key)
-        xid = self.gpu_xid.get(key)
+        g = self.gpu.get(pk) if p.phase == "Running" and p.reason in ("", "Running") else None
+        last = self.last_log.get(pk)
+        hit = self._rank_cache.get(pk)
+        xid = self.gpu_xid.get(pk)
         if hit is not None and hit[0] is p and hit[1] is job and hit[2] == g and hit[3] == last and (
                 hit[5].gpu_xid_at == (xid[1] if xid else None)):
             return hit[4], hit[5], p
@@ -525,7 +535,7 @@ class LiveModel:
             stopped=last_exit is not None and stopped_by_deletion(p, last_exit, succeeded_at),
             deleting=p.deleting,
         )
-        self._rank_cache[key] = (p, job, g, last, pl, rv)
+        self._rank_cache[pk] = (p, job, g, last, pl, rv)
         return pl, rv, p
 
     def _build_projects(self, only: set[str] | None) -> dict[str, ProjectView]:
@@ -618,7 +628,11 @@ def counts_as_failure(p: PodRec, ex: Exit, succeeded_at: float | None = None) ->
 
 
 def _hints(p: PodRec) -> list[tuple[str, str]]:
-    """Names and uids a pod's grouping depends on: a job with one of these may regroup it."""
+    """Names and uids a pod's grouping depends on: a job with one of these may regroup it. None for
+    a Table row: its labels and owner are those of the workload that claimed it by its name, found
+    by that name (`RowNames`) as any other workload that may claim it."""
+    if p.partial:
+        return []
     out = []
     for key in ("training.kubeflow.org/job-name", "job-name", "jobset.sigs.k8s.io/jobset-name"):
         v = p.label(key)
@@ -626,8 +640,6 @@ def _hints(p: PodRec) -> list[tuple[str, str]]:
             out.append((p.namespace, v))
     if p.owner is not None:
         out.append((p.namespace, p.owner.uid))
-    if p.partial:  # grouped by its name: any workload named like the start of it may claim it
-        out += [(p.namespace, prefix) for prefix in name_prefixes(p.name)]
     return out
 
 

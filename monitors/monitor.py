@@ -24,6 +24,7 @@ import orjson
 
 from . import api_paths
 from .connection import DEFAULT_REQUEST_TIMEOUT, ClusterConfig, ConnectionProblem
+from .held_pods import HeldPods
 from .informer import Change, Informer, InformerState
 from .kube import ApiProblem, BadAnswer, Kind, KubeClient, parse_object
 from .model import LiveModel
@@ -89,6 +90,7 @@ class Monitor:
         unsettled: bool = True,
         shared: SharedView | None = None,
         pods_to: Callable[[LiveModel], Callable[[Iterable[tuple[tuple[str, str], PodRec | None]]], None]] | None = None,
+        collect_listed: bool = True,
     ) -> None:
         """`pod_rows`: list pods as the rows `kubectl get pods` prints (`row_informer`), for views
         that show workloads, projects and nodes but no pod's spec; the watch stays full objects.
@@ -97,7 +99,10 @@ class Monitor:
         picture (`explain_pending`, which one-shot commands call when they show it). `shared`:
         the SSH door's one watch (`shared_view`): every kind from there, as this user may see it,
         no LIST or WATCH of this monitor's own. `pods_to`: given the model, where the pods' changes go
-        instead of it (`ranks gpus`, which needs of each pod only its owner: `gpu_owners`)."""
+        instead of it (`ranks gpus`, which needs of each pod only its owner: `gpu_owners`).
+        `collect_listed`: after the first picture, collect what the LISTs left here and resume the
+        cyclic collector, off since `start` (False: the caller does both, once, as the dashboard's
+        `tui.app.settle_heap`; resumed at the latest by `stop`)."""
         self.cfg = cfg
         self.shared = shared
         self.client = client or KubeClient(cfg)
@@ -108,6 +113,7 @@ class Monitor:
         self.want_events = events
         self.want_nodes = nodes
         self.pods_to = pods_to
+        self.collect_listed = collect_listed
         self.read_timeout = read_timeout
         self.backoff = backoff
         self.extra_namespaces = tuple(dict.fromkeys(n for n in namespaces if n))
@@ -126,6 +132,7 @@ class Monitor:
         self._early: dict[str, asyncio.Task[Any]] = {}  # requests started before start() needs them
         self._gc_paused = False
         self._listed: list[tuple[int, Callable[[], None]]] = []  # once: each LIST's changes (their order), to apply
+        self._held: HeldPods | None = None  # watching Table rows: the pods wait for the workloads' first LISTs
 
     # -- lifecycle -----------------------------------------------------------------------------
     def prefetch(self) -> None:
@@ -202,6 +209,9 @@ class Monitor:
                 if kind is not None:
                     self._add(kind, ns, parse_job(kind_name, group, kind.version), lambda r: r.key,
                               self.model.apply_jobs)
+        if self.pod_rows and not self.once and self.pods_to is None:
+            workload_kinds = {(g, p) for g, p, _ in WORKLOAD_KINDS}
+            self._held = HeldPods(i for i in self.informers if (i.kind.group, i.kind.plural) in workload_kinds)
         for inf in self.informers:
             inf.start()
         if "scope" in self._early:
@@ -263,7 +273,15 @@ class Monitor:
             if self.once:  # applied together once every LIST is in, workloads before their pods
                 self._listed.append((self._apply_order(apply), functools.partial(apply, batch)))
                 return
-            apply(batch)
+            run = apply
+            if isinstance(inf, PodRowsInformer) and self.pods_to is None:  # (one record a row: the model's)
+                run = functools.partial(inf.applied, apply, self.model.pods)
+            held = self._held
+            if held is not None and inf.kind.plural == "pods" and not inf.kind.group and held.hold(run, batch):
+                return
+            run(batch)
+            if held is not None:
+                held.release()  # (after a workload kind's first LIST: the pods held till then)
             self._schedule_flush()
 
         inf = factory(
@@ -379,6 +397,8 @@ class Monitor:
             self.status.retrying[name] = why
         else:
             changed = changed or self.status.retrying.pop(name, None) is not None
+        if self._held is not None and self._held.release():  # a workload kind that will not list soon
+            self._schedule_flush()
         if changed:
             self.model.status_changed = True
             self._schedule_flush()
@@ -389,6 +409,7 @@ class Monitor:
         tasks = {i.task for i in self.informers if i.task is not None}
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
+        listed = False
         try:
             while waits:
                 left = None if deadline is None else max(0.0, deadline - loop.time())
@@ -401,13 +422,18 @@ class Monitor:
                     if failure is not None:
                         raise failure
                 waits -= done
+            listed = True
         finally:
             for w in waits:
                 w.cancel()
-            if not self.once:
+            if not self.once and not listed:
                 self._resume_gc()
+        if self._held is not None:
+            self._held.release(force=True)
         self._apply_listed()
         self.flush()
+        if not self.once and self.collect_listed:  # (after the first flush: its views, 100,000 ranks
+            self._resume_gc()  # at 100,000 pods, are built without the collector rescanning the heap)
         if self.pod_rows and not self.once:  # the first picture says why each pending job waits
             # (and what GPUs the others hold; a failure here leaves the rows as they are: the
             # informers notice a lost connection themselves)
@@ -422,7 +448,7 @@ class Monitor:
         else:  # (not frozen: a long-lived process would keep cyclic garbage of the moment forever)
             # (from the SSH door's view nothing was parsed: no garbage to collect here; the
             # dashboard's first picture collects once, `tui.app.settle_heap`)
-            release_memory(collect=self.shared is None)
+            release_memory(collect=self.shared is None and self.collect_listed)
 
     def _resume_gc(self) -> None:
         if self._gc_paused:

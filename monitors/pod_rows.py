@@ -14,9 +14,8 @@ whose pods are shown; the failed and restarted pods; one pod of each pending wor
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .records import JobRec, Labels, Owner, PodRec, decimal, flat_labels
@@ -107,13 +106,20 @@ def pods_from_table(doc: Mapping[str, Any], namespace: str) -> list[PodRec]:
     return out
 
 
-@functools.lru_cache(maxsize=4096)  # asked twice per pod in a row (its workload, then its hints)
 def name_prefixes(name: str) -> tuple[str, ...]:
     """Every prefix of `name` that ends before a dash, longest first (candidate workload names)."""
+    return tuple(_prefixes(name))
+
+
+def _prefixes(name: str) -> Iterator[str]:
+    """`name_prefixes`, each made only when asked for (`infer` stops at the first that names a
+    workload: the second of five, as a rule)."""
     if len(name) > 253:  # longer than any object name Kubernetes accepts: names no workload
-        return ()
-    parts = name.split("-")
-    return tuple("-".join(parts[:i]) for i in range(len(parts) - 1, 0, -1))
+        return
+    i = name.rfind("-")
+    while i >= 0:
+        yield name[:i]
+        i = name.rfind("-", 0, i)
 
 
 def infer(pod: PodRec, jobs_named: Callable[[str], Iterable[JobRec]]) -> PodRec:
@@ -121,15 +127,9 @@ def infer(pod: PodRec, jobs_named: Callable[[str], Iterable[JobRec]]) -> PodRec:
     its name against the workloads of its namespace (`jobs_named(name)`): the longest prefix that
     names a workload whose spec has that replica type and index wins. Unknown: no labels. A pod
     claimed alike already (the SSH door claims the rows it serves) is returned as it is."""
-    name = pod.name
-    # `name_prefixes(name)`, each made only when the longer ones named no workload
-    end = len(name) if len(name) <= 253 else 0
-    while (end := name.rfind("-", 0, end)) > 0:
-        jobs = jobs_named(name[:end])
-        if not jobs:
-            continue
-        rest = name[end + 1:].split("-")
-        for job in jobs:
+    for prefix in _prefixes(pod.name):
+        rest = pod.name[len(prefix) + 1:].split("-")
+        for job in jobs_named(prefix):
             found = _match(job, rest)
             if found is not None:
                 labels, gpus = found

@@ -14,7 +14,7 @@ leaves each pod as it is now.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import orjson
@@ -80,7 +80,9 @@ class PodRowsInformer(Informer[PodRec, tuple[str, str]]):
         for recs, _ in answers:
             for rec in recs:
                 fresh[rec.key] = rec
-        self._install(fresh, oldest([rv for _, rv in answers]))
+        rv = oldest([rv for _, rv in answers])
+        del answers  # (the rows as listed: the cache keeps the model's record of each, `applied`)
+        self._install(fresh, rv)
         if not self.with_unsettled:
             return
         # then, the picture complete, the details the rows lack: the pods that failed and the
@@ -95,6 +97,25 @@ class PodRowsInformer(Informer[PodRec, tuple[str, str]]):
                 changes.append(Change("added" if prev is None else "changed", rec.key, prev, rec))
         if changes:
             self.sink(self, changes)
+
+    def applied(self, apply: Callable[[Any], None], kept: Mapping[tuple[str, str], PodRec],
+                batch: list[tuple[Any, Any]]) -> None:
+        """`apply(batch)`, then the rows in the cache replaced by the records `kept` holds for them (the
+        live model's: the row claimed by its workload), so a row is one record, not two (~25 MB at
+        100,000 pods). A claimed row and the row it was made from are the same row (`_differs`)."""
+        apply(batch)
+        cache = self.cache
+        for key, rec in batch:
+            if rec is not None and rec.partial and cache.get(key) is rec:
+                mine = kept.get(key)
+                if mine is not None and mine is not rec and mine.partial:
+                    cache[key] = mine
+
+    def _differs(self, prev: PodRec, rec: PodRec) -> bool:
+        if prev == rec:
+            return False
+        # a row the model claimed (`applied`) against the same row listed again: the same
+        return not (prev.partial and rec.partial and prev.claimed(rec.labels, rec.owner, rec.gpus) == rec)
 
     async def _restarted(self, rows: list[PodRec]) -> list[PodRec]:
         """The full objects of (at most RESTARTED_READ of) these pods: their exit codes and reasons."""

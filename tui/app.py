@@ -27,6 +27,7 @@ from monitors.connection import ClusterConfig
 from monitors.dataloop import DataLoop, DataOptions, DataUpdate
 from monitors.humanize import age_changes_in
 from monitors.model_views import WorkloadView
+from monitors.monitor import release_memory
 from themes import ColourMode, ThemeSet, glyphs_for
 
 from .cells import Look
@@ -88,10 +89,15 @@ def workload_path(w: WorkloadView) -> str | None:
 def settle_heap() -> None:
     """After the first complete picture: what exists now (the model, the views, the app) lives as
     long as the app, so the collector stops scanning it (`gc.freeze`), and young collections run
-    less often; without this a full collection over ~300k objects stalls the UI for 0.2-0.8 s."""
+    less often; without this a full collection over ~300k objects stalls the UI for 0.2-0.8 s. The
+    data loop's first monitor leaves this collection to here, and the collector off until it (one
+    full collection, not three or four of all that was listed), and the heap the first LISTs freed
+    goes back to the OS after it (`release_memory`)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(700, 10, 10)
+    gc.enable()  # (off since the data loop's first LISTs: `Monitor(collect_listed=False)`)
+    release_memory(collect=False)
 
 
 class AsciiScrollBarRender(ScrollBarRender):

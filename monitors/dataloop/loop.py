@@ -180,7 +180,9 @@ class DataLoop:
         while not self.thread.stopping:
             monitor = self._monitor_factory() if self._monitor_factory else Monitor(
                 self.cfg, namespaces=self.options.namespaces, scope=self.options.scope,
-                coalesce=self.options.coalesce, backoff=self.options.backoff, pod_rows=True, shared=self.shared)
+                coalesce=self.options.coalesce, backoff=self.options.backoff, pod_rows=True, shared=self.shared,
+                collect_listed=self.synced)  # (the first: the app collects and resumes the collector
+            # once its first picture is in, `tui.app.settle_heap`; later connections, themselves)
             try:
                 await self.thread.until_stopped(self._serve(monitor))
                 await monitor.stop()  # again if it ended normally: a no-op
