@@ -422,14 +422,14 @@ class LiveModel:
                     if self.statuses.pop(key, None) is not None:
                         self._ns_workloads_stale = True
                 else:
-                    job, pods = members
+                    job, _, pods = members
                     self._ns_workloads_stale |= key not in self.statuses
                     self.statuses[key] = derive_status(job, [RankBrief(key[1], p, job) for p in pods])[0]
                 self._dirty_ns.add(key[0])
         self._dirty.clear()
 
-    def _members(self, key: WorkloadKey) -> tuple[JobRec | None, list[PodRec]] | None:
-        """The workload's object and pods; None when there is no such workload (or it is part of another)."""
+    def _members(self, key: WorkloadKey) -> tuple[JobRec | None, list[PodKey], list[PodRec]] | None:
+        """The workload's object, its pods' keys (as the model holds them) and pods; None when there is no such workload (or it is part of another)."""
         ns, kind, name = key
         job = self.jobs.get(key)
         keys = [pk for pk in self.workload_pods.get(key, ()) if pk in self.pods]
@@ -442,14 +442,14 @@ class LiveModel:
             return None  # a child Job (MPI launcher, JobSet child) is part of its owner's workload
         if job is None and any(j for j in self.job_names.get((ns, name), ()) if j == "DistributedWorkload"):
             job = self.jobs.get((ns, "DistributedWorkload", name))
-        return job, pods
+        return job, keys, pods
 
     def _build_workload(self, key: WorkloadKey) -> WorkloadView | None:
         members = self._members(key)
         if members is None:
             return None
         ns, kind, name = key
-        job, pods = members
+        job, keys, pods = members
         succeeded_at = succeeded_time(job)
         built = [self._rank(kind, p, job, succeeded_at, pk) for pk, p in zip(keys, pods, strict=True)]
         built.sort(key=lambda b: (lead_order(b[0]), b[1].pod))
