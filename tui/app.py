@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import ClassVar, Protocol, runtime_checkable
 
-from textual import on
+from textual import events, on
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
@@ -32,6 +32,7 @@ from themes import ColourMode, ThemeSet, glyphs_for
 
 from .cells import Look
 from .dashboard_actions import DashboardActions
+from .idle_gc import CHECK_S, IdleCollector
 from .keymap import Keymap
 from .screens.base import Crumbs, RanksScreen, bindings
 from .screens.cluster import ClusterScreen, NodePodsScreen
@@ -92,7 +93,8 @@ def settle_heap() -> None:
     less often; without this a full collection over ~300k objects stalls the UI for 0.2-0.8 s. The
     data loop's first monitor leaves this collection to here, and the collector off until it (one
     full collection, not three or four of all that was listed), and the heap the first LISTs freed
-    goes back to the OS after it (`release_memory`)."""
+    goes back to the OS after it (`release_memory`). Full collections are then made at moments
+    without input (`tui.idle_gc`), not in the middle of a key's frame."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(700, 10, 10)
@@ -194,6 +196,8 @@ class RanksApp(App[int]):
         self._age_timer: asyncio.TimerHandle | None = None
         self.age_due: float | None = None  # when (by `clock`) the age ticker wakes next; None: asleep
         self.age_ticks = 0  # its wakeups (for tests and diagnostics)
+        self.idle_gc = IdleCollector()  # full collections at moments without input, once the first picture is in
+        self._gc_timer: asyncio.TimerHandle | None = None
         for theme in themes.textual_themes(colour_mode):
             self.register_theme(theme)
         for name in [n for n in self.available_themes if n not in themes]:
@@ -226,7 +230,28 @@ class RanksApp(App[int]):
         self.exit(0)
 
     def on_unmount(self) -> None:
+        if self._gc_timer is not None:
+            self._gc_timer.cancel()
+        if self.idle_gc.active:
+            self.idle_gc.give_back()
         self.data.stop(timeout=3.0)
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.InputEvent):
+            self.idle_gc.input_seen()
+        await super().on_event(event)
+
+    def _gc_check(self) -> None:
+        """Every CHECK_S: a full collection if one is due and no key came for a moment (`tui.idle_gc`)."""
+        self._gc_timer = None
+        if self._exit:
+            return
+        try:
+            self.idle_gc.check()
+        except Exception as exc:  # (as Textual's timers do: the app's error, not the loop's)
+            self._handle_exception(exc)
+            return
+        self._gc_timer = asyncio.get_running_loop().call_later(CHECK_S, self._gc_check)
 
     @on(DataArrived)
     def _data(self, msg: DataArrived) -> None:
@@ -236,6 +261,9 @@ class RanksApp(App[int]):
         if first_sync:
             self._resolve_start()
             settle_heap()
+            if not self.idle_gc.active:
+                self.idle_gc.take_over()
+                self._gc_timer = asyncio.get_running_loop().call_later(CHECK_S, self._gc_check)
         stack = self.screen_stack  # empty while the app closes (data already on its way still arrives)
         screen = stack[-1] if stack else None
         # a screen pushed but not composed yet gets nothing: its on_mount reads the store

@@ -117,3 +117,29 @@ async def test_the_app_resumes_the_collector_once_its_first_picture_is_in(simclu
         await pilot_wait(pilot, gc.isenabled, timeout=10, what="the collector on")
         assert gc.get_freeze_count() > frozen
         assert not app.data.monitor.collect_listed  # (the first connection's: the app collected)
+
+
+@pytest.mark.simcluster(scenario="scale", nodes=10, pods=200)
+async def test_the_apps_full_collections_wait_for_a_moment_without_keys(simcluster):
+    """After the first picture CPython makes no full collection of its own (one could fall inside a
+    key's frame: 40-80 ms at 20,000 pods); the app makes them when no key came for a moment
+    (`tui.idle_gc`), and gives them back to CPython when it ends."""
+    from tests import dashboard_kit as kit
+    from tests.waiting import pilot_wait
+    from tui.idle_gc import DUE_AFTER, NEVER
+
+    app = kit.make_app(simcluster, metrics=False)
+    try:
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot_wait(pilot, lambda: app.store.synced, timeout=60, what="the first picture")
+            await pilot_wait(pilot, lambda: app.idle_gc.active, timeout=10, what="the idle collector")
+            assert gc.get_threshold()[2] == NEVER
+            for _ in range(3 * DUE_AFTER):
+                gc.collect(1)  # (as many middle collections as a busy minute makes)
+            await pilot.press("down")
+            await pilot_wait(pilot, lambda: app.idle_gc.collections >= 1, timeout=30,
+                             what="a full collection once the keys stopped")
+            assert gc.get_count()[2] < DUE_AFTER
+        assert gc.get_threshold()[2] == DUE_AFTER and not app.idle_gc.active
+    finally:
+        gc.set_threshold(700, 10, 10)
