@@ -11,7 +11,7 @@ hostfile (2 workers x 4 slots), reaches each worker's sshd, starts its daemon th
 
 Figures:
 1. launch: the line written to the shell -> the start line of all 8 ranks on the shell's output,
-   RUNS launches each of mpirun and horovodrun (the first one cold)          warm p50 <= 2 s
+   RUNS launches each of mpirun and horovodrun (the first one cold)          warm p50 <= 1.5 s, cold <= 3 s
    (also: to the first line of any rank)
 2. pod start with sshd: the MPIJob created -> every worker Ready (its sshd accepting connections)
 3. launcher start-up: the `horovodrun` wrapper to its exit (`--version`: interpreter, imports)
@@ -35,7 +35,7 @@ pytestmark = pytest.mark.timeout(300)
 
 NP = 8
 RUNS = 6
-GOAL = 2.0
+GOAL = 1.5
 START = re.compile(rb"rank (\d+)/8 \(local \d+\) starting on ")
 LINES = {"mpirun": f"mpirun -np {NP} python train.py", "horovodrun": f"horovodrun -np {NP} python train.py"}
 
@@ -127,10 +127,15 @@ def test_mpirun_np8_to_every_rank(sim_process, tmp_path):
               f"warm p50 {p50:.2f} s, max {max(warm):.2f} s (goal p50 <= {GOAL} s); runs "
               f"{', '.join(f'{t:.2f}' for t in times[which])}; the first rank's line after "
               f"p50 {statistics.median(firsts[which][1:]):.2f} s")
-        record(f"{which} -np {NP} (real Open MPI): line typed -> every rank's first line, warm p50", f"<= {GOAL} s",
+        # (horovodrun's goals keep the names #13 gave them, when its mpirun was simulated)
+        name = f"{which} -np {NP}:" if which == "horovodrun" else f"{which} -np {NP} (real Open MPI):"
+        record(f"{name} line typed -> every rank's first line, warm p50", f"<= {GOAL} s",
                round(p50, 3), "s", met=p50 <= GOAL,
-               note=f"{RUNS - 1} warm runs, max {max(warm):.2f} s; the first rank's line after "
+               note=f"real Open MPI; {RUNS - 1} warm runs, max {max(warm):.2f} s; the first rank's line after "
                     f"p50 {statistics.median(firsts[which][1:]):.2f} s")
+        record(f"{name} line typed -> every rank's first line, cold", f"<= {2 * GOAL} s",
+               round(times[which][0], 3), "s", met=times[which][0] <= 2 * GOAL,
+               note="the first launch on fresh pods")
     warm_all = [t for k in LINES for t in times[k][1:]]
     # the launcher alone: interpreter start-up and imports
     bin_dir = install(tmp_path / "bin")
@@ -143,3 +148,4 @@ def test_mpirun_np8_to_every_rank(sim_process, tmp_path):
           f"p50 {statistics.median(starts) * 1000:.0f} ms, min {min(starts) * 1000:.0f} ms")
     assert statistics.median(times["mpirun"][1:]) <= GOAL
     assert statistics.median(warm_all) <= GOAL
+    assert all(times[k][0] <= 2 * GOAL for k in LINES)
