@@ -122,7 +122,9 @@ def machine_info(records: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
     times = [r["at"] for r in records if isinstance(r.get("at"), int | float)]
     mem_kb = _first("/proc/meminfo", "MemTotal")
     commit = _run(["git", "rev-parse", "--short", "HEAD"])
-    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no"])
+    # (the report's own files, rewritten by every run, are no local change of what was measured)
+    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                  *(f":!{f}" for f in ("bench-results.json", "docs/performance.md", "docs/performance.svg"))])
     curl = _run(["curl", "--version"])
 
     def iso(t: float) -> str:
