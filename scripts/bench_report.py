@@ -122,10 +122,9 @@ def machine_info(records: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
     times = [r["at"] for r in records if isinstance(r.get("at"), int | float)]
     mem_kb = _first("/proc/meminfo", "MemTotal")
     commit = _run(["git", "rev-parse", "--short", "HEAD"])
-    # (the report's own files, rewritten or written by hand after every run, are no change of what was measured)
-    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
-                  *(f":!{f}" for f in ("bench-results.json", "docs/performance.md", "docs/performance.svg",
-                                                            "docs/performance-limits.md"))])
+    # (the report's own files, rewritten or written by hand after each run, are no change of what was measured)
+    own = ("bench-results.json", "docs/performance.md", "docs/performance.svg", "docs/performance-limits.md")
+    dirty = _run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *(f":!{f}" for f in own)])
     curl = _run(["curl", "--version"])
 
     def iso(t: float) -> str:
