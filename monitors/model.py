@@ -32,7 +32,7 @@ from .model_views import (
     diff,
 )
 from .pod_rows import infer
-from .rank_brief import RankBrief, RankLike
+from .rank_brief import RankBrief, RankLike, rank_message, rank_ready
 from .records import (
     EventRec,
     Exit,
@@ -523,8 +523,8 @@ class LiveModel:
         last_exit = _last_exit(p)
         rv = RankView(
             namespace=p.namespace, pod=p.name, role=pl.role, rank=pl.rank, replica_index=pl.replica_index,
-            label=pl.label, phase=p.phase, reason=p.reason, message=p.message or p.unschedulable,
-            restarts=p.restarts, ready=(p.phase == "Running" and p.ready == p.total and p.total > 0),
+            label=pl.label, phase=p.phase, reason=p.reason, message=rank_message(p),
+            restarts=p.restarts, ready=rank_ready(p),
             node=p.node, pod_ip=p.pod_ip, gpus=p.gpus, lead=False, created=p.created,
             gpu_util=g.util if g else None, gpu_mem_used_mib=g.mem_used_mib if g else None,
             gpu_mem_total_mib=g.mem_total_mib if g else None,

@@ -28,6 +28,16 @@ class RankLike(Protocol):
     def label(self) -> str: ...
 
 
+def rank_ready(p: PodRec) -> bool:
+    """A rank is ready: its pod runs with every container ready (a `RankView`'s and a `RankBrief`'s `ready`)."""
+    return p.phase == "Running" and p.ready == p.total and p.total > 0
+
+
+def rank_message(p: PodRec) -> str:
+    """What a rank says of itself: its pod's message, else why the scheduler cannot place it."""
+    return p.message or p.unschedulable
+
+
 class RankBrief:
     """A pod as `derive_status` sees it: the same values as its `RankView` would hold."""
 
@@ -36,8 +46,7 @@ class RankBrief:
     def __init__(self, kind: str, p: PodRec, job: JobRec | None) -> None:
         self._kind, self._pod, self._job = kind, p, job
         self.phase, self.node, self.reason = p.phase, p.node, p.reason
-        self.message = p.message or p.unschedulable
-        self.ready = p.phase == "Running" and p.ready == p.total and p.total > 0
+        self.message, self.ready = rank_message(p), rank_ready(p)
 
     @property
     def label(self) -> str:
