@@ -19,7 +19,7 @@ from monitors.connection import ClusterConfig, ExitCode
 
 from .errors import error
 from .options import ALL, PROJECT, command, global_options, group_project, merge_globals
-from .running import run
+from .running import run, without_cyclic_gc
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -112,15 +112,8 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
         finally:
             await monitor.stop()
 
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()  # (a one-shot read: what it builds lives until it exits; no collection pass over it)
-    try:
+    with without_cyclic_gc():
         return run(opts, body)
-    finally:
-        if was:
-            gc.enable()
 
 
 async def _report(monitor: Monitor, looked: Any, read: Any, source: Any, owners: GpuOwners,

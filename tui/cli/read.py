@@ -28,7 +28,7 @@ from .options import (
     workload_argument,
 )
 from .printers import emit_structured, event_order, print_get, print_nodes, print_projects, print_workloads
-from .running import run
+from .running import run, without_cyclic_gc
 
 if TYPE_CHECKING:
     from monitors.monitor import Monitor
@@ -144,12 +144,6 @@ def _no_workloads(where: str, status: str | None, mine: bool) -> str:
 
 
 def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) -> int:
-    import gc
-
-    # one workload read once: what the command builds lives until it exits, and the cyclic GC's
-    # passes over what its imports allocate cost more than they would free (~150 passes)
-    gc.disable()
-
     async def body(cfg: ClusterConfig) -> int:
         from .diagnose import located_with_tails
 
@@ -196,7 +190,8 @@ def run_get(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
         finally:
             await monitor.stop()
 
-    return run(opts, body)
+    with without_cyclic_gc():  # (one workload read once: ~150 passes over what the imports allocate)
+        return run(opts, body)
 
 
 async def postmortem(cfg: ClusterConfig, monitor: Monitor, wl: Any, events: list[Any],
