@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import gc
 import random
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic
 
@@ -32,6 +30,7 @@ import orjson
 from typing_extensions import TypeVar
 
 from .connection import ConnectionProblem, ExitCode
+from .gc_pause import gc_paused
 from .kube import ApiProblem, Kind, KubeClient, parse_object
 
 R = TypeVar("R")
@@ -62,18 +61,6 @@ class Expired(Exception):
 # a page of `Informer._pages` that means "the pages so far are void: the LIST starts again" (its
 # continue token expired); consumers drop what they collected
 RESTARTED: dict[str, Any] = {"kind": "Restarted"}
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic GC off while a burst of acyclic objects is built (a parsed page)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class Informer(Generic[R, K]):

@@ -19,7 +19,7 @@ from monitors.connection import ClusterConfig, ExitCode
 
 from .errors import error
 from .options import ALL, PROJECT, command, global_options, group_project, merge_globals
-from .running import run, without_cyclic_gc
+from .running import run
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -112,7 +112,9 @@ def run_gpus(opts: dict[str, Any], project: str | None, all_projects: bool, node
         finally:
             await monitor.stop()
 
-    with without_cyclic_gc():
+    from monitors.gc_pause import gc_paused
+
+    with gc_paused():  # (a one-shot read: what it builds lives until it exits; no collection pass over it)
         return run(opts, body)
 
 

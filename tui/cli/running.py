@@ -11,29 +11,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from monitors.connection import ClusterConfig, ExitCode
 from monitors.sanitize import clean
 
 from .errors import UserError, error
-
-
-@contextlib.contextmanager
-def without_cyclic_gc() -> Iterator[None]:
-    """A one-shot read: what it builds lives until the command exits, so the cyclic collector's
-    passes over it (and over what the imports allocate) cost more than they would free. The
-    collector is as it was afterwards (a command may run in another's process: tests, the door)."""
-    import gc
-
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 def configure(cfg: ClusterConfig, opts: dict[str, Any]) -> ClusterConfig:
