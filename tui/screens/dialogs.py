@@ -69,6 +69,9 @@ class ConfirmScreen(ModalScreen[bool]):
 
     BINDINGS: ClassVar[list[BindingType]] = [("y", "answer(True)", "Yes"), ("n,escape", "answer(False)", "No")]
     DEFAULT_CSS = DIALOG_CSS.format(cls="ConfirmScreen")
+    # (the button focused as the screen is composed: Textual's default, the first, would leave the
+    # destructive one focused until `on_mount` moves it, and an Enter then would confirm)
+    AUTO_FOCUS = "Button.-start"
 
     def __init__(self, question: Text | str, yes: str = "Yes", *, destructive: bool | None = None) -> None:
         super().__init__()
@@ -80,8 +83,9 @@ class ConfirmScreen(ModalScreen[bool]):
         with Vertical():
             yield Static(self.question)
             with Horizontal(classes="buttons"):
-                yield Button(self.yes, variant="error" if self.destructive else "primary", id="yes")
-                yield Button("Cancel", id="no")
+                yield Button(self.yes, variant="error" if self.destructive else "primary", id="yes",
+                             classes="" if self.destructive else "-start")
+                yield Button("Cancel", id="no", classes="-start" if self.destructive else "")
 
     def on_mount(self) -> None:
         _ascii(self)
