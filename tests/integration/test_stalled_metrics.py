@@ -13,10 +13,12 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from simcluster.cluster import ThreadedSimCluster
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.simcluster(scenario="demo", components=("operators", "scheduler", "kubelet"))
@@ -70,10 +72,21 @@ def ranks(kubeconfig: Path, home: Path, *args: str) -> subprocess.CompletedProce
                           capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, stdin=subprocess.DEVNULL)
 
 
+def started(k8s: tuple[Any, Any]) -> bool:
+    """Every pod placed on a node has left Pending: the kubelet has started the demo's processes."""
+    client, api = k8s
+    pods = client.CoreV1Api(api).list_pod_for_all_namespaces().items
+    return bool(pods) and all(p.status.phase != "Pending" for p in pods if p.spec.node_name)
+
+
 def test_a_prometheus_answer_that_stalls_mid_body_ends_after_the_request_timeout(
-        simcluster: ThreadedSimCluster, stalled_prometheus: tuple[str, list[socket.socket]], tmp_path: Path) -> None:
+        simcluster: ThreadedSimCluster, k8s: tuple[Any, Any], stalled_prometheus: tuple[str, list[socket.socket]],
+        tmp_path: Path) -> None:
     url, held = stalled_prometheus
     kc = simcluster.sim.kubeconfig_path
+    # The 2 s budget is for the stalled Prometheus; the cluster answers it as well, so the commands
+    # wait for the demo's start (dozens of processes spawned from the server's loop) to be over.
+    wait_for(lambda: started(k8s), 120, "the demo's pods started")
     r = ranks(kc, tmp_path, "list", "-p", "team-a", "--prometheus", url, "--request-timeout", "2s")
     assert r.returncode == 0 and "llama-finetune" in r.stdout, (r.returncode, r.stderr)
     row = next(ln for ln in r.stdout.splitlines() if ln.startswith("llama-finetune"))
