@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.test_demo_tmux import crumbs, demo_in_tmux, quit_and_check_restored, workloads_listed
+from tests.tmux_driver import Tmux
 
 
 def shows_nodes(screen: str) -> bool:
@@ -27,6 +28,21 @@ def gpus_under(node: str, screen: str, gpus: int = 8) -> bool:
     return all(lines[at + 1 + k].split()[:2] == ["└" if k == gpus - 1 else "├", str(k)] for k in range(gpus))
 
 
+def to_tab(tmux: Tmux, key: str, tab: str, shown: Callable[[str], bool], before: Callable[[str], bool]) -> None:
+    """`key` (Right or Left) until `tab` is on screen: each tab is seen before the next key, as a
+    user would. A key lost on a loaded machine (the screen still on the tab before, unchanged for a
+    minute) is pressed again, once, as a user would."""
+    tmux.keys(key)
+    try:
+        tmux.wait_for(shown, timeout=60, why=f"the {tab} tab")
+    except AssertionError:
+        if not before(tmux.screen()):
+            raise
+        print(f"{key} pressed again: the {tab} tab had not come in 60 s")
+        tmux.keys(key)
+        tmux.wait_for(shown, timeout=90, why=f"the {tab} tab")
+
+
 @pytest.mark.timeout(420)
 def test_the_gpus_tab(tmp_path: Path) -> None:
     width, height = 120, 40  # (then 80x24, the same demo: one start for both sizes)
@@ -40,17 +56,7 @@ def test_the_gpus_tab(tmp_path: Path) -> None:
                  "idle sessions": lambda s: "WAITING" not in s, "GPUs": lambda s: "THRO" in s or "XID" in s}
         before: Callable[[str], bool] = shows_nodes
         for tab, shown in shows.items():  # (each tab on screen before the next key)
-            tmux.keys("Right")
-            try:
-                tmux.wait_for(shown, timeout=60, why=f"the {tab} tab")
-            except AssertionError:
-                # a key lost on a loaded machine (the screen still on the tab before, unchanged for a
-                # minute) is pressed again, once, as a user would
-                if not before(tmux.screen()):
-                    raise
-                print(f"Right pressed again: the {tab} tab had not come in 60 s")
-                tmux.keys("Right")
-                tmux.wait_for(shown, timeout=90, why=f"the {tab} tab")
+            to_tab(tmux, "Right", tab, shown, before)
             before = shown
         screen = tmux.wait_for(lambda s: "48 GPUs" in s and "a100-node-01" in s, timeout=90, why="the GPUs tab")
         screen = tmux.wait_for(lambda s: "hot" in s and "h100-node-04" in s and "pod/namespace labels" in s,
@@ -78,7 +84,12 @@ def test_the_gpus_tab(tmp_path: Path) -> None:
         print(screen)
         assert all(len(line) <= width for line in screen.splitlines())
         # the Nodes tab: h100-node-01's row (the fifth: a100 nodes first) expands into its eight GPUs
-        tmux.keys("Left", "Left", "Left", "Left")
+        # (back to the left each tab is told by what only it shows)
+        lefts = {"idle sessions": lambda s: "IDLE FOR" in s, "pending": shows["pending"],
+                 "quota": lambda s: "util " in s and "WAITING" not in s and not shows_nodes(s), "nodes": shows_nodes}
+        for tab, shown in lefts.items():
+            to_tab(tmux, "Left", tab, shown, before)
+            before = shown
         # (its rows drawn: the header's columns sized by them, not a frame before)
         screen = tmux.wait_for(lambda s: "SLOTS" in s and "h100-node-04" in s and "a100-node-01" in s, timeout=30,
                                why="the Nodes tab with its rows")

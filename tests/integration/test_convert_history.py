@@ -433,7 +433,7 @@ async def test_dashboard_convert_offers_the_launches_that_exited_0_and_the_faile
         await pilot_wait(pilot, lambda: app.store.synced and isinstance(app.screen, WorkloadsScreen)
                          and app.screen.table.move_to_key(key), what="hvd in the list", timeout=30)
         await pilot.press("t")
-        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#history")),
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and app.screen.ready,
                          what="the convert screen with the history", timeout=30)
         screen = app.screen
         assert isinstance(screen, ConvertScreen)

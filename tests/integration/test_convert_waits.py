@@ -127,7 +127,7 @@ async def test_the_dashboards_convert_says_so_and_starts_with_the_box_ticked(sim
                          and all(r.phase == "Running" for r in app.store.workloads[key].ranks)
                          and app.screen.table.move_to_key(key), what="pt running in the list", timeout=90)
         await pilot.press("t")
-        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#delete")),
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and app.screen.ready,
                          what="the convert screen", timeout=30)
         screen = app.screen
         waits = str(screen.query_one("#waits", Static).content)

@@ -83,7 +83,7 @@ async def test_convert_shows_the_diff_and_creates_the_job(demo: ThreadedSimClust
     async with app.run_test(size=(120, 36)) as pilot:
         await select(pilot, app, HVD, 3)
         await pilot.press("t")
-        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#command")),
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and app.screen.ready,
                          what="the convert screen", timeout=20)
         screen = app.screen
         screen.query_one("#command", Input).value = "echo converted-from-dashboard"

@@ -173,7 +173,7 @@ async def test_convert_diff_keeps_the_marker_on_wrapped_rows(simcluster: Threade
                          and app.screen.table.move_to_key(key), what="the session", timeout=15)
         assert isinstance(app.screen, WorkloadsScreen)
         app.screen.action_convert()
-        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and bool(app.screen.query("#command")),
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ConvertScreen) and app.screen.ready,
                          what="the convert screen", timeout=15)
         screen = app.screen
         screen.query_one("#command", Input).value = command

@@ -264,6 +264,7 @@ class ConvertScreen(RanksScreen):
         self.history = list(history)  # the launches of the session's shell history, most recent first
         self.choices = launch_choices(self.history, allow_failed=False)  # what the picker lists
         self.build = build  # (job, command, name, exports) -> the conversion; raises SessionError
+        self.ready = False  # the form whole: every field mounted, the command focused, its diff shown
         self.new: dict[str, Any] | None = None
         self.secret: tuple[str, dict[str, str]] | None = None  # the Secret to create with it
         self.exports = self.choices[0].exports if self.choices else Exports()  # the picked launch's shell's
@@ -322,6 +323,7 @@ class ConvertScreen(RanksScreen):
         steady_inputs(self)
         self.query_one("#command", Input).focus()
         self.rebuild()
+        self.ready = True
 
     def _composed(self) -> bool:
         return all(self.query(f"#{wid}") for wid in ("command", "name", "problem", "difftext"))
