@@ -38,7 +38,7 @@ test: $(TEST_STAMP) system-deps
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/lint-imports
-	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not perf and not soak" tests
+	$(BIN)/python -m pytest -q -n 3 --dist loadfile -m "not perf and not soak" --durations=20 tests
 
 # every benchmark (fresh records in bench-results.jsonl), then the report even if one failed:
 # bench-results.json, docs/performance.md and its chart; the exit status is non-zero if either failed
