@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import Footer, Static, Tabs
+from textual.widgets import Footer, Static, TabbedContent, TabPane
 
 from monitors.dataloop import DataStatus
 from monitors.model_views import ModelDiff
@@ -173,13 +173,21 @@ class RanksScreen(Screen[None]):
 
     # -- tabs (the screens that have them bind next_tab / previous_tab) ---------------------------
     def action_next_tab(self) -> None:
-        for tabs in self.query(Tabs).results():
-            tabs.action_next_tab()
-            return
+        self._step_tab(+1)
 
     def action_previous_tab(self) -> None:
-        for tabs in self.query(Tabs).results():
-            tabs.action_previous_tab()
+        self._step_tab(-1)
+
+    def _step_tab(self, step: int) -> None:
+        """The tab `step` away from the pane the screen's TabbedContent shows, set on it directly.
+        (Tabs' own next/previous moves its bar and posts a message the TabbedContent applies later:
+        keys typed ahead on a busy machine or a slow link were each counted from the bar, and the
+        late messages then moved it back, so a burst of four moved the tabs once or twice.)"""
+        for tabbed in self.query(TabbedContent).results():
+            ids = [p.id for p in tabbed.query(TabPane) if p.id and not p.disabled and tabbed.get_tab(p.id).display]
+            if ids:
+                at = ids.index(tabbed.active) if tabbed.active in ids else (-1 if step > 0 else 0)
+                tabbed.active = ids[(at + step) % len(ids)]
             return
 
     # -- status ------------------------------------------------------------------------------------

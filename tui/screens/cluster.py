@@ -26,6 +26,7 @@ from monitors.sanitize import clean
 
 from ..cells import Cells, Look, gpu_pair, node_row, plain, quota_cell, status_cell, util_cell
 from ..filtering import RowFilter
+from ..widgets.key_tabs import KeyTabs
 from ..widgets.keyed_table import Column, KeyedTable
 from . import gpus as gt
 from .base import SORT_KEYS, RanksScreen, bindings, unshown
@@ -213,7 +214,7 @@ class ClusterScreen(RanksScreen):
             self.query_one(selector, Static).update(text)
 
     def body(self) -> ComposeResult:
-        with TabbedContent(id="tabs"):
+        with KeyTabs(id="tabs"):
             with TabPane("Nodes", id="tab-nodes"):
                 yield Static(id="nodes-note", classes="panel")
                 yield KeyedTable(id="nodes")

@@ -25,6 +25,7 @@ from monitors.sanitize import clean
 
 from ..cells import Cells, Look, rank_row, status_cell
 from ..widgets.event_list import EventList
+from ..widgets.key_tabs import KeyTabs
 from ..widgets.keyed_table import Column, KeyedTable
 from ..widgets.live_static import LiveStatic
 from .base import SORT_KEYS, RanksScreen, bindings, unshown
@@ -376,7 +377,7 @@ class WorkloadScreen(RanksScreen):
         yield LiveStatic(id="header")
         yield Static(id="failure")
         yield Static(id="pending")
-        with TabbedContent(id="tabs"):
+        with KeyTabs(id="tabs"):
             with TabPane("Ranks", id="tab-ranks"):
                 yield KeyedTable(id="ranks")
             with TabPane("Placement", id="tab-placement"):
@@ -564,10 +565,12 @@ class WorkloadScreen(RanksScreen):
 
     @on(TabbedContent.TabActivated)
     def _tab(self, event: TabbedContent.TabActivated) -> None:
+        # (the pane shown now, not the event's: keys typed ahead may have moved on since it was sent)
+        active = self.query_one(TabbedContent).active
         self._draw_side()
-        if event.pane.id == "tab-ranks" and self.focused is not self.table:
+        if active == "tab-ranks" and self.focused is not self.table:
             self.table.focus()  # back on the ranks: the cursor keys move in the table again
-        elif event.pane.id == "tab-events":
+        elif active == "tab-events":
             self.query_one(EventList).focus()  # the events' cursor
 
     # -- the Events tab: Enter opens an event's object, v shows its whole message --------------------

@@ -1,0 +1,80 @@
+"""Keys typed ahead move the tabs one each (seen in tmux on a loaded machine, where four Lefts sent
+at once moved the cluster screen's tabs once): every Right or Left that reaches the app moves its
+tabs by one, however many come before the screen has drawn, on the cluster screen and a workload's
+detail alike. The keys are posted to the app together, as a terminal's read hands them over when the
+app is busy (or a slow link delivers them), not one by one with the app idle in between."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import pytest
+from textual import events
+from textual.pilot import Pilot
+from textual.widgets import TabbedContent, TabPane
+
+from tests.dashboard_kit import fed_app, open_detail
+from tests.snapshots.test_views import NOW, objects
+from tests.waiting import pilot_wait
+from tui.app import RanksApp
+from tui.screens.cluster import ClusterScreen
+from tui.screens.workload import WorkloadScreen
+
+
+def panes(tabbed: TabbedContent) -> list[str]:
+    return [p.id for p in tabbed.query(TabPane) if p.id]
+
+
+def shows(tabbed: TabbedContent, pane: str) -> bool:
+    return tabbed.active == pane
+
+
+async def burst(pilot: Pilot[Any], app: RanksApp, key: str, times: int) -> None:
+    """`times` key presses queued at once, then the app left to settle."""
+    for _ in range(times):
+        app.post_message(events.Key(key, None))
+    await pilot.pause()
+    await pilot.wait_for_scheduled_animations()
+    await pilot.pause()
+
+
+async def each_burst_moves_by_its_length(pilot: Pilot[Any], app: RanksApp) -> None:
+    tabbed = app.screen.query_one(TabbedContent)
+    ids = panes(tabbed)
+    assert len(ids) >= 3, ids
+    at = ids.index(tabbed.active)
+    for key, times in (("right", 4), ("left", 3), ("right", 2), ("left", 4), ("right", 7)):
+        await burst(pilot, app, key, times)
+        at = (at + (times if key == "right" else -times)) % len(ids)
+        want = ids[at]
+        await pilot_wait(pilot, partial(shows, tabbed, want), what=f"{times} x {key}: {want} shown", timeout=10)
+        # and the tabs' own bar agrees with the pane shown (no late message moves it back)
+        await pilot.pause()
+        assert tabbed.active == want, (key, times, tabbed.active, want)
+        assert tabbed.get_tab(want).has_class("-active")
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+async def test_a_burst_of_arrows_moves_the_cluster_screens_tabs_one_each(size: tuple[int, int]) -> None:
+    app, feed = fed_app(clock=lambda: NOW, still=True)
+    feed.apply(*objects())
+    async with app.run_test(size=size) as pilot:
+        feed.send()
+        await pilot_wait(pilot, lambda: app.store.synced and len(app.store.nodes) == 6, what="the first picture")
+        await pilot.press("c")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
+                         what="the nodes table")
+        await each_burst_moves_by_its_length(pilot, app)
+
+
+async def test_a_burst_of_arrows_moves_a_workloads_tabs_one_each() -> None:
+    app, feed = fed_app(clock=lambda: NOW, still=True)
+    feed.apply(*objects())
+    async with app.run_test(size=(120, 40)) as pilot:
+        feed.send()
+        await pilot_wait(pilot, lambda: app.store.synced, what="the first picture")
+        key = next(iter(app.store.workloads))
+        await open_detail(pilot, app, key)
+        assert isinstance(app.screen, WorkloadScreen)
+        await each_burst_moves_by_its_length(pilot, app)
