@@ -78,3 +78,41 @@ async def test_a_burst_of_arrows_moves_a_workloads_tabs_one_each() -> None:
         await open_detail(pilot, app, key)
         assert isinstance(app.screen, WorkloadScreen)
         await each_burst_moves_by_its_length(pilot, app)
+
+
+# -- keys typed after Enter reach the screen Enter opens -------------------------------------------
+
+
+async def test_keys_typed_after_enter_reach_the_screen_it_opens() -> None:
+    """Enter then `l` typed together on the list: the workload's detail, then its logs on top (the
+    Enter was a message handled after the next key, so `l` opened the list row's logs, under the
+    detail); Enter then a Right: the detail on its second tab."""
+    from tests.dashboard_kit import select
+    from tui.screens.lists import WorkloadsScreen
+    from tui.screens.logs import LogsScreen
+
+    app, feed = fed_app(clock=lambda: NOW, still=True)
+    feed.apply(*objects())
+    async with app.run_test(size=(120, 40)) as pilot:
+        feed.send()
+        await pilot_wait(pilot, lambda: app.store.synced, what="the first picture")
+        key = next(iter(app.store.workloads))
+        await select(pilot, app, key)
+        await burst_of(pilot, app, ("enter", "\r"), ("l", "l"))
+        await pilot_wait(pilot, lambda: isinstance(app.screen, LogsScreen), what="the logs on top", timeout=10)
+        names = [type(s).__name__ for s in app.screen_stack[-3:]]
+        assert names == ["WorkloadsScreen", "WorkloadScreen", "LogsScreen"], names
+        assert isinstance(app.screen, LogsScreen) and app.screen.key == key
+        await pilot.press("escape", "escape")
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadsScreen), what="the list again", timeout=10)
+        await select(pilot, app, key)
+        await burst_of(pilot, app, ("enter", "\r"), ("right", None))
+        await pilot_wait(pilot, lambda: isinstance(app.screen, WorkloadScreen)
+                         and app.screen.query_one(TabbedContent).active == "tab-placement",
+                         what="the detail on its second tab", timeout=10)
+
+
+async def burst_of(pilot: Pilot[Any], app: RanksApp, *keys: tuple[str, str | None]) -> None:
+    for key, char in keys:
+        app.post_message(events.Key(key, char))
+    await pilot.pause()

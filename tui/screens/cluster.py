@@ -246,6 +246,8 @@ class ClusterScreen(RanksScreen):
         self._set_columns()
         self.query_one("#pending-table", KeyedTable).set_columns(PENDING_COLUMNS)
         self.query_one("#idle-table", KeyedTable).set_columns(IDLE_COLUMNS)
+        for selector in self.TABLES.values():  # (Enter opens at once: keys typed after it reach what opens)
+            self.query_one(selector, KeyedTable).choose = self.action_open
         self.resync()
         self.table.focus()
         self.set_interval(1.0, self._gpus_due)
@@ -643,6 +645,7 @@ class NodePodsScreen(RanksScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.table.set_columns(POD_COLUMNS)
+        self.table.choose = self.action_open
         self.dashboard.data.show_node(self.node)  # its pods whole: creation times for the AGE column
         self.resync()
         self.table.focus()

@@ -169,6 +169,7 @@ class ListScreen(RanksScreen, Generic[K, V]):
     def on_mount(self) -> None:
         super().on_mount()
         self.table.sorts_rows = False  # (sorted here, by the items' values)
+        self.table.choose = self.action_open  # (Enter opens at once: keys typed after it reach what opens)
         self._set_columns()
         self.resync()
         self.table.focus()

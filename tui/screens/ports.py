@@ -95,6 +95,7 @@ class PortsScreen(RanksScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self.query_one("#ports", KeyedTable).set_columns(PORT_COLUMNS)
+        self.query_one("#ports", KeyedTable).choose = self.action_open
         self.query_one("#forwards", KeyedTable).set_columns(FORWARD_COLUMNS)
         self.query_one("#ports", KeyedTable).focus()
         self._read()

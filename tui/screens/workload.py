@@ -392,6 +392,7 @@ class WorkloadScreen(RanksScreen):
     def on_mount(self) -> None:
         super().on_mount()
         self._set_columns()
+        self.table.choose = self.action_open  # (Enter opens at once: keys typed after it reach what opens)
         self.dashboard.data.focus(self.key)
         self.resync()
         self.table.focus()

@@ -146,6 +146,9 @@ class KeyedTable(ScrollView, Generic[K], can_focus=True):
         self.sort_column: int | None = None
         self.sort_descending = False
         self.sorts_rows = True  # off: the screen orders the rows (and hears HeaderClicked)
+        # what Enter on a row does, run in the key's own turn (the screen's open): a screen it opens
+        # is up before the next key is read, so keys typed after Enter reach it (None: RowSelected)
+        self.choose: Callable[[], None] | None = None
         # a row's parent (None: a top row): sorting orders the top rows, each child stays under its
         # parent, in the order given
         self.parent_of: Callable[[K], K | None] | None = None
@@ -435,7 +438,11 @@ class KeyedTable(ScrollView, Generic[K], can_focus=True):
 
     def action_select(self) -> None:
         key = self.cursor_key
-        if key is not None:
+        if key is None:
+            return
+        if self.choose is not None:
+            self.choose()
+        else:
             self.post_message(self.RowSelected(self, key, self.cursor_row))
 
     def column_at(self, x: int) -> int | None:
