@@ -6,6 +6,8 @@ app is busy (or a slow link delivers them), not one by one with the app idle in 
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from functools import partial
 from typing import Any
 
@@ -14,7 +16,7 @@ from textual import events
 from textual.pilot import Pilot
 from textual.widgets import TabbedContent, TabPane
 
-from tests.dashboard_kit import fed_app, open_detail
+from tests.dashboard_kit import Key, fed_app, open_detail
 from tests.snapshots.test_views import NOW, objects
 from tests.waiting import pilot_wait
 from tui.app import RanksApp
@@ -68,13 +70,19 @@ async def test_a_burst_of_arrows_moves_the_cluster_screens_tabs_one_each(size: t
         await each_burst_moves_by_its_length(pilot, app)
 
 
-async def test_a_burst_of_arrows_moves_a_workloads_tabs_one_each() -> None:
+@contextlib.asynccontextmanager
+async def synced_app() -> AsyncIterator[tuple[RanksApp, Pilot[Any], Key]]:
+    """The fed dashboard at 120x40 with its first picture, and the key of its first workload."""
     app, feed = fed_app(clock=lambda: NOW, still=True)
     feed.apply(*objects())
     async with app.run_test(size=(120, 40)) as pilot:
         feed.send()
         await pilot_wait(pilot, lambda: app.store.synced, what="the first picture")
-        key = next(iter(app.store.workloads))
+        yield app, pilot, next(iter(app.store.workloads))
+
+
+async def test_a_burst_of_arrows_moves_a_workloads_tabs_one_each() -> None:
+    async with synced_app() as (app, pilot, key):
         await open_detail(pilot, app, key)
         assert isinstance(app.screen, WorkloadScreen)
         await each_burst_moves_by_its_length(pilot, app)
@@ -91,12 +99,7 @@ async def test_keys_typed_after_enter_reach_the_screen_it_opens() -> None:
     from tui.screens.lists import WorkloadsScreen
     from tui.screens.logs import LogsScreen
 
-    app, feed = fed_app(clock=lambda: NOW, still=True)
-    feed.apply(*objects())
-    async with app.run_test(size=(120, 40)) as pilot:
-        feed.send()
-        await pilot_wait(pilot, lambda: app.store.synced, what="the first picture")
-        key = next(iter(app.store.workloads))
+    async with synced_app() as (app, pilot, key):
         await select(pilot, app, key)
         await burst_of(pilot, app, ("enter", "\r"), ("l", "l"))
         await pilot_wait(pilot, lambda: isinstance(app.screen, LogsScreen), what="the logs on top", timeout=10)
