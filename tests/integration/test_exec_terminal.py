@@ -64,6 +64,7 @@ from tests.integration.test_shell_exec_convert import (
     spec,
 )
 from tests.kubeflow_objects import job, pod
+from tests.thread_loops import end_loop
 from tests.tmux_driver import Tmux, stty_flags
 from tests.unit.test_model import load
 from tests.waiting import wait_for
@@ -129,8 +130,7 @@ class Proxy:
             self.reset()
         if self.server is not None:
             self.loop.call_soon_threadsafe(self.server.close)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
+        end_loop(self.loop, self.thread, 5)
 
     def _run(self, coro: Awaitable[Any]) -> Any:
         async def wrap() -> Any:

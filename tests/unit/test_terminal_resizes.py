@@ -14,6 +14,7 @@ import termios
 import threading
 
 from sessions.terminal import LocalTerminal
+from tests.thread_loops import end_loop
 
 HOUR = 3600.0
 
@@ -47,9 +48,7 @@ async def test_a_window_change_reaches_a_session_on_another_thread_by_signal() -
             following.cancel()
         assert signal.getsignal(signal.SIGWINCH) == before  # the handler it replaced, back
     finally:
-        other.call_soon_threadsafe(other.stop)
-        runner.join(10)
-        other.close()
+        end_loop(other, runner)
         os.close(slave)
         os.close(master)
 
