@@ -57,28 +57,24 @@ async def each_burst_moves_by_its_length(pilot: Pilot[Any], app: RanksApp) -> No
         assert tabbed.get_tab(want).has_class("-active")
 
 
-@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
-async def test_a_burst_of_arrows_moves_the_cluster_screens_tabs_one_each(size: tuple[int, int]) -> None:
+@contextlib.asynccontextmanager
+async def synced_app(size: tuple[int, int] = (120, 40)) -> AsyncIterator[tuple[RanksApp, Pilot[Any], Key]]:
+    """The fed dashboard with its first picture (its 6 nodes in), and the key of its first workload."""
     app, feed = fed_app(clock=lambda: NOW, still=True)
     feed.apply(*objects())
     async with app.run_test(size=size) as pilot:
         feed.send()
         await pilot_wait(pilot, lambda: app.store.synced and len(app.store.nodes) == 6, what="the first picture")
+        yield app, pilot, next(iter(app.store.workloads))
+
+
+@pytest.mark.parametrize("size", [(120, 40), (80, 24)], ids=["120x40", "80x24"])
+async def test_a_burst_of_arrows_moves_the_cluster_screens_tabs_one_each(size: tuple[int, int]) -> None:
+    async with synced_app(size) as (app, pilot, _key):
         await pilot.press("c")
         await pilot_wait(pilot, lambda: isinstance(app.screen, ClusterScreen) and app.screen.table.row_count == 6,
                          what="the nodes table")
         await each_burst_moves_by_its_length(pilot, app)
-
-
-@contextlib.asynccontextmanager
-async def synced_app() -> AsyncIterator[tuple[RanksApp, Pilot[Any], Key]]:
-    """The fed dashboard at 120x40 with its first picture, and the key of its first workload."""
-    app, feed = fed_app(clock=lambda: NOW, still=True)
-    feed.apply(*objects())
-    async with app.run_test(size=(120, 40)) as pilot:
-        feed.send()
-        await pilot_wait(pilot, lambda: app.store.synced, what="the first picture")
-        yield app, pilot, next(iter(app.store.workloads))
 
 
 async def test_a_burst_of_arrows_moves_a_workloads_tabs_one_each() -> None:
