@@ -24,6 +24,7 @@ a real `kubectl port-forward` (v1.35: SPDY tunnelled in a WebSocket), each RUNS 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -57,6 +58,7 @@ A = "runai-team-a"
 RANKS = [sys.executable, "-m", "tui.cli"]
 SIZE = 100 * 1024 * 1024
 RUNS = 3
+CEILING_RUNS = 7
 URL_RUNS = 7
 THROUGHPUT_GOAL = 0.5  # x direct
 URL_GOAL = 1.0  # s, p50
@@ -174,6 +176,51 @@ def test_port_forward_throughput(cluster: ThreadedSimCluster, tmp_path: Path) ->
            round(mbps["ranks"], 1), "MB/s", met=None, baseline="kubectl port-forward (v1.35)",
            baseline_measured=round(mbps["kubectl"], 1), note=f"{versus:.2f}x kubectl through the same API server")
     assert ratio >= THROUGHPUT_GOAL
+
+
+@contextlib.contextmanager
+def relay(role: str, to: str, *args: str) -> Iterator[int]:
+    """A `relay_ceiling` process (see that module) relaying to `to`; yields the port it listens on."""
+    proc = subprocess.Popen([sys.executable, "-m", "tests.perf.relay_ceiling", role, to, *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        yield int(proc.stdout.readline())
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_relay_ceiling(cluster: ThreadedSimCluster, tmp_path: Path) -> None:
+    """What a forwarded port can reach on this machine whatever the relays' code: the same 100 MB,
+    curl through two best-case Python relays (tests/perf/relay_ceiling.py: a client in ranks'
+    place, a server in simcluster's) with and without TLS between them, against curl straight to
+    the pod, interleaved. Figures beside the throughput goal: they say how much of the gap to it is
+    the machine's (four processes on its cores, TLS both ways) and how much the port-forward's."""
+    from simcluster.apiserver.tls import make_tls
+
+    pod = wait_for(lambda: ready_pod(cluster, A, "bulk"), timeout=120, what="bulk's master Ready")
+    to_pod = f"{pod['status']['podIP']}:8000"
+    wait_for(lambda: answers(f"http://{to_pod}/big.bin"), timeout=120, what="the 100 MB file served")
+    ca, cert, key = (str(p) for p in make_tls().write(tmp_path / "tls"))
+    times: dict[str, list[float]] = {"direct": [], "tls": [], "plain": []}
+    with relay("server", to_pod, cert, key) as tls_server, relay("server", to_pod, "--plain") as plain_server, \
+            relay("client", f"localhost:{tls_server}", ca) as tls_client, \
+            relay("client", f"127.0.0.1:{plain_server}", "--plain") as plain_client:
+        urls = {"direct": f"http://{to_pod}/big.bin", "tls": f"http://127.0.0.1:{tls_client}/big.bin",
+                "plain": f"http://127.0.0.1:{plain_client}/big.bin"}
+        for _ in range(CEILING_RUNS):
+            for name, url in urls.items():
+                times[name].append(curl_seconds(url))  # (each download whole, or the test fails)
+    mbps = {k: SIZE / statistics.median(v) / 1e6 for k, v in times.items()}
+    tls, plain = mbps["tls"] / mbps["direct"], mbps["plain"] / mbps["direct"]
+    print(f"\n100 MB: direct {mbps['direct']:.0f} MB/s; two best-case relays: TLS between them {mbps['tls']:.0f} MB/s "
+          f"({tls:.2f}x), plain {mbps['plain']:.0f} MB/s ({plain:.2f}x)")
+    record("port-forward ceiling, 100 MB: two best-case Python relays with TLS between them (no framing, "
+           "blocking threads)", "(a figure: no goal)", round(mbps["tls"], 1), "MB/s", met=None,
+           baseline="direct to the pod", baseline_measured=round(mbps["direct"], 1),
+           note=f"{tls:.2f}x direct; the same relays without TLS {mbps['plain']:.0f} MB/s ({plain:.2f}x); "
+                f"median of {CEILING_RUNS} curl runs")
 
 
 def test_key_to_usable_url(cluster: ThreadedSimCluster) -> None:
