@@ -1,5 +1,6 @@
 """The command line's smaller points a new user met (#24, item 8): `ranks get`'s tables fit the
-terminal (columns left out by priority, the rank's name and status last; `-o wide` shows all), and
+terminal (columns left out by priority, the rank's name and status last; `-o wide` shows all; and
+so do `list`, `top nodes` and `projects`), and
 `ranks logs --rank R` on an MPIJob splits the launcher's output by its rank prefixes. Real `ranks`
 processes against simcluster."""
 
@@ -97,6 +98,38 @@ def test_get_s_events_put_each_message_under_its_event_at_80_columns(passive: Th
     r = ranks("get", "bert-crash", "-p", "team-b", kubeconfig=kc, columns=200)
     events = section(r.stdout, "Events:")[1:]
     assert events[0].split() == ["AGE", "TYPE", "REASON", "OBJECT", "MESSAGE"] and len(events) == 9, events
+
+
+def test_list_top_nodes_and_projects_leave_out_columns_by_priority_to_fit(passive: ThreadedSimCluster) -> None:
+    """`ranks list -A` (the README's first command) wrapped every row on an 80-column terminal as
+    soon as a status said more than one word; its tables, `top nodes`' and `projects'` now leave
+    out columns as `get`'s do: what names a row and its status stay."""
+    kc = passive.sim.kubeconfig_path
+    names = ["mnist-quick", "xgb-churn", "big-pretrain", "hvd-interactive", "llama-finetune", "bert-crash", "resnet-tf"]
+    cases = [(("list", "-A"), ["PROJECT", "NAME", "STATUS", "RANKS"], "KIND, AGE, GPUS, GPU UTIL left out"),
+             (("top", "nodes"), ["NODE", "GPUS", "STATUS"], "GPU MODEL, POOL, GPU MEM, ALLOCATED, GPU UTIL left out"),
+             (("projects",), ["PROJECT", "GPU QUOTA", "GPUS ALLOCATED", "GPU UTIL"], "NAMESPACE, PENDING, RUNNING left out")]
+    for args, kept, note in cases:
+        r = ranks(*args, kubeconfig=kc, columns=50)
+        assert r.returncode == 0, r.stderr
+        lines = r.stdout.splitlines()
+        assert all(cell_len(ln) <= 50 for ln in lines), r.stdout
+        header = [h for h in lines[0].split("  ") if h.strip()]
+        assert [h.strip() for h in header] == kept, lines[0]
+        assert f"ranks: note: {note} to fit 50 columns (-o wide shows every column)" in r.stderr, r.stderr
+    listed = ranks("list", "-A", kubeconfig=kc, columns=50).stdout.splitlines()[1:]
+    assert [ln.split()[1] for ln in listed] == names, listed
+
+    # a table that fits once its gaps narrow to two spaces keeps every column
+    r = ranks("list", "-A", kubeconfig=kc, columns=80)
+    assert "KIND" in r.stdout.splitlines()[0] and "left out" not in r.stderr, (r.stdout, r.stderr)
+    assert all(cell_len(ln) <= 80 for ln in r.stdout.splitlines()), r.stdout
+    # -o wide, and piped output: every column
+    for args, columns in ((("list", "-A", "-o", "wide"), 50), (("list", "-A"), None)):
+        r = ranks(*args, kubeconfig=kc, columns=columns)
+        assert "KIND" in r.stdout.splitlines()[0] and "left out" not in r.stderr, (args, r.stdout, r.stderr)
+    r = ranks("top", "nodes", kubeconfig=kc)
+    assert "GPU MODEL" in r.stdout.splitlines()[0] and "left out" not in r.stderr, r.stdout
 
 
 # -- 5. ranks logs --rank on an MPIJob: the launcher's output split by its rank prefixes ------------

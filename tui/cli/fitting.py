@@ -1,11 +1,13 @@
-"""`ranks get`'s tables fitted to the terminal (SSH users on login nodes have 80 columns): a
-table wider than the terminal leaves out columns in a fixed order of priority (the rank's name and
-its status never), and an event's message goes on a line of its own under the event. `-o wide`
-shows every column, as kubectl's wide does; piped output (no terminal) keeps every column too, for
-scripts. The gaps are the two spaces `printers.table` narrows to when a table does not fit."""
+"""The read commands' tables fitted to the terminal (SSH users on login nodes have 80 columns): a
+table wider than the terminal leaves out columns in a fixed order of priority (what names a row and
+its status never), says so on stderr, and `ranks get`'s events put each message on a line of its
+own under the event. `-o wide` shows every column, as kubectl's wide does; piped output (no
+terminal) keeps every column too, for scripts. The gaps are the two spaces `printers.table` narrows
+to when a table does not fit."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from collections.abc import Sequence
 
@@ -15,6 +17,12 @@ from monitors.sanitize import clean
 
 # the rank table's columns, the first left out first: the rank's name (ROLE) and STATUS stay
 RANK_DROP = ("GPU MEM", "LOSS", "LAST LOG", "STEP", "RESTARTS", "AGE", "RANK", "NODE", "GPU%", "POD")
+# `ranks list`: the workload's name, its project and its status stay
+WORKLOAD_DROP = ("KIND", "AGE", "GPUS", "GPU UTIL", "RANKS")
+# `ranks top nodes`: the node's name and its status stay
+NODE_DROP = ("GPU MODEL", "POOL", "GPU MEM", "ALLOCATED", "GPU UTIL", "GPUS")
+# `ranks projects`: the project's name stays
+PROJECT_DROP = ("NAMESPACE", "PENDING", "RUNNING", "GPU UTIL", "GPUS ALLOCATED", "GPU QUOTA")
 GAP = 2
 MESSAGE_INDENT = 4
 
@@ -46,6 +54,14 @@ def fit_columns(headers: Sequence[str], rows: Sequence[Sequence[str]], drop: Seq
                 keep.remove(i)
                 left_out.append(name)
     return [headers[i] for i in keep], [[row[i] for i in keep] for row in rows], left_out
+
+
+def note_left_out(left_out: Sequence[str], room: int | None) -> None:
+    """Say on stderr which columns were left out (after the table: stdout is flushed first)."""
+    if left_out:
+        sys.stdout.flush()
+        print(f"ranks: note: {', '.join(left_out)} left out to fit {room} columns (-o wide shows every column)",
+              file=sys.stderr)
 
 
 def message_under(headers: Sequence[str], rows: Sequence[Sequence[str]], room: int | None) -> bool:

@@ -227,7 +227,7 @@ def _plural(n: int, word: str) -> str:
 def _print_table(gpus: list[Gpu], output: str) -> None:
     from monitors.gpu_fleet_export import row_cells
 
-    from .fitting import fit_columns
+    from .fitting import fit_columns, note_left_out
     from .printers import table, terminal_width
 
     headers = ["NODE", "GPU", "MODEL", "UTIL", "MEM", "TEMP", "POWER", "SM", "THROTTLE", "XID", "ECC", "OWNER",
@@ -241,6 +241,4 @@ def _print_table(gpus: list[Gpu], output: str) -> None:
         print("No GPUs found.", file=sys.stderr)
         return
     sys.stdout.write(table(headers, rows) + "\n")
-    if rows and left_out:
-        print(f"ranks: note: {', '.join(left_out)} left out to fit {room} columns (-o wide shows every column)",
-              file=sys.stderr)
+    note_left_out(left_out, room)

@@ -96,7 +96,9 @@ def print_projects(projects: list[ProjectView], output: str) -> None:
     headers = ["PROJECT", "NAMESPACE", "GPU QUOTA", "GPUS ALLOCATED", "GPU UTIL", "RUNNING", "PENDING"]
     rows = [[p.name, p.namespace, gpus(p.gpu_quota), gpus(p.gpus_allocated), percent(p.gpu_util),
              str(p.running), str(p.pending)] for p in projects]
-    _print(headers, rows, "No projects found.")
+    from .fitting import PROJECT_DROP
+
+    _print(headers, rows, "No projects found.", drop=PROJECT_DROP, output=output)
 
 
 def print_workloads(wls: list[WorkloadView], output: str, *, show_project: bool,
@@ -126,7 +128,9 @@ def print_workloads(wls: list[WorkloadView], output: str, *, show_project: bool,
         if output == "wide":
             row += [w.framework, "yes" if w.interactive else "no", w.user or "-", w.reason or "-"]
         rows.append(row)
-    _print(headers, rows, empty, colour_col=headers.index("STATUS"))
+    from .fitting import WORKLOAD_DROP
+
+    _print(headers, rows, empty, colour="STATUS", drop=WORKLOAD_DROP, output=output)
 
 
 def event_order(e: EventRec) -> tuple[float, int, str]:
@@ -203,14 +207,13 @@ def print_get(w: WorkloadView, events: list[EventRec], output: str, metrics_note
             row += [r.pod_ip or "-", gpus(r.gpus), "yes" if r.lead else ""]
         rows.append(row)
     none = "No pods: they are gone (see What happened)." if story else "No pods yet."
-    from .fitting import RANK_DROP, fit_columns, message_under, with_messages
+    from .fitting import RANK_DROP, fit_columns, message_under, note_left_out, with_messages
 
     room = None if output == "wide" else terminal_width()  # (wide: every column, as kubectl's)
     headers, rows, left_out = fit_columns(headers, rows, RANK_DROP, room)
     out.write((table(headers, rows, colour_col=headers.index("STATUS")) if rows else none) + "\n")
-    if rows and left_out:
-        print(f"ranks: note: {', '.join(left_out)} left out to fit {room} columns (-o wide shows every column)",
-              file=sys.stderr)
+    if rows:
+        note_left_out(left_out, room)
     if metrics_note:
         out.write(f"\nGPU metrics: {clean(metrics_note)}\n")
     events = sorted(events, key=event_order)[-max_events:]  # the newest, oldest first
@@ -269,11 +272,21 @@ def print_nodes(nodes: list[NodeView], output: str) -> None:
         if output == "wide":
             row.append(str(n.pods))
         rows.append(row)
-    _print(headers, rows, "No nodes found.")
+    from .fitting import NODE_DROP
+
+    _print(headers, rows, "No nodes found.", drop=NODE_DROP, output=output)
 
 
-def _print(headers: list[str], rows: list[list[str]], empty: str, colour_col: int | None = None) -> None:
+def _print(headers: list[str], rows: list[list[str]], empty: str, *, colour: str | None = None,
+           drop: Sequence[str] = (), output: str = "table") -> None:
+    """The table, its columns in `drop` left out in that order until it fits the terminal (not
+    with `-o wide`, nor piped); the `colour` column's statuses coloured."""
+    from .fitting import fit_columns, note_left_out
+
     if not rows:
         print(empty, file=sys.stderr)
         return
-    sys.stdout.write(table(headers, rows, colour_col) + "\n")
+    room = None if output == "wide" else terminal_width()
+    headers, rows, left_out = fit_columns(headers, rows, drop, room)
+    sys.stdout.write(table(headers, rows, headers.index(colour) if colour in headers else None) + "\n")
+    note_left_out(left_out, room)
