@@ -333,6 +333,39 @@ async def test_the_ports_view_forwards_and_stops_from_its_list(cluster: Threaded
         assert page(local) is None
 
 
+async def test_the_ports_view_says_what_became_of_a_forward_to_a_port_nothing_listens_on(
+        cluster: ThreadedSimCluster, sessions: str) -> None:
+    """nb declares 7000 and nothing listens there: Enter forwards it and says so; a connection to its
+    URL ends at once, and the view says why (the pod's refusal, from the forward's notes) and counts
+    it, with no key pressed."""
+    from tests.dashboard_kit import make_app
+    from tests.waiting import pilot_wait
+    from tui.widgets.keyed_table import KeyedTable
+
+    app = make_app(cluster.sim.kubeconfig_path, metrics=False)
+    async with app.run_test(size=(120, 36)) as pilot:
+        screen, state = await open_ports_view(app, pilot, "team-a", "nb")
+        ports = screen.query_one("#ports", KeyedTable)
+        assert ports.cursor_key == ("master-0", 7000), ports.cursor_key
+        await pilot.press("enter")
+        await pilot_wait(pilot, lambda: "forwarded: open http://127.0.0.1:" in state(), what="the URL", timeout=30)
+        assert "(nothing listened on 7000 in its pod when read: it answers once something does)" in state()
+        local = int(state().split("open ", 1)[1].split(":")[2].split("/")[0])
+        assert page(local) is None  # (the connection ends: nothing answers in the pod)
+        await pilot_wait(pilot, lambda: "nb master-0:7000: an error occurred forwarding 7000:" in state(),
+                         what="the refusal said", timeout=30)
+        assert "connection refused" in state(), state()
+        forwards = screen.query_one("#forwards", KeyedTable)
+        assert forwards.row_count == 1
+        assert [f.connections for f in screen.forwarded] == [1]  # (counted without a key: the list is read again)
+        # the note is said once: after ctrl+r's words, the next reading of the forwards leaves them
+        await pilot.press("ctrl+r")
+        await pilot_wait(pilot, lambda: "port(s) of" in state(), what="the ports read again", timeout=60)
+        before = screen.forwarded
+        await pilot_wait(pilot, lambda: screen.forwarded is not before, what="the forwards read again", timeout=30)
+        assert "port(s) of" in state() and "an error occurred" not in state(), state()
+
+
 async def test_over_the_ssh_door_the_ports_view_gives_the_line_to_paste(
         cluster: ThreadedSimCluster, sessions: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Over the door the dashboard's machine is the server: Enter starts nothing there and shows the

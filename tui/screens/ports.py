@@ -2,8 +2,11 @@
 its pod, with what each probably is) and every forward the dashboard keeps (of any workload).
 
 Enter on a port forwards it to a free port of 127.0.0.1 and shows the URL to open (Jupyter's with its
-token); ctrl+d on a forward (in the list of forwards, or on its port) stops it; ctrl+r reads the ports again. The forwards live as long as the
-dashboard, on its data loop (`forwards_of`), and follow their rank when its pod is replaced. Over the
+token; a port nothing listens on yet is forwarded too, and said so); ctrl+d on a forward (in the list of
+forwards, or on its port) stops it; ctrl+r reads the ports again. The forwards live as long as the
+dashboard, on its data loop (`forwards_of`), and follow their rank when its pod is replaced; while the
+view is shown their list is read again every `FORWARDS_EVERY` seconds (connections counted, and the
+newest note of a forward, a refusal or a replaced pod, said once in the state line). Over the
 SSH door nothing is forwarded on the server: Enter shows the `ssh -L` line to paste on your own
 machine. The reading and the forwarding run on the data loop, awaited by workers posting typed
 messages; cluster text is shown as `Text`.
@@ -38,6 +41,7 @@ PORT_COLUMNS = (Column("RANK", min=8, shrink=1), Column("PORT"), Column("WHAT", 
 FORWARD_COLUMNS = (Column("WORKLOAD", min=8, shrink=2), Column("RANK"), Column("PORT"), Column("WHAT"),
                    Column("URL", min=16, shrink=1), Column("CONNECTIONS"))
 READ_AT_ONCE = 8
+FORWARDS_EVERY = 2.0  # s between readings of the forwards' list while the view is shown
 
 _FORWARDS: weakref.WeakKeyDictionary[Any, ForwardSet] = weakref.WeakKeyDictionary()
 
@@ -80,6 +84,8 @@ class PortsScreen(RanksScreen):
         self.wl = wl
         self.rows: dict[tuple[str, int], PortRow] = {}
         self.forwarded: list[Forwarded] = []
+        self.noted: dict[int, str] = {}  # each forward's newest note already said (by its id)
+        self.seen_forwards = False
 
     @property
     def crumb(self) -> str:
@@ -100,6 +106,11 @@ class PortsScreen(RanksScreen):
         self.query_one("#ports", KeyedTable).focus()
         self._read()
         self._list_forwards()
+        self.set_interval(FORWARDS_EVERY, self._tick)
+
+    def _tick(self) -> None:
+        if self.is_current:
+            self._list_forwards()
 
     def action_refresh(self) -> None:
         self._state(Text("reading again…", style="italic"))
@@ -206,6 +217,9 @@ class PortsScreen(RanksScreen):
             return
         said = Text(f"{row.label}:{row.port} ({row.kind}) forwarded: open ", style="bold")
         said.append(item.url, style="bold underline")
+        if not row.listening:
+            said.append(f" (nothing listened on {row.port} in its pod when read: it answers once something does)",
+                        style="dim")
         self.post_message(self.Forwards(rows, said))
 
     def action_delete(self) -> None:
@@ -250,8 +264,17 @@ class PortsScreen(RanksScreen):
                         Text(str(f.connections))) for f in msg.rows}
         table.sync([f.id for f in msg.rows], cells)
         self._show_ports()
-        if msg.said is not None:
-            self._state(msg.said)
+        said = msg.said
+        for f in msg.rows if said is None else ():  # (what a key did is said first; a note waits a reading)
+            newest = f.notes[-1] if f.notes else ""
+            if newest and self.noted.get(f.id) != newest:
+                self.noted[f.id] = newest
+                if self.seen_forwards:  # (not the notes of before the view opened)
+                    said = Text(f"{f.workload} {f.label}:{f.port}: {newest}", style="bold")
+                    break
+        self.seen_forwards = True
+        if said is not None:
+            self._state(said)
 
     def action_back(self) -> None:
         self.dashboard.go_back()
