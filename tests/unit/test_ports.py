@@ -114,3 +114,15 @@ def test_submit_with_ports_jupyter_and_tensorboard() -> None:
     assert problems(interactive=False, command="x", jupyter=True) == [
         "--jupyter starts a server in an interactive session: add --interactive"]
     assert problems(tensorboard=" ") == ["--tensorboard LOGDIR: a log directory is required"]
+
+
+def test_the_ports_view_says_the_kubelets_refusal_in_a_few_words_and_other_notes_as_they_are() -> None:
+    from tui.screens.ports import short_note
+
+    refusal = ("an error occurred forwarding 9999: error forwarding port 9999 to pod 9651, uid : failed to execute "
+               "portforward in network namespace \"/var/run/netns/cni-9651\": failed to connect to localhost:9999 "
+               "inside namespace \"9651\", IPv4: dial tcp4 127.0.0.1:9999: connect: connection refused")
+    assert short_note(refusal, 9999) == "a connection was refused in the pod: nothing listens on 9999 there"
+    replaced = "nb master-0: now pod nb-master-0 (the pod was replaced); forwarding to it"
+    assert short_note(replaced, 8888) == replaced
+    assert "\x1b" not in short_note("an error occurred forwarding 1: \x1b[2Jpod gone", 1)

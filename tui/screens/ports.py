@@ -54,6 +54,14 @@ def forwards_of(data: Any) -> ForwardSet:
     return found
 
 
+def short_note(note: str, port: int) -> str:
+    """A forward's note for the state line: the kubelet's refusal of a port nothing listens on (several
+    lines of containerd's words at 80 columns) in a few words; any other note as it is."""
+    if "error forwarding port" in note and "connect: connection refused" in note:
+        return f"a connection was refused in the pod: nothing listens on {port} there"
+    return clean(note, limit=300)
+
+
 def over_ssh() -> bool:
     return bool(os.environ.get(SSH_SESSION_ENV))
 
@@ -270,7 +278,7 @@ class PortsScreen(RanksScreen):
             if newest and self.noted.get(f.id) != newest:
                 self.noted[f.id] = newest
                 if self.seen_forwards:  # (not the notes of before the view opened)
-                    said = Text(f"{f.workload} {f.label}:{f.port}: {newest}", style="bold")
+                    said = Text(f"{f.workload} {f.label}:{f.port}: {short_note(newest, f.port)}", style="bold")
                     break
         self.seen_forwards = True
         if said is not None:
