@@ -29,7 +29,7 @@ from monitors.kube import KubeClient
 from monitors.sanitize import clean
 
 from .exec_bridge import ExecError, ExecSession
-from .portforward import Follower, PortForward, Target
+from .portforward import POLL, Follower, PortForward, Target
 
 LIST_SCRIPT = r"""me=$$
 for t in /proc/net/tcp /proc/net/tcp6; do
@@ -56,6 +56,7 @@ done
 """
 MAX_LINES = 20_000
 TOKEN_WAIT = 10.0  # seconds `jupyter server list` may take
+NEW_TOKEN_WAIT = 60.0  # seconds a replaced pod's Jupyter is asked for its token, once a second, until it gives one
 
 # (what a command line says, what the port probably is), first match wins
 KINDS: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(p), k) for p, k in (
@@ -264,6 +265,7 @@ class ForwardSet:
 
     def __init__(self) -> None:
         self._items: dict[int, tuple[Forwarded, PortForward, Follower]] = {}
+        self._tokens: dict[int, asyncio.Future[None]] = {}  # Jupyter forwards: their token read again
         self._next = 1
 
     async def start(self, cfg: ClusterConfig, client: KubeClient, *, workload: str, namespace: str, label: str,
@@ -289,12 +291,43 @@ class ForwardSet:
                          notes=notes)
         self._next += 1
         self._items[item.id] = (item, fwd, follower)
+        if kind == "Jupyter":
+            self._tokens[item.id] = asyncio.ensure_future(self._new_tokens(item, follower, client, container))
         return item
+
+    async def _new_tokens(self, item: Forwarded, follower: Follower, client: KubeClient,
+                          container: str | None) -> None:
+        """A Jupyter forward's URL kept usable: the server in a replaced pod has a token of its own,
+        read there (once it answers) into `item.url`, and said in a note."""
+        seen = follower.replaced
+        while True:
+            await asyncio.sleep(POLL)
+            target = follower.target
+            if follower.replaced == seen or target is None:
+                continue
+            seen = follower.replaced
+            deadline = time.monotonic() + NEW_TOKEN_WAIT
+            while True:
+                try:
+                    url = await jupyter_url(client, target.namespace, target.pod, item.port, item.local, container)
+                except Exception:  # (whatever the exec met: asked again, the forward itself goes on)
+                    url = ""
+                if "?token=" in url or time.monotonic() > deadline or follower.replaced != seen:
+                    break
+                await asyncio.sleep(1.0)
+            if "?token=" in url and url != item.url:
+                item.url = url
+                item.notes.append(f"Jupyter's token changed with the new pod: {url}")
 
     async def stop(self, forward_id: int) -> bool:
         entry = self._items.pop(forward_id, None)
         if entry is None:
             return False
+        tokens = self._tokens.pop(forward_id, None)
+        if tokens is not None:
+            tokens.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await tokens
         _item, fwd, follower = entry
         await fwd.close()
         await follower.close()

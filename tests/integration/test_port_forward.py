@@ -277,6 +277,40 @@ def test_the_dashboards_forward_gives_jupyters_url_with_its_token(cluster: Threa
     assert status == 200 and "notebook server in" in body, (status, body)  # past the login: the token works
 
 
+def test_a_dashboard_forward_to_jupyter_gets_the_new_pods_token(cluster: ThreadedSimCluster, sessions: str) -> None:
+    """The Jupyter of a replaced pod has a token of its own: the forward's URL takes it (the old one
+    only reaches the login page) and a note says so."""
+    from sessions.ports import ForwardSet
+
+    old = wait_for(lambda: ready_pod(cluster, A, "nb"), timeout=90, what="nb Ready")
+
+    async def go(cfg: Any, client: Any) -> tuple[str, str, list[str], tuple[int, str]]:
+        import asyncio
+
+        forwards = ForwardSet()
+        try:
+            item = await forwards.start(cfg, client, workload="nb", namespace=A, label="master-0",
+                                        pod=old["metadata"]["name"], port=8888, kind="Jupyter")
+            first = item.url
+            await asyncio.to_thread(api_delete, cluster, api_paths.pod(A, old["metadata"]["name"]))
+            for _ in range(900):  # (the new pod Ready, its Jupyter up: 90 s at most)
+                if item.url != first:
+                    break
+                await asyncio.sleep(0.1)
+            path = item.url.split(str(item.local), 1)[1]
+            got = await asyncio.to_thread(http_get, item.local, path)
+            return first, item.url, list(item.notes), got
+        finally:
+            await forwards.close()
+
+    first, url, notes, (status, body) = admin_call(cluster, go)
+    assert "?token=" in first and "?token=" in url and url != first, (first, url, notes)
+    assert url.split("?")[0] == first.split("?")[0]  # (the same local port)
+    assert status == 200 and "notebook server in" in body, (status, body)  # the new token works
+    assert notes[-1] == f"Jupyter's token changed with the new pod: {url}", notes
+    assert any("(the pod was replaced)" in n for n in notes), notes
+
+
 async def open_ports_view(app: Any, pilot: Any, project: str, name: str) -> Any:
     """The Ports view of `name`, opened from the command palette ("Ports PROJECT/NAME"), its ports read."""
     from rich.text import Text

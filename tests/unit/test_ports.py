@@ -126,3 +126,14 @@ def test_the_ports_view_says_the_kubelets_refusal_in_a_few_words_and_other_notes
     replaced = "nb master-0: now pod nb-master-0 (the pod was replaced); forwarding to it"
     assert short_note(replaced, 8888) == replaced
     assert "\x1b" not in short_note("an error occurred forwarding 1: \x1b[2Jpod gone", 1)
+
+
+def test_the_ports_view_names_the_forward_of_a_note_once() -> None:
+    from sessions.ports import Forwarded
+    from tui.screens.ports import said_of
+
+    f = Forwarded(1, "nb", "team-a", "master-0", 8888, "Jupyter", 40000, "http://127.0.0.1:40000/", 0.0)
+    replaced = said_of(f, "nb master-0: now pod nb-master-0 (the pod was replaced); forwarding to it")
+    assert replaced.plain == "nb master-0:8888: now pod nb-master-0 (the pod was replaced); forwarding to it"
+    token = said_of(f, "Jupyter's token changed with the new pod: http://127.0.0.1:40000/?token=ab")
+    assert token.plain == "nb master-0:8888: Jupyter's token changed with the new pod: http://127.0.0.1:40000/?token=ab"

@@ -62,6 +62,12 @@ def short_note(note: str, port: int) -> str:
     return clean(note, limit=300)
 
 
+def said_of(f: Forwarded, note: str) -> Text:
+    """The state line for a forward's note: the forward named once (a follower's note names it too)."""
+    own = f"{f.workload} {f.label}: "
+    return Text(f"{f.workload} {f.label}:{f.port}: {short_note(note.removeprefix(own), f.port)}", style="bold")
+
+
 def over_ssh() -> bool:
     return bool(os.environ.get(SSH_SESSION_ENV))
 
@@ -278,7 +284,7 @@ class PortsScreen(RanksScreen):
             if newest and self.noted.get(f.id) != newest:
                 self.noted[f.id] = newest
                 if self.seen_forwards:  # (not the notes of before the view opened)
-                    said = Text(f"{f.workload} {f.label}:{f.port}: {short_note(newest, f.port)}", style="bold")
+                    said = said_of(f, newest)
                     break
         self.seen_forwards = True
         if said is not None:
