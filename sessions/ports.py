@@ -298,7 +298,10 @@ class ForwardSet:
     async def _new_tokens(self, item: Forwarded, follower: Follower, client: KubeClient,
                           container: str | None) -> None:
         """A Jupyter forward's URL kept usable: the server in a replaced pod has a token of its own,
-        read there (once it answers) into `item.url`, and said in a note."""
+        read there (once it answers) into `item.url`, and said in a note. (A server without a token
+        keeps its URL: nothing to read.)"""
+        if "?token=" not in item.url:
+            return
         seen = follower.replaced
         while True:
             await asyncio.sleep(POLL)
