@@ -24,6 +24,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 
 TYPE_CHECKING = False  # (not typing's: importing it costs a launch ~3 ms)
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ else:  # run by path from the wrapper
 # the workers' environment variable naming the file a peer's failure is written to
 PEER_FILE = "SIMCLUSTER_PEER_FAILURE"
 WAIT = 5.0  # seconds a watch waits at the server
+REPORT_WITHIN = 60.0  # seconds a node keeps telling the round of its failure while the server does not take it
 
 
 def new_peer_file() -> str:
@@ -64,11 +66,23 @@ def pod_address() -> str:
 
 
 def report_failure(path: str, member: str, round_: int, rank: int, local_rank: int, code: int) -> None:
-    """Tell the round this node's workers failed (best effort: the peers then fail at their next step)."""
+    """Tell the round this node's workers failed: the peers then fail at their next step, as torch's
+    do when a peer's connection closes. Asked again while the server does not answer or answers
+    5xx/429 (a busy machine), for `REPORT_WITHIN` at most."""
     body = {"id": member, "round": round_, "failed": {
         "rank": rank, "localRank": local_rank, "exitCode": code, "address": pod_address()}}
-    with contextlib.suppress(_kube.ApiError):
-        _kube.Api.in_pod().request("POST", path, body, timeout=5)
+    api = _kube.Api.in_pod()
+    deadline = time.monotonic() + REPORT_WITHIN
+    while True:
+        try:
+            status, _answer = api.request("POST", path, body, timeout=10)
+            if status < 500 and status != 429:
+                return
+        except _kube.ApiError:
+            pass
+        if time.monotonic() > deadline:
+            return
+        time.sleep(0.5)
 
 
 class Watch:

@@ -666,11 +666,13 @@ def run_group(cmd: list[str], envs: list[dict[str, str]], std: dict[str, dict[in
         outcome, failures = monitor(group, cfg, world, float(args.monitor_interval), watch,
                                     tell_peers if final else None)
     except Interrupted as exc:
-        first = group.workers[0] if group.workers else None
-        if first is not None:
-            tell_peers(first.rank, first.local_rank, -exc.signum)
-        group.close(exc.signum)
-        group.join_output()
+        try:
+            first = group.workers[0] if group.workers else None
+            if first is not None:
+                tell_peers(first.rank, first.local_rank, -exc.signum)
+        finally:  # (the workers stop whatever the telling met)
+            group.close(exc.signum)
+            group.join_output()
         raise
     group.join_output()
     return outcome, failures
