@@ -6,7 +6,9 @@ runs it: one v4 channel WebSocket per connection through simcluster's pods/portf
 a real `kubectl port-forward` (v1.35: SPDY tunnelled in a WebSocket), each RUNS times, interleaved.
 
 1. throughput of 100 MB through ranks port-forward                  median >= 0.5 x direct
-   and, as a figure beside it, kubectl port-forward's through the same API server (both cross
+   and, as figures beside it, the machine's ceiling (`test_relay_ceiling`: two best-case Python
+   relays, tests/perf/relay_ceiling.py, with and without TLS between them, against the same
+   direct download) and kubectl port-forward's through the same API server (both cross
    simcluster's Python TLS WebSocket server, on the same shared cores as curl and the pod's
    server: kubectl's Go client reaches about 0.2-0.35x direct there too), and the CPU each
    spends per 100 MB: four processes share two cores where the direct path has two, and the
