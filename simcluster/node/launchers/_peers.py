@@ -85,6 +85,16 @@ def report_failure(path: str, member: str, round_: int, rank: int, local_rank: i
         time.sleep(0.5)
 
 
+def report_failure_soon(path: str, member: str, round_: int, rank: int, local_rank: int, code: int
+                        ) -> threading.Thread:
+    """`report_failure` on a thread of its own: the peers are told while this node stops its workers
+    (a server slow to take it delays neither); join it before the process ends."""
+    thread = threading.Thread(target=report_failure, args=(path, member, round_, rank, local_rank, code),
+                              daemon=True)
+    thread.start()
+    return thread
+
+
 class Watch:
     """Watches a completed round while the workers run (a daemon thread)."""
 

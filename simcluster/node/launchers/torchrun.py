@@ -657,23 +657,27 @@ def run_group(cmd: list[str], envs: list[dict[str, str]], std: dict[str, dict[in
     except FileNotFoundError as exc:
         raise Fatal(f"FileNotFoundError: [Errno 2] No such file or directory: '{exc.filename}'") from None
 
+    reports: list[Any] = []  # (the threads telling the round: joined before this node goes on or ends)
+
     def tell_peers(rank: int, local_rank: int, code: int) -> None:
         if world.member:
-            _peers.report_failure(rdzv_path(*cfg.endpoint_host_port()), world.member, world.round, rank,
-                                  local_rank, code)
+            reports.append(_peers.report_failure_soon(rdzv_path(*cfg.endpoint_host_port()), world.member,
+                                                      world.round, rank, local_rank, code))
 
     try:
-        outcome, failures = monitor(group, cfg, world, float(args.monitor_interval), watch,
-                                    tell_peers if final else None)
-    except Interrupted as exc:
         try:
+            outcome, failures = monitor(group, cfg, world, float(args.monitor_interval), watch,
+                                        tell_peers if final else None)
+        except Interrupted as exc:
             first = group.workers[0] if group.workers else None
             if first is not None:
                 tell_peers(first.rank, first.local_rank, -exc.signum)
-        finally:  # (the workers stop whatever the telling met)
             group.close(exc.signum)
             group.join_output()
-        raise
+            raise
+    finally:
+        for thread in reports:
+            thread.join(_peers.REPORT_WITHIN + 15)
     group.join_output()
     return outcome, failures
 
