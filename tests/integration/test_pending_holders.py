@@ -64,6 +64,19 @@ def phases(sim: Any, prefix: str, ns: str = NS) -> list[str]:
             if p["metadata"]["name"].startswith(prefix)]
 
 
+def why_naming_the_idle_session(kubeconfig: Path) -> str:
+    """`ranks why train -p team-a`'s output once it names the session as idle. Its GPUs read its
+    pods' CPU (simcluster's DCGM), so while they start on a busy machine the session reads "in use"."""
+    said: dict[str, str] = {}
+
+    def why() -> str | None:
+        out = ranks(kubeconfig, "why", "train", "-p", "team-a")
+        said["out"] = out.stdout + out.stderr
+        return out.stdout if out.returncode == 0 and HELD.search(out.stdout) else None
+
+    return str(wait_for(why, 60, "ranks why naming the idle session", interval=2, detail=lambda: said.get("out")))
+
+
 def text_of(widget: Static) -> str:
     content = widget.content
     return getattr(content, "plain", str(content))
@@ -87,14 +100,7 @@ async def test_a_job_pending_on_the_user_s_session_s_gpus_names_it(simcluster, t
     wait_for(lambda: (p := simcluster.call(phases, sim, "train-")) and set(p) == {"Pending"}, 60, "train pending",
              detail=lambda: simcluster.call(phases, sim, "train-"))
 
-    said: dict[str, str] = {}
-
-    def why() -> str | None:
-        out = ranks(kc, "why", "train", "-p", "team-a")
-        said["out"] = out.stdout + out.stderr
-        return out.stdout if out.returncode == 0 and HELD.search(out.stdout) else None
-
-    out = wait_for(why, 60, "ranks why naming the session", interval=2, detail=lambda: said.get("out"))
+    out = why_naming_the_idle_session(kc)
     head, *rest = out.splitlines()
     assert "held by your interactive session hvd" in head, head
     assert [line for line in rest if line.startswith("  held: ")] and "llama" not in out, out  # (not needed)
@@ -131,10 +137,9 @@ def test_why_counts_the_gpus_other_projects_hold_on_the_nodes_it_could_use(simcl
     assert r.returncode == 0, r.stderr
     wait_for(lambda: (p := simcluster.call(phases, sim, "train-")) and set(p) == {"Pending"}, 60, "train pending",
              detail=lambda: simcluster.call(phases, sim, "train-"))
-    r = ranks(kc, "why", "train", "-p", "team-a")
-    assert r.returncode == 0, r.stderr
-    head, *rest = r.stdout.splitlines()
-    assert "held by your interactive session hvd" in head, r.stdout
-    assert any(line.startswith("  held: ") and HELD.search(line) for line in rest), r.stdout
+    out = why_naming_the_idle_session(kc)
+    head, *rest = out.splitlines()
+    assert "held by your interactive session hvd" in head, out
+    assert any(line.startswith("  held: ") and HELD.search(line) for line in rest), out
     gang = next(line for line in rest if line.startswith("  gang: "))
     assert "1 more could be placed now" in gang and "might fit" not in gang and "at most" not in gang, gang
