@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import os
 import shlex
+import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -329,20 +330,46 @@ def port_lines(target: ShellTarget, *, cli: str | None) -> list[str]:
     wl, q = target.workload, shlex.quote
     said = ", ".join(f"{port} ({name})" if name else str(port) for port, name in ports)
     if cli:
-        return [f"  ports {said}: on your machine, '{cli} port-forward {q(clean(wl.name))} -p {q(clean(wl.project))} "
-                f"{' '.join(str(port) for port, _ in ports)}' reaches them (or P in the dashboard)"]
+        return sentence(f"ports {said}: on your machine,",
+                        f"{cli} port-forward {q(clean(wl.name))} -p {q(clean(wl.project))} "
+                        f"{' '.join(str(port) for port, _ in ports)}", "reaches them (or P in the dashboard)")
     where = f"{clean(target.rank.label)}.{clean(wl.name)}.{clean(wl.project)}"
     if os.environ.get(SSH_SESSION_ENV):
         ssh_port = os.environ.get(SSH_PORT_ENV, "")
-        return [f"  ports {said}: on your machine, ssh -N "
-                + " ".join(f"-L {port}:{where}:{port}" for port, _ in ports)
-                + (f" -p {ssh_port}" if ssh_port and ssh_port != "22" else "") + f" {door_host()}"]
+        return sentence(f"ports {said}: on your machine,",
+                        "ssh -N " + " ".join(f"-L {port}:{where}:{port}" for port, _ in ports)
+                        + (f" -p {ssh_port}" if ssh_port and ssh_port != "22" else "") + f" {door_host()}",
+                        "reaches them")
     return [f"  ports {said}: ranks port-forward (or P in the dashboard) reaches them"]
 
 
-def banner(target: ShellTarget, *, cli: bool | str | None = None) -> str:
+def sentence(before: str, command: str, after: str) -> list[str]:
+    """A hint whose command stands on a line of its own, as the paste lines do (whole, so it runs
+    as pasted, whatever the terminal's width), between the words before and after it."""
+    return [f"  {before}", f"    {command}", f"  {after}"]
+
+
+def fit(lines: list[str], width: int | None) -> list[str]:
+    """The banner's words wrapped at spaces to `width` columns, each line's continuation at its own
+    indent; the lines to paste (indented four) are left whole: a terminal's own wrapping of a long
+    one copies back as the one line."""
+    if not width:
+        return lines
+    out: list[str] = []
+    for line in lines:
+        if line.startswith("    ") or len(line) <= width:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")) or 2)
+        out += textwrap.wrap(line, width=max(width, 24), subsequent_indent=indent, break_long_words=False,
+                             break_on_hyphens=False) or [line]
+    return out
+
+
+def banner(target: ShellTarget, *, cli: bool | str | None = None, width: int | None = None) -> str:
     """What `ranks shell` prints before the prompt; `cli`: how the hints run ranks on the user's
-    machine (a command prefix; True: `ranks`; False: no such hints; default: `ranks_command()`)."""
+    machine (a command prefix; True: `ranks`; False: no such hints; default: `ranks_command()`);
+    `width`: the terminal's columns, its words wrapped to them (`fit`)."""
     cli = ranks_command() if cli is None else ("ranks" if cli is True else cli or None)
     wl, r, env = target.workload, target.rank, target.env
     lines = [
@@ -372,11 +399,11 @@ def banner(target: ShellTarget, *, cli: bool | str | None = None) -> str:
                  "ranks (convert takes the newest launch that exited 0 on every node)")
     if cli:
         q = shlex.quote
-        lines.append(f"  on your machine, '{cli} convert {q(clean(wl.name))} -p {q(clean(wl.project))} --from-history' "
-                     "turns the last launch into a training job")
+        lines += sentence("on your machine,", f"{cli} convert {q(clean(wl.name))} -p {q(clean(wl.project))} "
+                          "--from-history", "turns the last launch into a training job")
     else:
         lines.append("  convert (t in the dashboard) turns the last launch into a training job")
-    return "\r\n".join(lines) + "\r\n"
+    return "\r\n".join(fit(lines, width)) + "\r\n"
 
 
 async def shell_target(client: KubeClient, wl: WorkloadView, rank: RankView, container: str | None = None
@@ -393,9 +420,10 @@ async def run_shell_session(client: KubeClient, target: ShellTarget, term: Local
                             job: dict[str, Any] | None = None) -> ExecOutcome:
     """The banner, then the shell over `term` until it exits or the connection drops; with
     `store`, the rank's history mirrored there meanwhile (and the session's `job`)."""
-    if not quiet:
-        term.sink(1, banner(target, cli=ranks_command(client.cfg) or False).encode())
     tty = term.is_tty
+    if not quiet:
+        term.sink(1, banner(target, cli=ranks_command(client.cfg) or False,
+                            width=term.size()[0] if tty else None).encode())
     session = await ExecSession.open(client, target.workload.namespace, target.rank.pod,
                                      shell_command(seed=debug_seed(target.pod)[1]), container=target.container,
                                      tty=tty, stdin=True)

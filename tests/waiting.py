@@ -9,7 +9,8 @@ pause between checks:
 - `await until(pred, timeout, what)`: a coroutine on the running asyncio loop (a cluster on the
   test's own loop); `pred` may also be a coroutine function (awaited on every check).
 - `await pilot_wait(pilot, cond, timeout, what)`: a Textual app under `run_test()`; pauses the
-  pilot between checks, so the app processes its messages and refreshes meanwhile.
+  pilot between checks, so the app processes its messages and refreshes meanwhile; a widget
+  not mounted yet is "not yet".
 
 Each returns the first true value of the condition, or fails with
 `AssertionError("timed out after Ns waiting for WHAT ...")`, adding the last value seen (when it says
@@ -97,11 +98,17 @@ async def pilot_wait(pilot: Any, cond: Callable[[], Any], timeout: float = TIMEO
                      detail: Callable[[], object] | None = None) -> Any:
     """`until` for a Textual app under `run_test()`: `pilot.pause(interval)` between checks (the app
     handles its messages and refreshes meanwhile). `settle`: once true, one more `pilot.pause()`
-    so what the condition saw is also on screen (for snapshots)."""
+    so what the condition saw is also on screen (for snapshots). A widget the condition queries
+    that is not mounted yet (`NoMatches`: a screen pushed and not yet composed) is "not yet"."""
+    from textual.css.query import NoMatches
+
     deadline = time.monotonic() + timeout
     while True:
-        value = cond()
-        if value:
+        try:
+            value = cond()
+        except NoMatches as exc:
+            value = exc
+        if value and not isinstance(value, NoMatches):
             break
         if time.monotonic() > deadline:
             raise _timed_out(timeout, what, value, detail)

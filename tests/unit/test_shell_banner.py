@@ -63,8 +63,8 @@ def test_banner_hint_for_the_other_nodes_is_a_ranks_command_only_with_ranks_on_t
     assert lines[at] == ("  every node runs torchrun: to start it on the other 2 pods, run on your machine "
                          "(not in this shell):")
     assert lines[at + 1] == f"    ranks exec ddp -p team-a --rank worker-0,worker-1 -- sh -c '{TORCHRUN}'"
-    assert lines[-2] == "  on your machine, 'ranks convert ddp -p team-a --from-history' turns the last launch into a " \
-                        "training job"
+    assert lines[-4:] == ["  on your machine,", "    ranks convert ddp -p team-a --from-history",
+                          "  turns the last launch into a training job", ""]
     # nothing the banner offers to paste in the pod is a comment, and no hint would be picked from history
     for ln in lines:
         assert launcher_in(ln.strip()) is None or ln.strip() == TORCHRUN, ln
@@ -95,8 +95,8 @@ def test_banner_hints_run_as_pasted_in_another_terminal(tmp_path: Path, monkeypa
     assert shell.ranks_command(cfg) == prefix
     lines = shell.banner(pt_target(), cli=shell.ranks_command(cfg)).split("\r\n")
     assert f"    {prefix} exec ddp -p team-a --rank worker-0,worker-1 -- sh -c '{TORCHRUN}'" in lines
-    assert f"  on your machine, '{prefix} convert ddp -p team-a --from-history' turns the last launch into a " \
-           "training job" in lines
+    at = lines.index(f"    {prefix} convert ddp -p team-a --from-history")  # whole: it runs as pasted
+    assert lines[at - 1:at + 2:2] == ["  on your machine,", "  turns the last launch into a training job"]
     cfg.context_arg = "other"
     assert shell.ranks_command(cfg) == prefix + " --context other"
     # `ranks` on the PATH is this very program: its name is enough
@@ -141,16 +141,35 @@ def test_banner_lists_the_sessions_ports_and_how_to_reach_them(monkeypatch: pyte
     target.pod["spec"]["containers"][0]["ports"] = [
         {"containerPort": 8888, "name": "jupyter"}, {"containerPort": 7000},
         {"containerPort": 23456, "name": "pytorchjob-port"}]
-    lines = shell.banner(target, cli=True).split("\r\n")
-    assert ("  ports 8888 (jupyter), 7000: on your machine, 'ranks port-forward ddp -p team-a 8888 7000' reaches "
-            "them (or P in the dashboard)") in lines
+    text = shell.banner(target, cli=True)
+    assert ("  ports 8888 (jupyter), 7000: on your machine,\r\n    ranks port-forward ddp -p team-a 8888 7000\r\n"
+            "  reaches them (or P in the dashboard)\r\n") in text
     monkeypatch.setenv(shell.SSH_SESSION_ENV, "1")
     over_door = shell.banner(target, cli=False).split("\r\n")
-    assert ("  ports 8888 (jupyter), 7000: on your machine, ssh -N -L 8888:master-0.ddp.team-a:8888 "
-            "-L 7000:master-0.ddp.team-a:7000 <this server>") in over_door
+    at = over_door.index("  ports 8888 (jupyter), 7000: on your machine,")
+    assert over_door[at + 1:at + 3] == [
+        "    ssh -N -L 8888:master-0.ddp.team-a:8888 -L 7000:master-0.ddp.team-a:7000 <this server>", "  reaches them"]
     assert over_door[-2].endswith("turns the last launch into a training job")
     monkeypatch.setenv("RANKS_SSH_HOST", "alice@10.0.0.5")  # (the door says how the user reached it)
     monkeypatch.setenv("RANKS_SSH_PORT", "2222")
-    assert ("  ports 8888 (jupyter), 7000: on your machine, ssh -N -L 8888:master-0.ddp.team-a:8888 "
-            "-L 7000:master-0.ddp.team-a:7000 -p 2222 alice@10.0.0.5") in shell.banner(target, cli=False).split("\r\n")
+    assert ("    ssh -N -L 8888:master-0.ddp.team-a:8888 -L 7000:master-0.ddp.team-a:7000 -p 2222 alice@10.0.0.5"
+            in shell.banner(target, cli=False).split("\r\n"))
     assert not any("ports" in ln for ln in shell.banner(pt_target(), cli=True).split("\r\n"))
+
+
+@pytest.mark.parametrize("width", [80, 60, 40])
+def test_banner_words_wrap_at_spaces_to_the_terminal_and_its_commands_stay_whole(width: int) -> None:
+    """An SSH user's 80x24 (and narrower): the banner's words wrap at spaces, each line within the
+    width, every word whole; the lines to paste and the hints' commands are never cut."""
+    target = pt_target()
+    target.pod["spec"]["containers"][0]["ports"] = [{"containerPort": 8888, "name": "jupyter"}]
+    cli = "'/home/me/ranks dir/.venv/bin/ranks' --kubeconfig /home/me/ranks/.ranks-demo/kubeconfig"
+    wide = shell.banner(target, cli=cli).split("\r\n")
+    fitted = shell.banner(target, cli=cli, width=width).split("\r\n")
+    commands = [ln for ln in wide if ln.startswith("    ")]
+    assert len(commands) == 4 and all(ln in fitted for ln in commands), fitted  # whole, as they run
+    assert any(len(ln) > width for ln in wide if not ln.startswith("    "))  # (there is something to wrap)
+    words = [ln for ln in fitted if not ln.startswith("    ")]
+    assert all(len(ln) <= width for ln in words), [ln for ln in words if len(ln) > width]
+    assert " ".join(" ".join(ln.split()) for ln in fitted) == " ".join(" ".join(ln.split()) for ln in wide)
+    assert ("  turns the last launch into a training job" in fitted) is (width >= 44)  # (its one line)
