@@ -33,9 +33,10 @@ HELD = re.compile(r"your interactive session hvd \(idle \d+s, started \d+s ago, 
                   r"this job needs: `.*delete hvd -p team-a` frees them")
 
 
-def ranks(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_"))}
-    env.update(RANKS_CONFIG="", NO_COLOR="1")
+def ranks(kubeconfig: Path, *args: str, columns: int | None = None) -> subprocess.CompletedProcess[str]:
+    """`ranks ARGS` piped (every line whole), or as on a terminal of `columns` columns."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBE", "RANKS_")) and k != "COLUMNS"}
+    env.update(RANKS_CONFIG="", NO_COLOR="1", **({"COLUMNS": str(columns)} if columns else {}))
     r = subprocess.run([sys.executable, "-m", "tui.cli", *args, "--kubeconfig", str(kubeconfig)],
                        capture_output=True, text=True, timeout=90, env=env, cwd=ROOT, stdin=subprocess.DEVNULL)
     assert 'File "/' not in r.stderr, r.stderr
@@ -104,6 +105,19 @@ async def test_a_job_pending_on_the_user_s_session_s_gpus_names_it(simcluster, t
     head, *rest = out.splitlines()
     assert "held by your interactive session hvd" in head, head
     assert [line for line in rest if line.startswith("  held: ")] and "llama" not in out, out  # (not needed)
+    # on a terminal of 60 columns: the words wrap at spaces, the command to paste stays whole
+    narrow = ranks(kc, "why", "train", "-p", "team-a", columns=60)
+    assert narrow.returncode == 0, narrow.stderr
+    lines = narrow.stdout.splitlines()
+    assert all(len(line) <= 60 for line in lines if "`" not in line), narrow.stdout
+    assert any(line.strip().startswith("`ranks delete hvd -p team-a`") or "`ranks delete hvd -p team-a`" in line
+               for line in lines), narrow.stdout
+    held = next(i for i, line in enumerate(lines) if line.startswith("  held: "))
+    assert lines[held + 1].startswith("    ") and not lines[held + 1].startswith("     "), narrow.stdout
+    def words(text: str) -> list[str]:
+        return re.sub(r"\d+", "N", text).split()  # (the ages move on between the two reads)
+
+    assert words(narrow.stdout) == words(out) and len(lines) > len(out.splitlines()), narrow.stdout
 
     app = make_app(kc, Settings(refresh_interval=1))
     async with app.run_test(size=(160, 48)) as pilot:

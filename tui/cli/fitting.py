@@ -3,10 +3,12 @@ table wider than the terminal leaves out columns in a fixed order of priority (w
 its status never), says so on stderr, and `ranks get`'s events put each message on a line of its
 own under the event. `-o wide` shows every column, as kubectl's wide does; piped output (no
 terminal) keeps every column too, for scripts. The gaps are the two spaces `printers.table` narrows
-to when a table does not fit."""
+to when a table does not fit. Prose (`ranks why`'s findings) wraps at spaces to the terminal, its
+`commands` whole, each line's continuation two further in."""
 
 from __future__ import annotations
 
+import re
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -79,4 +81,26 @@ def with_messages(table_text: str, messages: Sequence[str], room: int) -> str:
         out.append(line)
         for part in textwrap.wrap(clean(message, limit=2000), width) or [""]:
             out.append(" " * MESSAGE_INDENT + part)
+    return "\n".join(out)
+
+
+QUOTED = re.compile(r"`[^`\n]*`")
+
+
+def wrap_words(text: str, room: int | None) -> str:
+    """`text`'s lines wrapped at spaces to `room` cells (None: no terminal, as they are), each
+    continuation two further in than its line; a `command` in backquotes is never cut, so that it
+    runs as pasted (alone on its line when it is wider than the room)."""
+    if room is None:
+        return text
+    out: list[str] = []
+    for line in text.split("\n"):
+        if cell_len(line) <= room:
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        held = QUOTED.sub(lambda m: m.group(0).replace(" ", "\x00"), line)  # (clean text has no NUL)
+        parts = textwrap.wrap(held, width=max(room, 24), subsequent_indent=indent, break_long_words=False,
+                              break_on_hyphens=False)
+        out += [part.replace("\x00", " ") for part in parts] or [line]
     return "\n".join(out)

@@ -77,7 +77,10 @@ def run_why(opts: dict[str, Any], ref: str, project: str | None, output: str) ->
                     data["autopsy"] = {"taken_at": autopsy[0] or None, "groups": list(autopsy[1])}
                 emit_structured(data, output)
             else:
-                print(diagnosis_text(d, wl))
+                from .fitting import wrap_words
+                from .printers import terminal_width
+
+                print(wrap_words(diagnosis_text(d, wl), terminal_width()))
                 if autopsy is not None:
                     print(autopsy_text(autopsy, wl, cfg))
             return ExitCode.OK
