@@ -46,6 +46,7 @@ from .widgets.event_list import EventList
 from .widgets.keyed_table import KeyedTable
 from .widgets.log_view import LogView
 from .widgets.picker import Picker
+from .widgets.type_ahead import KeysAhead
 
 WorkloadKey = tuple[str, str, str]
 # the screens and widgets that bind keys of the keymap (beside the app)
@@ -151,6 +152,7 @@ class RanksApp(App[int]):
     ) -> None:
         super().__init__()
         self.cfg = cfg
+        self.keys_ahead = KeysAhead(self)  # keys typed ahead of a prompt reach it (widgets.type_ahead)
         # False: the data loop is never started (no cluster is asked anything); the app shows only the
         # updates posted to it as `DataArrived` (tests feed it: tests/dashboard_kit.py)
         self.connect = connect
@@ -212,6 +214,13 @@ class RanksApp(App[int]):
         self.post_message(DataProblem(message, code))
 
     # -- lifecycle ---------------------------------------------------------------------------------
+    async def _on_key(self, event: events.Key) -> None:
+        """A key typed ahead of a prompt goes into it, not to the screen's keys (`widgets.type_ahead`)."""
+        self.keys_ahead.take(event)  # (when it does, the app's own handling of the key is prevented)
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        self.keys_ahead.give()  # (the keys held while a prompt's screen came up, into its input)
+
     def on_mount(self) -> None:
         self.theme_changed_signal.subscribe(self, self._theme_changed)
         self.push_screen(ProjectsScreen())

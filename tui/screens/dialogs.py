@@ -120,6 +120,8 @@ class TickBox(Checkbox):
 class PromptScreen(ModalScreen[str | None]):
     """One line of input (Enter submits, Esc cancels), with choices to pick from."""
 
+    takes_text = True  # keys typed ahead of its input go into it (widgets.type_ahead)
+
     BINDINGS: ClassVar[list[BindingType]] = [("escape", "cancel", "Cancel")]
     DEFAULT_CSS = DIALOG_CSS.format(cls="PromptScreen") + """
     PromptScreen OptionList { height: auto; max-height: 8; }
@@ -413,6 +415,8 @@ class DiffView:
 
 class NewSessionScreen(RanksScreen):
     """The `ranks submit` form: the same fields and the same validation."""
+
+    takes_text = True  # keys typed ahead of its input go into it (widgets.type_ahead)
 
     BINDINGS: ClassVar[list[BindingType]] = [("ctrl+s", "submit", "Submit")]
     DEFAULT_CSS = """

@@ -83,7 +83,9 @@ class FilterBar(Horizontal):
         inp.add_class("-shown")  # before the value: watch_value filters only while shown
         inp.value = value
         self.add_class("-shown")
-        inp.focus()
+        # focused in this key's turn (`focus()` waits for the app's queue): the keys typed with the
+        # one that opened it, queued behind it (a slow link hands them over together), go into it
+        self.screen.set_focus(inp)
         return inp
 
     def close(self) -> None:

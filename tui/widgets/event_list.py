@@ -22,9 +22,10 @@ from textual.message import Message
 from ..keymap import Keymap
 from .keyed_table import list_bindings
 from .live_static import LiveStatic
+from .type_ahead import TypeAhead
 
 
-class EventList(VerticalScroll, can_focus=True):
+class EventList(TypeAhead, VerticalScroll, can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [
         *list_bindings(),
         Binding("enter", "choose('open')", "Open", show=False),

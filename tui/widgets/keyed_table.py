@@ -42,6 +42,7 @@ from textual.strip import Strip
 
 from ..keymap import LIST_BINDING_IDS, Keymap
 from .table_sort import cell_key, sort_rows
+from .type_ahead import TypeAhead
 
 K = TypeVar("K", bound=Hashable)  # a table's row keys
 
@@ -84,7 +85,7 @@ def same_text(a: object, b: object) -> bool:
     return a == b
 
 
-class KeyedTable(ScrollView, Generic[K], can_focus=True):
+class KeyedTable(TypeAhead, ScrollView, Generic[K], can_focus=True):
     BINDINGS: ClassVar[list[BindingType]] = [
         *list_bindings(),
         Binding("pageup", "page(-1)", "Page up", show=False),

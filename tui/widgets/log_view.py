@@ -62,6 +62,7 @@ from monitors.logs.filters import LineFilter
 from monitors.logs.terminal_text import SafeText, Span
 from monitors.sanitize import clean
 from tui.keymap import Keymap
+from tui.widgets.type_ahead import TypeAhead
 
 TS_WIDTH = 12  # HH:MM:SS.mmm
 _VIEW_BINDING_IDS = ("tail", "wrap", "timestamps", "top", "bottom")
@@ -135,7 +136,7 @@ def _source_total(src: Any) -> int | None:
     return total if isinstance(total, int) else None
 
 
-class LogView(ScrollView, can_focus=True):
+class LogView(TypeAhead, ScrollView, can_focus=True):
     """A scrolling, tailing view of merged log lines (see the module docstring)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [b for b in Keymap().bindings("logs") if b.id in _VIEW_BINDING_IDS]
