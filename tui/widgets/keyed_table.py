@@ -139,6 +139,10 @@ class KeyedTable(TypeAhead, ScrollView, Generic[K], can_focus=True):
         super().__init__(id=id, classes=classes)
         self.order: list[K] = []
         self.cursor_row = 0
+        # moved to a row (a key, a click, the screen's move_to_key): the cursor follows that row as
+        # the rows change; until then it stays on the first row, whichever of the kinds' lists comes
+        # in first (the list fills as they come: it started wherever the first one put it)
+        self.cursor_placed = False
         self.header_height = 1
         self.shown: dict[K, Cells] = {}
         self._index: dict[K, int] = {}
@@ -258,7 +262,7 @@ class KeyedTable(TypeAhead, ScrollView, Generic[K], can_focus=True):
         if grew:
             self._invalidate()
         if not same_order:
-            keep = self.cursor_key
+            keep = self.cursor_key if self.cursor_placed else None
             index = {k: i for i, k in enumerate(order)}
             for key in [k for k in self.shown if k not in cells]:  # gone for good
                 del self.shown[key]
@@ -266,7 +270,9 @@ class KeyedTable(TypeAhead, ScrollView, Generic[K], can_focus=True):
             self.order, self._index = order, index
             self.rebuilds += 1
             row = index.get(keep) if keep is not None else None
-            self.move_cursor(row if row is not None else min(self.cursor_row, max(0, len(order) - 1)))
+            if row is None:
+                row = min(self.cursor_row, max(0, len(order) - 1)) if self.cursor_placed else 0
+            self.move_cursor(row, placed=self.cursor_placed)
             if self._fit():  # as many rows as lines now: the vertical scrollbar takes its columns
                 self._invalidate()
         self._update_size()
@@ -393,7 +399,8 @@ class KeyedTable(TypeAhead, ScrollView, Generic[K], can_focus=True):
     def _page(self) -> int:
         return max(1, self.scrollable_content_region.height - 1)
 
-    def move_cursor(self, row: int) -> None:
+    def move_cursor(self, row: int, *, placed: bool = True) -> None:
+        self.cursor_placed = placed
         if not self.order:
             self.cursor_row = 0
             self._cursor_moved()
