@@ -1,7 +1,10 @@
-"""Durations and numbers formatted the way kubectl and Run:ai print them; timestamps as text."""
+"""Durations and numbers formatted the way kubectl and Run:ai print them; timestamps as text; prose
+wrapped to a terminal."""
 
 from __future__ import annotations
 
+import re
+import textwrap
 import time
 
 
@@ -94,3 +97,16 @@ def mib(v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v / 1024:.1f}Gi" if v >= 1024 else f"{v:.0f}Mi"
+
+
+_QUOTED = re.compile(r"`[^`\n]*`")
+
+
+def wrap_prose(line: str, width: int, indent: str) -> list[str]:
+    """`line` wrapped at spaces to `width` columns (24 at least), its further lines starting with
+    `indent`; no word is cut, nor a `command` in backquotes, so that it runs as pasted (alone on
+    its line when it is wider than the width)."""
+    held = _QUOTED.sub(lambda m: m.group(0).replace(" ", "\x00"), line)  # (cleaned text has no NUL)
+    parts = textwrap.wrap(held, width=max(width, 24), subsequent_indent=indent, break_long_words=False,
+                          break_on_hyphens=False)
+    return [part.replace("\x00", " ") for part in parts] or [line]

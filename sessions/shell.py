@@ -15,14 +15,13 @@ import asyncio
 import contextlib
 import os
 import shlex
-import textwrap
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from monitors import api_paths
 from monitors.connection import ExitCode
 from monitors.humanize import gpus as fmt_gpus
-from monitors.humanize import plural
+from monitors.humanize import plural, wrap_prose
 from monitors.kube import ApiProblem, KubeClient
 from monitors.model_views import RankView, WorkloadView
 from monitors.sanitize import clean
@@ -360,9 +359,7 @@ def fit(lines: list[str], width: int | None) -> list[str]:
         if line.startswith("    ") or len(line) <= width:
             out.append(line)
             continue
-        indent = " " * (len(line) - len(line.lstrip(" ")) or 2)
-        out += textwrap.wrap(line, width=max(width, 24), subsequent_indent=indent, break_long_words=False,
-                             break_on_hyphens=False) or [line]
+        out += wrap_prose(line, width, " " * (len(line) - len(line.lstrip(" ")) or 2))
     return out
 
 

@@ -8,13 +8,13 @@ to when a table does not fit. Prose (`ranks why`'s findings) wraps at spaces to 
 
 from __future__ import annotations
 
-import re
 import sys
 import textwrap
 from collections.abc import Sequence
 
 from rich.cells import cell_len
 
+from monitors.humanize import wrap_prose
 from monitors.sanitize import clean
 
 # the rank table's columns, the first left out first: the rank's name (ROLE) and STATUS stay
@@ -84,9 +84,6 @@ def with_messages(table_text: str, messages: Sequence[str], room: int) -> str:
     return "\n".join(out)
 
 
-QUOTED = re.compile(r"`[^`\n]*`")
-
-
 def wrap_words(text: str, room: int | None) -> str:
     """`text`'s lines wrapped at spaces to `room` cells (None: no terminal, as they are), each
     continuation two further in than its line; a `command` in backquotes is never cut, so that it
@@ -98,9 +95,5 @@ def wrap_words(text: str, room: int | None) -> str:
         if cell_len(line) <= room:
             out.append(line)
             continue
-        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
-        held = QUOTED.sub(lambda m: m.group(0).replace(" ", "\x00"), line)  # (clean text has no NUL)
-        parts = textwrap.wrap(held, width=max(room, 24), subsequent_indent=indent, break_long_words=False,
-                              break_on_hyphens=False)
-        out += [part.replace("\x00", " ") for part in parts] or [line]
+        out += wrap_prose(line, room, " " * (len(line) - len(line.lstrip(" ")) + 2))
     return "\n".join(out)
